@@ -1,0 +1,164 @@
+"""One-hot vectors, the embedding lookup table, and how to compare vectors.
+
+Notation (chapter 1): ``V`` is the vocabulary size, ``D`` the embedding width, ``E`` the ``(V, D)``
+embedding matrix whose row ``i`` is the vector of token ``i``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._validate import (
+    describe,
+    require_floating_tensor,
+    require_index_range,
+    require_integer_tensor,
+    require_ndim,
+    require_positive_int,
+)
+
+__all__ = [
+    "one_hot",
+    "Embedding",
+    "dot_similarity",
+    "cosine_similarity",
+    "pairwise_cosine",
+    "nearest_neighbours",
+    "embedding_parameters",
+]
+
+
+def one_hot(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """One-hot vectors of token ids.
+
+    ``one_hot(ids, V)[..., j] = 1`` if ``ids[...] == j`` else ``0``.
+
+    Args:
+        ids: integer tensor of any shape ``(*)`` with entries in ``[0, V)``.
+        vocab_size: ``V``.
+
+    Returns:
+        float32 tensor of shape ``(*, V)``.
+    """
+    require_integer_tensor(ids, "ids")
+    require_positive_int(vocab_size, "vocab_size")
+    require_index_range(ids, "ids", vocab_size)
+    out = torch.zeros(*ids.shape, vocab_size, dtype=torch.float32, device=ids.device)
+    return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)
+
+
+class Embedding(nn.Module):
+    """A lookup table of ``num_embeddings`` vectors of width ``embedding_dim``.
+
+    ``forward(ids)[b, t] = weight[ids[b, t]]``, which equals ``one_hot(ids) @ weight`` but never builds
+    the one-hot matrix. The gradient of a loss with respect to ``weight`` is non-zero only in the rows
+    that were looked up.
+
+    Args:
+        num_embeddings: ``V``, the number of rows (the vocabulary size).
+        embedding_dim: ``D``, the width of each vector.
+
+    Shapes:
+        ``ids``: integer tensor ``(batch, seq)`` (any shape works); output ``(batch, seq, D)``.
+
+    The weight is initialised from a standard normal distribution, as ``torch.nn.Embedding`` does.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+        super().__init__()
+        require_positive_int(num_embeddings, "num_embeddings")
+        require_positive_int(embedding_dim, "embedding_dim")
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        require_integer_tensor(ids, "ids")
+        require_index_range(ids, "ids", self.num_embeddings)
+        return self.weight[ids.long()]
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+def dot_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Dot-product similarity ``uᵀv`` along the last dimension.
+
+    Args:
+        u, v: float tensors of shapes ``(*, D)`` that broadcast against each other.
+
+    Returns:
+        tensor of the broadcast shape without the last dimension.
+    """
+    _check_pair(u, v)
+    return (u * v).sum(-1)
+
+
+def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Cosine similarity ``uᵀv / (‖u‖ ‖v‖)`` along the last dimension, a number in ``[-1, 1]``.
+
+    Args:
+        u, v: float tensors of shapes ``(*, D)`` that broadcast against each other.
+        eps: the norms are clamped below at ``eps``, so a zero vector gives similarity 0, not NaN.
+
+    Returns:
+        tensor of the broadcast shape without the last dimension.
+    """
+    _check_pair(u, v)
+    return dot_similarity(u, v) / (u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps))
+
+
+def pairwise_cosine(vectors: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """All cosine similarities between the rows of a ``(N, D)`` matrix, as an ``(N, N)`` matrix."""
+    require_floating_tensor(vectors, "vectors")
+    require_ndim(vectors, "vectors", 2, "(N, D)")
+    unit = vectors / vectors.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return unit @ unit.T
+
+
+def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` rows of ``vectors`` (shape ``(N, D)``) most cosine-similar to row ``query``, itself excluded.
+
+    Returns:
+        ``(ids, similarities)``, each of shape ``(k,)``, most similar first.
+    """
+    require_floating_tensor(vectors, "vectors")
+    require_ndim(vectors, "vectors", 2, "(N, D)")
+    n = vectors.shape[0]
+    if isinstance(query, bool) or not isinstance(query, int):
+        raise TypeError(f"query must be an int row index, got {describe(query)}")
+    if not 0 <= query < n:
+        raise ValueError(f"query must lie in [0, {n - 1}], got {query}")
+    require_positive_int(k, "k")
+    if k > n - 1:
+        raise ValueError(f"k must be at most {n - 1} (the other rows), got {k}")
+    sims = cosine_similarity(vectors, vectors[query])
+    sims[query] = -math.inf
+    top = sims.topk(k)
+    return top.indices, top.values
+
+
+def embedding_parameters(vocab_size: int, width: int) -> int:
+    """The number of parameters of an embedding table: ``V × D``."""
+    return require_positive_int(vocab_size, "vocab_size") * require_positive_int(width, "width")
+
+
+def _check_pair(u: torch.Tensor, v: torch.Tensor) -> None:
+    require_floating_tensor(u, "u")
+    require_floating_tensor(v, "v")
+    if u.ndim == 0 or v.ndim == 0:
+        raise ValueError(f"u and v must be vectors (at least 1 dimension), got shapes {tuple(u.shape)}, "
+                         f"{tuple(v.shape)}")
+    if u.shape[-1] != v.shape[-1]:
+        raise ValueError(
+            f"u and v must have the same last dimension D, got shapes {tuple(u.shape)} and {tuple(v.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(u.shape[:-1], v.shape[:-1])
+    except RuntimeError as e:
+        raise ValueError(
+            f"u and v must broadcast against each other, got shapes {tuple(u.shape)} and {tuple(v.shape)}"
+        ) from e
