@@ -100,13 +100,13 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.status == PASSED:
-            return f"✅ {self.exercise}: passed ({self.cases} checks)."
+            return f"PASSED  {self.exercise}: your code agrees with the reference ({self.cases} checks)."
         if self.status == NOT_ATTEMPTED:
             return (
-                f"⏳ {self.exercise}: not attempted yet. Your code still raises NotImplementedError: "
-                "replace the stub with your implementation and run the cell again."
+                f"NOT ATTEMPTED YET  {self.exercise}: your code still raises NotImplementedError. "
+                "Replace the stub with your implementation and run the cell again."
             )
-        lines = [f"❌ {self.exercise}: wrong. {self.problem}"]
+        lines = [f"WRONG  {self.exercise}: {self.problem}"]
         for label, value in (("input", self.input), ("expected", self.expected), ("got", self.got)):
             if value is not None:
                 lines.append(_field(label, value))

@@ -17,7 +17,7 @@ from ._validate import describe
 __all__ = ["UNK", "tokenize", "Vocabulary"]
 
 UNK = "<unk>"
-"""The unknown token: every token outside the vocabulary is encoded as its id (always 0)."""
+"""The unknown token. Every token outside the vocabulary is encoded as its id, which is always 0."""
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]")
 

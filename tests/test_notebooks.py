@@ -1,0 +1,140 @@
+"""The generated notebooks are fresh, and every chapter follows the book's conventions."""
+
+import re
+
+import jupytext
+import nbformat
+import pytest
+
+from tools import notebooks
+
+CHAPTERS = notebooks.chapters()
+WITH_EXERCISES = [md for md in CHAPTERS if notebooks.has_exercises(md)]
+
+
+def test_there_are_chapters():
+    assert [md.name for md in CHAPTERS[:2]] == ["00_preface.md", "01_words_to_vectors.md"]
+
+
+def test_setup_cells_match_the_template():
+    assert notebooks.stale_setup_cells() == [], "run `make sync`"
+
+
+def test_pairs_and_homework_are_fresh():
+    assert notebooks.stale_files() == [], "run `make sync` and commit the regenerated notebooks"
+    assert notebooks.orphans() == []
+
+
+def test_setup_cell_uses_the_repository_from_config():
+    repo = notebooks.repository()
+    source = notebooks.setup_cell_source()
+    assert f"git+{repo.url}@{repo.ref}" in source
+    assert repo.url.startswith("https://github.com/")
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_first_code_cell_is_the_setup_cell(md):
+    nb = jupytext.read(md)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].source == notebooks.setup_cell_source()
+    assert set(code[0].metadata["tags"]) == {"remove-cell", notebooks.SETUP_TAG}
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_paired_notebook_has_no_outputs(md):
+    nb = nbformat.read(notebooks.pair_path(md), as_version=4)
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
+
+
+def _blocks(md):
+    """(exercise label, stub cells, solution cells, the first code cell after the solution) per exercise."""
+    nb = jupytext.read(md)
+    found, state, current = [], None, None
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for m in re.finditer(r"\{(exercise-start|exercise-end|solution-start|solution-end)\}([^\n]*)\n"
+                                 r"(?::label: ([^\n]+))?", cell.source):
+                kind, arg, label = m.group(1), m.group(2).strip(), m.group(3)
+                if kind == "exercise-start":
+                    current = {"label": label, "stubs": [], "solutions": [], "after": None}
+                    found.append(current)
+                    state = "exercise"
+                elif kind == "solution-start":
+                    assert current is not None and arg == current["label"], f"solution-start {arg} without exercise"
+                    state = "solution"
+                elif kind == "solution-end":
+                    state = "after"
+                elif kind == "exercise-end":
+                    state = "between"
+            continue
+        if state == "exercise":
+            current["stubs"].append(cell)
+        elif state == "solution":
+            current["solutions"].append(cell)
+        elif state == "after" and current["after"] is None:
+            current["after"] = cell
+    return found
+
+
+@pytest.mark.parametrize("md", WITH_EXERCISES, ids=lambda p: p.name)
+def test_every_exercise_has_stub_solution_and_checker(md):
+    exercises = _blocks(md)
+    assert len(exercises) >= 1
+    for ex in exercises:
+        label = ex["label"]
+        assert label and label.startswith("ex-"), label
+        assert len(ex["stubs"]) == 1, f"{label}: exactly one stub cell"
+        stub = ex["stubs"][0]
+        assert set(stub.metadata.get("tags", [])) >= {notebooks.STUB_TAG, "remove-cell"}, label
+        assert "raise NotImplementedError" in stub.source, label
+        assert ex["solutions"], f"{label}: the solution needs at least one code cell"
+        assert ex["after"] is not None and re.match(r"check_\w+\(\w+\)\s*$", ex["after"].source), (
+            f"{label}: the cell after the solution must call a checker"
+        )
+
+
+@pytest.mark.parametrize("md", WITH_EXERCISES, ids=lambda p: p.name)
+def test_homework_keeps_stubs_and_drops_solutions(md):
+    hw = nbformat.read(notebooks.homework_path(md), as_version=4)
+    code = [c.source for c in hw.cells if c.cell_type == "code"]
+    text = "\n".join(c.source for c in hw.cells if c.cell_type == "markdown")
+    for ex in _blocks(md):
+        assert ex["stubs"][0].source in code
+        for solution in ex["solutions"]:
+            assert solution.source not in code, f"solution of {ex['label']} leaked into the homework"
+        assert ex["after"].source in code
+    assert "{solution-start}" not in text and "{exercise-start}" not in text and "{solution-end}" not in text
+    assert len(re.findall(r"^### Exercise \d+\.\d+", text, re.MULTILINE)) == len(_blocks(md))
+    assert code[0] == notebooks.setup_cell_source()
+
+
+def test_homework_generator_on_a_synthetic_chapter(tmp_path):
+    md = tmp_path / "07_sample.md"
+    md.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n# Sample\n\n"
+        "```{code-cell} ipython3\nx = 1\n```\n\nIntro.\n\n"
+        "```{exercise-start} Double it\n:label: ex-double\n```\n\nWrite `double`.\n\n"
+        "```{code-cell} ipython3\n:tags: [exercise-stub, remove-cell]\n\ndef double(x):\n"
+        "    raise NotImplementedError\n```\n\n```{exercise-end}\n```\n\n"
+        "```{solution-start} ex-double\n:class: dropdown\n```\n\nExplained.\n\n"
+        "```{code-cell} ipython3\ndef double(x):\n    return 2 * x\n```\n\n```{solution-end}\n```\n\n"
+        "```{code-cell} ipython3\ncheck_double(double)\n```\n\nAfter.\n"
+    )
+    hw = nbformat.reads(notebooks.homework_notebook(md), as_version=4)
+    sources = [c.source for c in hw.cells]
+    assert "def double(x):\n    raise NotImplementedError" in sources
+    assert "def double(x):\n    return 2 * x" not in sources
+    assert not any("Explained." in s for s in sources)
+    assert any("### Exercise 7.1: Double it\n\nWrite `double`." in s for s in sources)
+    assert "check_double(double)" in sources and any("After." in s for s in sources)
+    stub = next(c for c in hw.cells if c.cell_type == "code" and "NotImplementedError" in c.source)
+    assert stub.metadata["tags"] == ["exercise-stub"]
+
+
+def test_unterminated_solution_is_an_error(tmp_path):
+    md = tmp_path / "08_broken.md"
+    md.write_text("# Broken\n\n```{solution-start} ex-x\n```\n\n```{code-cell} ipython3\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="no matching solution-end"):
+        notebooks.homework_notebook(md)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Make sure headless Chromium is available for the rendered-page checks (Debian's package `chromium`).
+set -euo pipefail
+if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+  exit 0
+fi
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "Installing chromium (Debian package) for the rendered-page checks..."
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  exit 0
+fi
+echo "The rendered-page checks need Chromium: install Debian's 'chromium' package (sudo apt-get install chromium)" >&2
+echo "or set CHROMIUM=/path/to/chrome." >&2
+[ -n "${CHROMIUM:-}" ] || exit 1
