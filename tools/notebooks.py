@@ -149,6 +149,7 @@ def homework_notebook(md: Path) -> str:
             if not skipped_title:
                 text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
                 skipped_title = True
+            text = for_jupyter(text, md.parent)
             if text.strip():
                 out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
             continue
@@ -207,6 +208,51 @@ def _strip_markdown(source: str, in_solution: bool, exercise: int, chapter: int)
             out.append(lines[i])
         i += 1
     return "\n".join(out), in_solution, exercise
+
+
+# ----- MyST that Jupyter cannot render ------------------------------------------------------------------
+
+_LITERALINCLUDE = re.compile(r"^```\{literalinclude\} (\S+)\n((?::[\w-]+:[^\n]*\n)*)```$", re.MULTILINE)
+_PROOF = re.compile(r"^```\{prf:(\w+)\} ?([^\n]*)\n((?::[\w-]+:[^\n]*\n)*)\n?(.*?)\n```$", re.MULTILINE | re.DOTALL)
+_ROLE = re.compile(r"\{(cite|cite:p|cite:t|ref|numref|doc|eq)\}`([^`]*)`")
+
+
+def for_jupyter(text: str, base: Path) -> str:
+    """Rewrite the MyST constructs that Jupyter and Colab show as raw text into plain markdown.
+
+    ``literalinclude`` of a ``:pyobject:`` becomes a Python code block holding that object's source;
+    ``prf:`` directives (definitions, theorems) become a bold title and their body; roles such as
+    ``{cite}`key``` become their bracketed argument.
+    """
+
+    def include(m: re.Match[str]) -> str:
+        options = dict(re.findall(r":([\w-]+):\s*([^\n]*)", m.group(2)))
+        source = (base / m.group(1)).resolve()
+        code = source.read_text()
+        if "pyobject" in options:
+            code = _pyobject_source(code, options["pyobject"], source)
+        return f"```python\n# from {source.relative_to(ROOT)}\n{code.rstrip()}\n```"
+
+    def proof(m: re.Match[str]) -> str:
+        kind, title, body = m.group(1), m.group(2).strip(), m.group(4).strip()
+        head = f"**{kind.capitalize()}" + (f" ({title})" if title else "") + ".**"
+        return f"{head} {body}"
+
+    text = _LITERALINCLUDE.sub(include, text)
+    text = _PROOF.sub(proof, text)
+    return _ROLE.sub(lambda m: f"[{m.group(2)}]", text)
+
+
+def _pyobject_source(code: str, name: str, path: Path) -> str:
+    import ast
+
+    tree = ast.parse(code)
+    lines = code.splitlines()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and node.name == name:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "\n".join(lines[start - 1 : node.end_lineno])
+    raise ValueError(f"{path.name} has no function or class {name!r} to include")
 
 
 # ----- sync and check ------------------------------------------------------------------------------------
