@@ -102,10 +102,7 @@ class Verdict:
         if self.status == PASSED:
             return f"PASSED  {self.exercise}: your code agrees with the reference ({self.cases} checks)."
         if self.status == NOT_ATTEMPTED:
-            return (
-                f"NOT ATTEMPTED YET  {self.exercise}: your code still raises NotImplementedError. "
-                "Replace the stub with your implementation and run the cell again."
-            )
+            return _not_attempted(self.exercise)
         lines = [f"WRONG  {self.exercise}: {self.problem}"]
         for label, value in (("input", self.input), ("expected", self.expected), ("got", self.got)):
             if value is not None:
@@ -113,6 +110,13 @@ class Verdict:
         if self.hint:
             lines.append(_field("hint", self.hint))
         return "\n".join(lines)
+
+
+def _not_attempted(exercise: str) -> str:
+    return (
+        f"NOT ATTEMPTED YET  {exercise}: your code still raises NotImplementedError. "
+        "Replace the stub with your implementation and run the cell again."
+    )
 
 
 def _field(label: str, value: str) -> str:
@@ -159,6 +163,10 @@ class Checker:
 
     def __call__(self, student: Any) -> None:
         print(self.verdict(student))
+
+    def not_attempted_message(self) -> str:
+        """What this checker prints for a stub that still raises ``NotImplementedError``."""
+        return _not_attempted(self.exercise)
 
     def __repr__(self) -> str:
         return f"Checker({self.exercise!r})"

@@ -105,11 +105,14 @@ def test_homework_keeps_stubs_and_drops_solutions(md):
             assert solution.source not in code, f"solution of {ex['label']} leaked into the homework"
         assert ex["after"].source in code
     assert "{solution-start}" not in text and "{exercise-start}" not in text and "{solution-end}" not in text
-    assert len(re.findall(r"^### Exercise \d+\.\d+", text, re.MULTILINE)) == len(_blocks(md))
+    assert len(re.findall(r"^### Exercise \d+ \(", text, re.MULTILINE)) == len(_blocks(md))
     assert code[0] == notebooks.setup_cell_source()
 
 
-def test_homework_generator_on_a_synthetic_chapter(tmp_path):
+def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
+    from companion.checking import Checker
+
+    monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
     md = tmp_path / "07_sample.md"
     md.write_text(
         "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
@@ -127,10 +130,13 @@ def test_homework_generator_on_a_synthetic_chapter(tmp_path):
     assert "def double(x):\n    raise NotImplementedError" in sources
     assert "def double(x):\n    return 2 * x" not in sources
     assert not any("Explained." in s for s in sources)
-    assert any("### Exercise 7.1: Double it\n\nWrite `double`." in s for s in sources)
+    assert any("### Exercise 1 (Double it)\n\nWrite `double`." in s for s in sources)
     assert "check_double(double)" in sources and any("After." in s for s in sources)
     stub = next(c for c in hw.cells if c.cell_type == "code" and "NotImplementedError" in c.source)
     assert stub.metadata["tags"] == ["exercise-stub"]
+    check = next(c for c in hw.cells if c.source == "check_double(double)")
+    assert check.outputs[0].text.startswith("NOT ATTEMPTED YET  double: ")
+    assert check.metadata["tags"] == ["nbval-check-output"]
 
 
 def test_unterminated_solution_is_an_error(tmp_path):

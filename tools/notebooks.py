@@ -46,6 +46,8 @@ if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)'''
 
+NBVAL_CHECK_OUTPUT = "nbval-check-output"
+_CHECKER_CALL = re.compile(r"^(check_\w+)\(\w+\)\s*$")
 _CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?:.*?\n)?```[ \t]*$", re.MULTILINE | re.DOTALL)
 _FENCE_OPEN = re.compile(r"^(`{3,})\{(exercise-start|exercise-end|solution-start|solution-end)\}(.*)$")
 
@@ -159,6 +161,13 @@ def homework_notebook(md: Path) -> str:
         tags = list(cell.metadata.get("tags", []))
         if STUB_TAG in tags and "remove-cell" in tags:  # the book hides the stub; the homework shows it
             tags.remove("remove-cell")
+        checker = _CHECKER_CALL.match(cell.source)
+        if checker:
+            # Before the student starts, the checker must say so; nbval compares this output (CI).
+            verdict = _checker(checker.group(1)).not_attempted_message()
+            new.outputs = [nbformat.v4.new_output("stream", name="stdout", text=verdict + "\n")]
+            new.execution_count = 1  # nbval only compares the outputs of cells that were run
+            tags.append(NBVAL_CHECK_OUTPUT)
         if tags:
             new.metadata["tags"] = tags
         out.cells.append(new)
@@ -167,6 +176,30 @@ def homework_notebook(md: Path) -> str:
     for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
         cell["id"] = f"cell-{i}"
     return nbformat.writes(out) + "\n"
+
+
+def checker_call(source: str) -> str | None:
+    """The checker's name if ``source`` is a checker cell (``check_x(x)``), else None."""
+    m = _CHECKER_CALL.match(source)
+    return m.group(1) if m else None
+
+
+def _checker(name: str):
+    """The :class:`companion.checking.Checker` called ``name`` in one of the ``companion.exercises`` modules."""
+    import importlib
+    import pkgutil
+
+    import companion.exercises
+    from companion.checking import Checker
+
+    found = []
+    for module in pkgutil.iter_modules(companion.exercises.__path__):
+        obj = getattr(importlib.import_module(f"companion.exercises.{module.name}"), name, None)
+        if isinstance(obj, Checker):
+            found.append(obj)
+    if len(found) != 1:
+        raise ValueError(f"expected one checker called {name} in companion.exercises, found {len(found)}")
+    return found[0]
 
 
 def _title(nb: nbformat.NotebookNode) -> str:
@@ -193,9 +226,9 @@ def _strip_markdown(source: str, in_solution: bool, exercise: int, chapter: int)
                 j += 1
             if name == "exercise-start":
                 exercise += 1
-                heading = f"### Exercise {chapter}.{exercise}"
+                heading = f"### Exercise {exercise}"  # numbered per chapter, as in the book
                 if argument.strip():
-                    heading += f": {argument.strip()}"
+                    heading += f" ({argument.strip()})"
                 if not in_solution:
                     out.append(heading)
             elif name == "solution-start":
