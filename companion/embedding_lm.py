@@ -1,0 +1,369 @@
+"""A word-embedding language model: predict the next token from the previous one with two tables.
+
+The model (chapter 2) keeps two ``(N, K)`` tables for a vocabulary of ``N`` tokens: ``V`` holds the vector
+of a token when it is the *previous* token, ``U`` its vector when it is the *next* token. For a previous
+token ``i`` the scores of every candidate next token are the dot products ``s = U v_i`` (shape ``(N,)``),
+and the model's prediction is their softmax::
+
+    p(x_{t+1} = j | x_t = i) = exp(u_j · v_i / T) / sum_k exp(u_k · v_i / T),     T = temperature = 1.
+
+This is a Markov chain of order 1: the prediction depends on the previous token only. The best such chain
+for a corpus is the table of bigram counts normalised per row (:func:`bigram_probabilities`); the model
+can at most reach it, and :func:`optimum_gap` measures how far it is.
+
+**The toy corpus.** The lecture notes this chapter follows (seed 004) train on a tiny corpus whose text
+survived only as OCR fragments ("The cat ate the dog! the zoo."). What did survive fixes it well enough:
+the vocabulary is exactly the 8 tokens ``! . ate cat dog ran the zoo``; the trained model's probabilities
+after "the" are 0.250 (cat), 0.496 (dog), 0.245 (zoo), i.e. the counts 1 : 2 : 1; and the trained model
+generates "the dog ate . the dog ! the zoo . the dog ran the zoo .", which uses the transitions
+dog→ate, ate→., dog→!, dog→ran, ran→the, zoo→. . :data:`TOY_TEXT` is the smallest text of short
+sentences we found that has exactly those 8 tokens, every one of those transitions, and after "the" the
+counts cat 2, dog 4, zoo 2. It is our reconstruction, not the notes' original text. The corpus is read
+as one stream of tokens (a sentence's final "." or "!" is followed by the next sentence's "the"), which
+gives 25 tokens and 24 bigrams.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ._validate import (
+    describe,
+    require_floating_tensor,
+    require_index_range,
+    require_integer_tensor,
+    require_ndim,
+    require_positive_int,
+)
+from .text import tokenize
+
+__all__ = [
+    "TOY_TEXT",
+    "toy_tokens",
+    "toy_vocabulary",
+    "encode",
+    "decode",
+    "WordEmbeddingLM",
+    "next_token_probabilities",
+    "bigram_pairs",
+    "train_embedding_lm",
+    "generate",
+    "bigram_counts",
+    "bigram_probabilities",
+    "cross_entropy",
+    "GapReport",
+    "optimum_gap",
+]
+
+TOY_TEXT = "The cat ate the dog! The dog ran the zoo. The dog ate. The zoo. The cat ran the dog!"
+"""Our reconstruction of the seed's toy corpus (see the module docstring): 5 sentences, 25 tokens."""
+
+
+def toy_tokens() -> list[str]:
+    """The toy corpus as a list of 25 lower-case tokens (words and the punctuation marks "." and "!")."""
+    return tokenize(TOY_TEXT)
+
+
+def toy_vocabulary() -> list[str]:
+    """The 8 tokens of the toy corpus, sorted: ``['!', '.', 'ate', 'cat', 'dog', 'ran', 'the', 'zoo']``.
+
+    The position of a token in this list is its id.
+    """
+    return sorted(set(toy_tokens()))
+
+
+def encode(tokens: Sequence[str], vocabulary: Sequence[str]) -> torch.Tensor:
+    """Ids of ``tokens`` in ``vocabulary``, a ``(len(tokens),)`` ``torch.long`` tensor.
+
+    Raises ``ValueError`` naming a token that is not in the vocabulary (this model has no unknown token).
+    """
+    if isinstance(tokens, str):
+        raise TypeError("tokens must be a list of str tokens, got one str (split it first)")
+    index = {t: i for i, t in enumerate(vocabulary)}
+    ids = []
+    for t in tokens:
+        if t not in index:
+            raise ValueError(f"token {t!r} is not in the vocabulary {list(vocabulary)}")
+        ids.append(index[t])
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list[str]:
+    """The tokens of ``ids`` (a 1-D tensor or a list of ints)."""
+    if isinstance(ids, torch.Tensor):
+        require_integer_tensor(ids, "ids")
+        ids = ids.flatten().tolist()
+    out = []
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"ids must be ints, got {describe(i)}")
+        if not 0 <= i < len(vocabulary):
+            raise ValueError(f"ids must lie in [0, {len(vocabulary) - 1}], got {i}")
+        out.append(vocabulary[i])
+    return out
+
+
+class WordEmbeddingLM(nn.Module):
+    """The next-token model with a previous-token table ``V`` and a next-token table ``U``.
+
+    Args:
+        vocab_size: ``N``, the number of tokens.
+        dim: ``K``, the width of the vectors (2 in the chapter, so they can be drawn).
+        seed: the seed of the random initialisation (standard normal entries, as in the notes' figure).
+
+    Attributes:
+        V: ``(N, K)`` parameter, row ``i`` is ``v_i``, token ``i`` as the previous token.
+        U: ``(N, K)`` parameter, row ``j`` is ``u_j``, token ``j`` as the next token.
+    """
+
+    def __init__(self, vocab_size: int, dim: int = 2, *, seed: int = 0) -> None:
+        super().__init__()
+        require_positive_int(vocab_size, "vocab_size")
+        require_positive_int(dim, "dim")
+        g = torch.Generator().manual_seed(seed)
+        self.V = nn.Parameter(torch.randn(vocab_size, dim, generator=g))
+        self.U = nn.Parameter(torch.randn(vocab_size, dim, generator=g))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.V.shape[0]
+
+    def forward(self, prev: torch.Tensor) -> torch.Tensor:
+        """Scores ``U v_prev`` of every next token.
+
+        Args:
+            prev: ``(B,)`` integer ids of previous tokens.
+
+        Returns:
+            ``(B, N)`` scores (logits); row ``b`` is ``U @ V[prev[b]]``.
+        """
+        require_integer_tensor(prev, "prev")
+        require_ndim(prev, "prev", 1, "(B,)")
+        require_index_range(prev, "prev", self.vocab_size)
+        return self.V[prev] @ self.U.T
+
+    def transition_matrix(self, temperature: float = 1.0) -> torch.Tensor:
+        """The model's ``(N, N)`` table ``P[i, j] = p(next = j | prev = i)`` at ``temperature``."""
+        with torch.no_grad():
+            return next_token_probabilities(self.V @ self.U.T, temperature)
+
+
+def next_token_probabilities(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Softmax of ``scores / temperature`` over the last dimension.
+
+    ``p_j = exp(s_j / T) / sum_k exp(s_k / T)``. As ``T → 0`` this tends to all mass on the argmax; ``T = 0``
+    is accepted and returns exactly that (a one-hot row; the first maximum wins ties). Large ``T`` flattens
+    the distribution towards uniform.
+
+    Args:
+        scores: ``(..., N)`` floating tensor.
+        temperature: ``T >= 0``.
+
+    Returns:
+        ``(..., N)`` probabilities, each row summing to 1.
+    """
+    require_floating_tensor(scores, "scores")
+    if scores.ndim == 0:
+        raise ValueError("scores must have at least 1 dimension (..., N), got a 0-d tensor")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a number, got {describe(temperature)}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if temperature == 0:
+        best = scores.argmax(dim=-1, keepdim=True)
+        return torch.zeros_like(scores).scatter_(-1, best, 1.0)
+    return torch.softmax(scores / temperature, dim=-1)
+
+
+def bigram_pairs(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(previous, next)`` pairs of a token stream: ``(ids[:-1], ids[1:])``, each ``(n - 1,)``."""
+    require_integer_tensor(ids, "ids")
+    require_ndim(ids, "ids", 1, "(n,)")
+    if ids.numel() < 2:
+        raise ValueError(f"ids must hold at least 2 tokens to form a bigram, got {ids.numel()}")
+    return ids[:-1], ids[1:]
+
+
+def train_embedding_lm(
+    model: WordEmbeddingLM,
+    ids: torch.Tensor,
+    *,
+    steps: int = 2000,
+    lr: float = 0.05,
+    progress: bool = True,
+) -> list[float]:
+    """Fit the model to the bigrams of ``ids`` by full-batch Adam on the mean cross-entropy.
+
+    Loss: ``L = -(1/(n-1)) sum_t log p(x_{t+1} | x_t)``. Every step uses all ``n - 1`` bigrams, so the run
+    is deterministic given the model's initialisation.
+
+    Args:
+        model: the model to train (updated in place).
+        ids: ``(n,)`` token ids, the corpus as one stream.
+        steps: number of Adam steps (the notes train for 10,000 epochs; 2,000 suffice here).
+        lr: Adam's learning rate.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        The loss before each step (``steps`` floats).
+    """
+    if not isinstance(model, WordEmbeddingLM):
+        raise TypeError(f"model must be a WordEmbeddingLM, got {describe(model)}")
+    prev, nxt = bigram_pairs(ids)
+    require_index_range(ids, "ids", model.vocab_size)
+    require_positive_int(steps, "steps")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    history: list[float] = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (24, 2) @ (2, 8) products only lose time to thread hand-offs; restored below
+    try:
+        for _ in tqdm(range(steps), desc="training", disable=not progress):
+            loss = nn.functional.cross_entropy(model(prev), nxt)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            history.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
+    return history
+
+
+def generate(
+    model: WordEmbeddingLM,
+    start: torch.Tensor,
+    n_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int | None = 0,
+) -> torch.Tensor:
+    """Sample ``n_tokens`` new tokens after the context ``start``.
+
+    Each new token is drawn from ``next_token_probabilities(U v_prev, temperature)`` where ``prev`` is the
+    last token so far (only the last token of ``start`` matters: the model has order 1). ``temperature=0``
+    always takes the most likely token.
+
+    Args:
+        model: a :class:`WordEmbeddingLM`.
+        start: ``(m,)`` ids of the context, ``m >= 1``.
+        n_tokens: how many tokens to add.
+        temperature: ``T >= 0``.
+        seed: seed of the sampling generator (``None``: use the global random state).
+
+    Returns:
+        ``(m + n_tokens,)`` ids: the context followed by the sampled tokens.
+    """
+    if not isinstance(model, WordEmbeddingLM):
+        raise TypeError(f"model must be a WordEmbeddingLM, got {describe(model)}")
+    require_integer_tensor(start, "start")
+    require_ndim(start, "start", 1, "(m,)")
+    if start.numel() == 0:
+        raise ValueError("start must hold at least one token id, got an empty tensor")
+    require_index_range(start, "start", model.vocab_size)
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
+        raise ValueError(f"n_tokens must be an int >= 0, got {n_tokens!r}")
+    g = None if seed is None else torch.Generator().manual_seed(seed)
+    out = start.long().tolist()
+    with torch.no_grad():
+        for _ in range(n_tokens):
+            p = next_token_probabilities(model(torch.tensor([out[-1]])), temperature)[0]
+            out.append(int(torch.multinomial(p, 1, generator=g)) if temperature > 0 else int(p.argmax()))
+    return torch.tensor(out, dtype=torch.long)
+
+
+def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The ``(N, N)`` table ``C[i, j]`` = number of times token ``j`` follows token ``i`` in ``ids``.
+
+    Args:
+        ids: ``(n,)`` integer ids in ``[0, N)``, ``n >= 2``.
+        vocab_size: ``N``.
+
+    Returns:
+        ``(N, N)`` ``torch.long`` counts, summing to ``n - 1``.
+    """
+    require_positive_int(vocab_size, "vocab_size")
+    prev, nxt = bigram_pairs(ids)
+    require_index_range(ids, "ids", vocab_size)
+    flat = torch.bincount(prev.long() * vocab_size + nxt.long(), minlength=vocab_size * vocab_size)
+    return flat.view(vocab_size, vocab_size)
+
+
+def bigram_probabilities(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The count-based bigram model ``P*[i, j] = C[i, j] / sum_k C[i, k]`` (float64, ``(N, N)``).
+
+    This is the maximum-likelihood order-1 Markov chain: no model that predicts from the previous token
+    alone has a lower cross-entropy on ``ids``. A row whose token is never followed by anything (it only
+    occurs last) is all zeros.
+    """
+    c = bigram_counts(ids, vocab_size).to(torch.float64)
+    totals = c.sum(dim=1, keepdim=True)
+    return torch.where(totals > 0, c / totals.clamp_min(1), torch.zeros_like(c))
+
+
+def cross_entropy(transition: torch.Tensor, ids: torch.Tensor) -> float:
+    """Mean negative log-likelihood (nats per token) of the bigrams of ``ids`` under a transition table.
+
+    ``H = -(1/(n-1)) sum_t log P[x_t, x_{t+1}]``.
+
+    Args:
+        transition: ``(N, N)`` probabilities, row ``i`` the distribution of the token after ``i``.
+        ids: ``(n,)`` ids.
+    """
+    require_floating_tensor(transition, "transition")
+    require_ndim(transition, "transition", 2, "(N, N)")
+    n = transition.shape[0]
+    if transition.shape[1] != n:
+        raise ValueError(f"transition must be square (N, N), got shape {tuple(transition.shape)}")
+    prev, nxt = bigram_pairs(ids)
+    require_index_range(ids, "ids", n)
+    p = transition.detach().to(torch.float64)[prev, nxt]
+    return float(-(p.log()).mean())
+
+
+@dataclass(frozen=True)
+class GapReport:
+    """How far a model is from the count-based optimum on a corpus (all in nats per token).
+
+    Attributes:
+        model_cross_entropy: ``H(model) = -(1/(n-1)) sum_t log p_model(x_{t+1} | x_t)``.
+        optimum_cross_entropy: the same with the bigram-count table ``P*`` (the lowest possible).
+        gap: ``H(model) - H(P*) >= 0``.
+        kl_per_token: ``(N,)``, ``KL(P*[i] || P_model[i])`` for each previous token ``i``.
+        prev_frequency: ``(N,)``, the fraction of bigrams whose previous token is ``i``; the gap equals
+            ``sum_i prev_frequency[i] * kl_per_token[i]``.
+    """
+
+    model_cross_entropy: float
+    optimum_cross_entropy: float
+    gap: float
+    kl_per_token: torch.Tensor
+    prev_frequency: torch.Tensor
+
+
+def optimum_gap(model: WordEmbeddingLM | torch.Tensor, ids: torch.Tensor) -> GapReport:
+    """Compare a model (or its ``(N, N)`` transition table) with the bigram-count optimum on ``ids``.
+
+    ``H(model) - H(P*) = sum_i f_i KL(P*[i] || P_model[i])`` where ``f_i`` is the share of bigrams starting
+    with token ``i``: the cross-entropy gap is the frequency-weighted KL divergence per previous token.
+    """
+    table = model.transition_matrix() if isinstance(model, WordEmbeddingLM) else model
+    require_floating_tensor(table, "model")
+    n = table.shape[0] if table.ndim == 2 else -1
+    if table.ndim != 2 or table.shape[1] != n:
+        raise ValueError(f"the transition table must have shape (N, N), got {tuple(table.shape)}")
+    opt = bigram_probabilities(ids, n)
+    q = table.detach().to(torch.float64)
+    terms = torch.where(opt > 0, opt * (opt.clamp_min(1e-300).log() - q.log()), torch.zeros_like(opt))
+    kl = terms.sum(dim=1)
+    counts = bigram_counts(ids, n).sum(dim=1).to(torch.float64)
+    freq = counts / counts.sum()
+    model_ce = cross_entropy(q, ids)
+    opt_ce = cross_entropy(opt, ids)
+    return GapReport(model_ce, opt_ce, model_ce - opt_ce, kl, freq)
