@@ -1,0 +1,229 @@
+"""The chapter-3 checkers accept the reference answers, reject plausible wrong ones saying why, report a
+stub as not attempted, and turn any crash, garbage, NaN or wrong shape into a 'wrong' verdict."""
+
+import math
+
+import pytest
+import torch
+
+from companion import glove
+from companion import word2vec as w2v
+from companion.embeddings import nearest_neighbours as ref_neighbours
+from companion.exercises.word2vec import (
+    check_glove_weight,
+    check_nearest_neighbours,
+    check_negative_sampling_loss,
+    check_skipgram_pairs,
+)
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+def _assert_wrong(verdict, *fragments):
+    assert verdict.status == "wrong", str(verdict)
+    text = str(verdict)
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def _garbage_students(shape_fn):
+    """Students that crash, return the wrong type, NaN, or the wrong shape."""
+    return [
+        (lambda *a: 1 / 0, "raised ZeroDivisionError"),
+        (lambda *a: "a string", "should be"),
+        (lambda *a: None, "should be"),
+        (lambda *a: torch.full(shape_fn(*a), math.nan), "NaN"),
+        (lambda *a: torch.zeros(*shape_fn(*a), 3), "wrong shape"),
+    ]
+
+
+CHECKERS = [check_skipgram_pairs, check_negative_sampling_loss, check_nearest_neighbours, check_glove_weight]
+
+
+@pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.exercise)
+def test_stub_is_not_attempted(checker):
+    verdict = checker.verdict(_stub)
+    assert verdict.status == "not attempted"
+    assert str(verdict).startswith(f"NOT ATTEMPTED YET  {checker.exercise}")
+
+
+@pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.exercise)
+def test_not_a_function_is_wrong(checker):
+    assert checker.verdict(42).status == "wrong"
+
+
+# --- skipgram_pairs ---------------------------------------------------------------------------------------
+
+
+def test_pairs_reference_passes_in_any_order(capsys):
+    assert check_skipgram_pairs.verdict(w2v.skipgram_pairs).passed
+
+    def by_offset(ids, window):  # a correct answer ordered by offset rather than by position
+        centres, contexts = [], []
+        for d in [*range(-window, 0), *range(1, window + 1)]:
+            lo, hi = max(0, -d), min(len(ids), len(ids) - d)
+            centres.append(ids[lo:hi])
+            contexts.append(ids[lo + d : hi + d])
+        return torch.cat(centres), torch.cat(contexts)
+
+    assert check_skipgram_pairs.verdict(by_offset).passed
+    check_skipgram_pairs(by_offset)
+    assert "PASSED  skipgram_pairs" in capsys.readouterr().out
+
+
+def _with_self(ids, window):
+    c, x = w2v.skipgram_pairs(ids, window)
+    return torch.cat([c, ids]), torch.cat([x, ids])
+
+
+def _rolled(ids, window):
+    centres, contexts = [], []
+    for d in [*range(-window, 0), *range(1, window + 1)]:
+        if len(ids) > 1:
+            centres.append(ids)
+            contexts.append(torch.roll(ids, -d))
+    if not centres:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    return torch.cat(centres), torch.cat(contexts)
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_with_self, ["The pairs are wrong", "not its own context"]),
+        (lambda ids, w: w2v.skipgram_pairs(ids, w - 1) if w > 1 else w2v.skipgram_pairs(ids[:0], 1),
+         ["too few pairs", "range(1, window + 1)", "window=1"]),
+        (_rolled, ["too many pairs", "do not wrap", "expected: 8 pairs"]),
+        (lambda ids, w: torch.stack(w2v.skipgram_pairs(ids, w)), ["expected: (centres, contexts)", "got:"]),
+        (lambda ids, w: w2v.skipgram_pairs(ids, w)[0], ["should return a tuple"]),
+        (lambda ids, w: tuple(t.float() for t in w2v.skipgram_pairs(ids, w)), ["integer ids"]),
+        (lambda ids, w: 1 / 0, ["raised ZeroDivisionError"]),
+        (lambda ids, w: (torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long)), ["1-D"]),
+    ],
+)  # fmt: skip
+def test_pairs_reject_wrong_answers(student, fragments):
+    _assert_wrong(check_skipgram_pairs.verdict(student), *fragments)
+
+
+# --- negative_sampling_loss -------------------------------------------------------------------------------
+
+
+def test_loss_reference_passes():
+    assert check_negative_sampling_loss.verdict(w2v.negative_sampling_loss).passed
+    ls = torch.nn.functional.logsigmoid
+
+    def naive(v, u_pos, u_neg):  # log(sigmoid()) is fine on these inputs
+        pos = torch.log(torch.sigmoid((u_pos * v).sum(-1)))
+        neg = torch.log(torch.sigmoid(-torch.einsum("bkd,bd->bk", u_neg, v))).sum(-1)
+        return -(pos + neg).mean()
+
+    assert check_negative_sampling_loss.verdict(naive).passed
+    del ls
+
+
+def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):
+    def student(v, u_pos, u_neg):
+        ls = torch.nn.functional.logsigmoid
+        pos = ls((u_pos * v).sum(-1))
+        negs = ls(sign_neg * torch.einsum("bkd,bd->bk", u_neg, v))
+        neg = negs.sum(-1) if reduce_k == "sum" else negs.mean(-1)
+        per = (pos + neg) if flip else -(pos + neg)
+        return per.mean() if batch == "mean" else per.sum() if batch == "sum" else per
+
+    return student
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_loss_variant(sign_neg=1.0), ["The loss has the wrong values", "σ(-u·v)", "1.1333"]),
+        (_loss_variant(reduce_k="mean"), ["Sum the K negative terms"]),
+        (_loss_variant(flip=True), ["minus the log-likelihood"]),
+        (_loss_variant(batch="sum"), ["Average over the batch"]),
+        (_loss_variant(batch="none"), ["one number, the mean over the batch", "Finish with .mean()"]),
+        (lambda v, p, n: torch.tensor(math.nan), ["NaN"]),
+        (lambda v, p, n: "0.5", ["should be a torch.Tensor"]),
+        (lambda v, p, n: torch.zeros(2, 2), ["wrong shape"]),
+        (lambda v, p, n: 1 / 0, ["raised ZeroDivisionError"]),
+    ],
+)
+def test_loss_rejects_wrong_answers(student, fragments):
+    _assert_wrong(check_negative_sampling_loss.verdict(student), *fragments)
+
+
+# --- nearest_neighbours -----------------------------------------------------------------------------------
+
+
+def _cosine_ids(vectors, query, k):
+    return ref_neighbours(vectors, query, k)[0]
+
+
+def test_neighbours_reference_passes():
+    assert check_nearest_neighbours.verdict(_cosine_ids).passed
+
+
+def _dot(vectors, query, k):
+    s = vectors @ vectors[query]
+    s[query] = -math.inf
+    return s.topk(k).indices
+
+
+def _with_query(vectors, query, k):
+    unit = vectors / vectors.norm(dim=1, keepdim=True)
+    return (unit @ unit[query]).topk(k).indices
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_dot, ["wrong values", "Use the cosine", "query=0"]),
+        (_with_query, ["Leave the query itself out"]),
+        (lambda v, q, k: _cosine_ids(v, q, k).flip(0), ["best first"]),
+        (lambda v, q, k: _cosine_ids(v, q, k + 1), ["wrong shape", "expected: shape (3,)"]),
+        (lambda v, q, k: _cosine_ids(v, q, k).float(), ["integer tensor"]),
+        (lambda v, q, k: [0, 1, 2], ["should be a torch.Tensor"]),
+        (lambda v, q, k: 1 / 0, ["raised ZeroDivisionError"]),
+    ],
+)
+def test_neighbours_reject_wrong_answers(student, fragments):
+    _assert_wrong(check_nearest_neighbours.verdict(student), *fragments)
+
+
+# --- glove_weight -----------------------------------------------------------------------------------------
+
+
+def test_weight_reference_passes():
+    assert check_glove_weight.verdict(glove.glove_weight).passed
+    assert check_glove_weight.verdict(lambda x, m, a: (x / m).clamp(max=1).pow(a)).passed
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda x, m, a: (x / m).pow(a), ["Cap the weight at 1", "x_max=100.0"]),
+        (lambda x, m, a: (x / m).clamp(max=1), ["to the power alpha"]),
+        (lambda x, m, a: torch.where(x < m, torch.ones_like(x), (x / m).pow(a)), ["not the other way round"]),
+        (lambda x, m, a: (m / x).clamp(max=1).pow(a), ["wrong values", "f(x) = (x / x_max)^alpha"]),
+        (lambda x, m, a: torch.full_like(x, math.nan), ["NaN"]),
+        (lambda x, m, a: x.sum(), ["wrong shape"]),
+        (lambda x, m, a: (x / m).tolist(), ["should be a torch.Tensor"]),
+        (lambda x, m, a: 1 / 0, ["raised ZeroDivisionError"]),
+    ],
+)
+def test_weight_rejects_wrong_answers(student, fragments):
+    _assert_wrong(check_glove_weight.verdict(student), *fragments)
+
+
+def test_garbage_never_escapes():
+    odd = [
+        lambda *a: torch.zeros(2, dtype=torch.complex64),
+        lambda *a: torch.zeros(0),
+        lambda *a: object(),
+        lambda *a: (torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)),
+        lambda *a: torch.ones(3, dtype=torch.float64),
+    ]
+    for checker in CHECKERS:
+        for student in odd:
+            assert checker.verdict(student).status == "wrong"
