@@ -16,6 +16,12 @@ def test_there_are_chapters():
     assert [md.name for md in CHAPTERS[:2]] == ["00_preface.md", "01_words_to_vectors.md"]
 
 
+def test_every_chapter_is_in_the_table_of_contents():
+    numbered = [p.resolve() for p in notebooks.numbered_chapters()]
+    assert [md.resolve() for md in CHAPTERS if md.name != "00_preface.md"] == numbered
+    assert all(p.exists() for p in numbered)
+
+
 def test_setup_cells_match_the_template():
     assert notebooks.stale_setup_cells() == [], "run `make sync`"
 
@@ -105,7 +111,9 @@ def test_homework_keeps_stubs_and_drops_solutions(md):
             assert solution.source not in code, f"solution of {ex['label']} leaked into the homework"
         assert ex["after"].source in code
     assert "{solution-start}" not in text and "{exercise-start}" not in text and "{solution-end}" not in text
-    assert len(re.findall(r"^### Exercise \d+ \(", text, re.MULTILINE)) == len(_blocks(md))
+    number = notebooks.chapter_number(md)
+    headings = re.findall(rf"^### Exercise {number}\.(\d+) \(", text, re.MULTILINE)
+    assert [int(h) for h in headings] == list(range(1, len(_blocks(md)) + 1))
     assert code[0] == notebooks.setup_cell_source()
 
 
@@ -113,6 +121,7 @@ def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
     from companion.checking import Checker
 
     monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
+    monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
     md = tmp_path / "07_sample.md"
     md.write_text(
         "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
@@ -130,7 +139,7 @@ def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
     assert "def double(x):\n    raise NotImplementedError" in sources
     assert "def double(x):\n    return 2 * x" not in sources
     assert not any("Explained." in s for s in sources)
-    assert any("### Exercise 1 (Double it)\n\nWrite `double`." in s for s in sources)
+    assert any("### Exercise 7.1 (Double it)\n\nWrite `double`." in s for s in sources)
     assert "check_double(double)" in sources and any("After." in s for s in sources)
     stub = next(c for c in hw.cells if c.cell_type == "code" and "NotImplementedError" in c.source)
     assert stub.metadata["tags"] == ["exercise-stub"]
@@ -139,7 +148,8 @@ def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
     assert check.metadata["tags"] == ["nbval-check-output"]
 
 
-def test_unterminated_solution_is_an_error(tmp_path):
+def test_unterminated_solution_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "chapter_number", lambda md: 8)
     md = tmp_path / "08_broken.md"
     md.write_text("# Broken\n\n```{solution-start} ex-x\n```\n\n```{code-cell} ipython3\nx = 1\n```\n")
     with pytest.raises(ValueError, match="no matching solution-end"):

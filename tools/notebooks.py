@@ -75,6 +75,21 @@ def setup_cell_block() -> str:
     return f"```{{code-cell}} ipython3\n:tags: [remove-cell, {SETUP_TAG}]\n\n{setup_cell_source()}\n```"
 
 
+def numbered_chapters() -> list[Path]:
+    """The chapters of the numbered parts of ``_toc.yml``, in order: chapter k of the book is item k - 1."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc.get("parts", []) if part.get("numbered") for c in part["chapters"]]
+    return [ROOT / f"{name}.md" for name in files]
+
+
+def chapter_number(md: Path) -> int:
+    """The number the book gives chapter ``md`` (its place in the numbered parts of the table of contents)."""
+    listed = [p.resolve() for p in numbered_chapters()]
+    if md.resolve() not in listed:
+        raise ValueError(f"{md.name} is not in a numbered part of _toc.yml")
+    return listed.index(md.resolve()) + 1
+
+
 def chapters() -> list[Path]:
     """Every chapter source, ``book/NN_name.md``, in order."""
     return sorted(p for p in BOOK.glob("[0-9][0-9]_*.md"))
@@ -126,7 +141,7 @@ def paired_notebook(md: Path) -> str:
 def homework_notebook(md: Path) -> str:
     """The student notebook for chapter ``md``: solutions out, stubs in, exercises as headings."""
     nb = jupytext.read(md)
-    chapter = int(md.name[:2])
+    chapter = chapter_number(md)
     title = _title(nb)
     out = nbformat.v4.new_notebook()
     out.metadata = copy.deepcopy(nb.metadata)
@@ -226,7 +241,7 @@ def _strip_markdown(source: str, in_solution: bool, exercise: int, chapter: int)
                 j += 1
             if name == "exercise-start":
                 exercise += 1
-                heading = f"### Exercise {exercise}"  # numbered per chapter, as in the book
+                heading = f"### Exercise {chapter}.{exercise}"  # numbered as in the book
                 if argument.strip():
                     heading += f" ({argument.strip()})"
                 if not in_solution:
