@@ -15,17 +15,9 @@ import torch
 from matplotlib.axes import Axes
 
 from ._validate import describe
+from .plotting import _as_numpy as _numpy
 
 __all__ = ["plot_lm_tables", "pca_2d", "plot_projection", "plot_loss"]
-
-
-def _numpy(x: object, name: str) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().to(torch.float64).numpy()
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name} must be a tensor or an array of numbers, got {describe(x)}") from e
 
 
 def plot_lm_tables(
