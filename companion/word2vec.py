@@ -14,8 +14,8 @@ With ``s = u · v`` and label ``y`` (1 for the true pair, 0 for a negative), ``�
 gradients are ``∂ℓ/∂v_a = sum_j (σ(s_j) - y_j) u_j`` and ``∂ℓ/∂u_j = (σ(s_j) - y_j) v_a``. The fast
 trainer applies exactly these, by hand, with ``index_add_`` (no autograd), like the reference C code.
 Like the C code and gensim, the *input* word of a pair is the context word and the *output* (the word
-the negatives replace) is the centre word; every pair occurs in both directions, so this is the paper's
-"predict the context from the centre" up to which table plays which role.
+the negatives replace) is the centre word; windows are symmetric, so a pair and its reverse are equally
+likely, and this is the paper's "predict the context from the centre" up to which table plays which role.
 
 **CBOW** (continuous bag of words): the input is the mean ``h`` of the context words' input vectors and
 the output is the centre word: ``ℓ = -log σ(u_c · h) - sum_k log σ(-u_{n_k} · h)``. As in the C code
@@ -40,10 +40,11 @@ and gensim (``cbow_mean=1``), the error ``∂ℓ/∂h`` is added to every contex
 groups centres with the same ``b`` into batches of about ``batch_pairs`` pairs, visited in random order.
 One batch is a ``(G, 2b)`` matrix of context ids and a ``(G, 1 + K)`` matrix of outputs (the centre and
 its negatives), so all scores are one batched matrix product. By default the ``K`` negatives of a centre
-are shared by its ``2b`` context words (Ji et al. 2016, "Parallelizing Word2Vec in Shared and Distributed
-Memory", do the same): each pair still meets ``K`` negatives from ``P_n``, but the work per pair drops
-about threefold. ``shared_negatives=False`` draws ``K`` fresh negatives for every pair, exactly as the C
-code. The learning rate falls linearly from ``alpha`` to ``min_alpha`` over training, as in the C code.
+are shared by its ``2b`` context words, as in the "HogBatch" scheme of Ji, Satish, Li & Dubey,
+"Parallelizing Word2Vec in Shared and Distributed Memory" (arXiv:1604.04661): each pair still meets ``K``
+negatives drawn from ``P_n``, but the work per pair drops about threefold. ``shared_negatives=False``
+draws ``K`` fresh negatives for every pair, exactly as the C code. The learning rate falls linearly from
+``alpha`` to ``min_alpha`` over training, as in the C code.
 
 **Threads.** Each batch's gradients are computed in ``slices`` slices (2 by default); with ``threads > 1``
 (default: ``torch.get_num_threads()``) Python threads compute them in parallel (PyTorch releases the GIL
