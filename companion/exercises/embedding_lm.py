@@ -1,14 +1,14 @@
 """Checkers for chapter 2, *A word-embedding language model*.
 
-==============================  ===================================================================
-checker                         what the student writes
-==============================  ===================================================================
-``check_next_token_probabilities``  ``next_token_probabilities(scores, temperature) -> (..., N)``:
-                                softmax of ``scores / temperature``; ``temperature = 0`` gives the
-                                one-hot row of the argmax
-``check_bigram_counts``         ``bigram_counts(ids, vocab_size) -> (N, N)`` integer counts,
-                                ``C[i, j]`` = how often token ``j`` follows token ``i``
-==============================  ===================================================================
+====================================  ==============================================================
+checker                               what the student writes
+====================================  ==============================================================
+``check_next_token_probabilities``    ``next_token_probabilities(scores, temperature) -> (..., N)``:
+                                      softmax of ``scores / temperature``; ``temperature = 0``
+                                      gives the one-hot row of the argmax
+``check_bigram_counts``               ``bigram_counts(ids, vocab_size) -> (N, N)`` integer counts,
+                                      ``C[i, j]`` = how often token ``j`` follows token ``i``
+====================================  ==============================================================
 """
 
 from __future__ import annotations
