@@ -1,0 +1,197 @@
+"""Attention masks: which keys each query may look at.
+
+**One convention, everywhere in the companion: a boolean mask, ``True`` = "may attend".** Entry ``[i, j]``
+of a mask is ``True`` when query ``i`` is allowed to look at key ``j``. This is the convention of
+:func:`torch.nn.functional.scaled_dot_product_attention`.
+
+:class:`torch.nn.MultiheadAttention` and :class:`torch.nn.Transformer` use the *opposite* convention for
+their boolean ``attn_mask`` and ``key_padding_mask``: there ``True`` means "may **not** attend" (the
+position is masked out). :func:`to_torch_mha_mask` and :func:`from_torch_mha_mask` convert between the two,
+and :func:`to_additive_mask` turns a boolean mask into the float mask of zeros and ``-inf`` that
+:meth:`torch.nn.Transformer.generate_square_subsequent_mask` returns.
+
+Shapes. An *attention mask* has shape ``(n_queries, n_keys)`` or anything that broadcasts against the
+attention scores ``(..., n_queries, n_keys)``. A *padding mask* has shape ``(batch, seq)`` and says which
+positions hold real tokens (``True``) and which hold padding (``False``);
+:func:`padding_to_attention_mask` turns it into an attention mask over the keys.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validate import describe, require_integer_tensor, require_ndim, require_positive_int, require_tensor
+
+__all__ = [
+    "causal_mask",
+    "padding_mask_from_lengths",
+    "padding_mask_from_ids",
+    "padding_to_attention_mask",
+    "combine_masks",
+    "to_torch_mha_mask",
+    "from_torch_mha_mask",
+    "to_additive_mask",
+    "require_bool_mask",
+]
+
+
+def require_bool_mask(mask: object, name: str = "mask") -> torch.Tensor:
+    """Return ``mask`` if it is a boolean tensor, else raise :class:`TypeError` recalling the convention."""
+    require_tensor(mask, name)
+    assert isinstance(mask, torch.Tensor)
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{name} must be a boolean tensor (True = may attend), got dtype {mask.dtype}. "
+            "A float mask of 0/-inf can be turned into a boolean one with `mask == 0`; "
+            "a torch.nn.MultiheadAttention boolean mask with companion.masks.from_torch_mha_mask"
+        )
+    return mask
+
+
+def causal_mask(
+    n_queries: int, n_keys: int | None = None, *, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """The causal (look-ahead) mask: query ``i`` may attend to key ``j`` exactly when ``j <= i``.
+
+    ``mask[i, j] = (j <= i)``, a lower-triangular matrix of ``True`` including the diagonal. With
+    ``n_keys > n_queries`` the extra keys on the right are in the future of every query (the same
+    top-left alignment as ``is_causal=True`` in :func:`torch.nn.functional.scaled_dot_product_attention`).
+
+    Args:
+        n_queries: number of queries (rows).
+        n_keys: number of keys (columns); defaults to ``n_queries``.
+        device: where to build the mask.
+
+    Returns:
+        A boolean tensor of shape ``(n_queries, n_keys)``.
+    """
+    require_positive_int(n_queries, "n_queries")
+    if n_keys is None:
+        n_keys = n_queries
+    require_positive_int(n_keys, "n_keys")
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask_from_lengths(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """A padding mask from sequence lengths: ``mask[b, t] = (t < lengths[b])``.
+
+    Args:
+        lengths: integer tensor of shape ``(batch,)``, each length in ``[0, max_len]``.
+        max_len: width of the mask; defaults to ``lengths.max()``.
+
+    Returns:
+        A boolean tensor of shape ``(batch, max_len)``, ``True`` at real tokens, ``False`` at padding.
+    """
+    require_integer_tensor(lengths, "lengths")
+    require_ndim(lengths, "lengths", 1, "(batch,)")
+    if max_len is None:
+        max_len = int(lengths.max()) if lengths.numel() else 0
+    else:
+        require_positive_int(max_len, "max_len")
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
+        raise ValueError(f"lengths must lie in [0, {max_len}] (max_len), got {lengths.tolist()}")
+    positions = torch.arange(max_len, device=lengths.device)
+    return positions.unsqueeze(0) < lengths.unsqueeze(1)
+
+
+def padding_mask_from_ids(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """A padding mask from token ids: ``mask[b, t] = (ids[b, t] != pad_id)``.
+
+    Args:
+        ids: integer tensor of token ids, shape ``(batch, seq)``.
+        pad_id: the id of the padding token.
+
+    Returns:
+        A boolean tensor of shape ``(batch, seq)``, ``True`` at real tokens.
+    """
+    require_integer_tensor(ids, "ids")
+    require_ndim(ids, "ids", 2, "(batch, seq)")
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be an int, got {describe(pad_id)}")
+    return ids != pad_id
+
+
+def padding_to_attention_mask(padding_mask: torch.Tensor, *, heads: bool = False) -> torch.Tensor:
+    """Turn a key padding mask ``(batch, n_keys)`` into an attention mask that broadcasts over the queries.
+
+    Every query may attend to exactly the real (non-padding) keys of its own sequence.
+
+    Args:
+        padding_mask: boolean tensor of shape ``(batch, n_keys)``, ``True`` at real tokens.
+        heads: also insert a head dimension.
+
+    Returns:
+        A boolean tensor of shape ``(batch, 1, n_keys)`` (broadcasts against scores ``(batch, n_q, n_k)``),
+        or ``(batch, 1, 1, n_keys)`` with ``heads=True`` (against ``(batch, heads, n_q, n_k)``).
+    """
+    require_bool_mask(padding_mask, "padding_mask")
+    require_ndim(padding_mask, "padding_mask", 2, "(batch, n_keys)")
+    mask = padding_mask.unsqueeze(-2)
+    return mask.unsqueeze(1) if heads else mask
+
+
+def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
+    """Combine attention masks: a key is allowed only if *every* mask allows it (logical AND).
+
+    ``None`` entries mean "no restriction" and are skipped; the masks broadcast against each other, e.g.
+    ``combine_masks(causal_mask(n), padding_to_attention_mask(pad))`` has shape ``(batch, n, n)``.
+
+    Returns:
+        The broadcast AND of the given masks, or ``None`` when all of them are ``None``.
+    """
+    result: torch.Tensor | None = None
+    for index, mask in enumerate(masks):
+        if mask is None:
+            continue
+        require_bool_mask(mask, f"mask #{index}")
+        if result is None:
+            result = mask
+            continue
+        try:
+            torch.broadcast_shapes(result.shape, mask.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"masks must broadcast against each other, got shapes {tuple(result.shape)} and "
+                f"{tuple(mask.shape)} (mask #{index})"
+            ) from None
+        result = result & mask
+    return result
+
+
+def to_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Convert a companion mask (``True`` = may attend) to PyTorch's ``nn.MultiheadAttention`` convention.
+
+    :class:`torch.nn.MultiheadAttention` (``attn_mask``, ``key_padding_mask``) and
+    :class:`torch.nn.Transformer` read a boolean ``True`` as "masked out, may **not** attend", so the
+    conversion is ``~mask``. Same shape in and out.
+    """
+    return ~require_bool_mask(mask)
+
+
+def from_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Convert an ``nn.MultiheadAttention`` boolean or float mask to the companion's ``True`` = may attend.
+
+    A boolean input is negated; a float (additive) input is allowed where it is ``0`` and forbidden where it
+    is ``-inf``. Same shape in and out.
+    """
+    require_tensor(mask, "mask")
+    if mask.dtype == torch.bool:
+        return ~mask
+    if mask.dtype.is_floating_point:
+        if not bool(((mask == 0) | (mask == float("-inf"))).all()):
+            raise ValueError(
+                "a float mask must contain only 0 (allowed) and -inf (forbidden) to be converted"
+            )
+        return mask == 0
+    raise TypeError(f"mask must be a boolean or floating-point tensor, got dtype {mask.dtype}")
+
+
+def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Convert a companion boolean mask to an additive float mask: ``0`` where allowed, ``-inf`` where not.
+
+    Adding this to the scores before the softmax gives the masked attention; it is the form that
+    :meth:`torch.nn.Transformer.generate_square_subsequent_mask` returns. Same shape in and out.
+    """
+    require_bool_mask(mask)
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill(~mask, float("-inf"))
