@@ -1,0 +1,102 @@
+"""The training loop: loss history, determinism, batches from lists, DataLoaders and functions."""
+
+import pytest
+import torch
+from torch import nn
+
+from companion.training import train, warmup_cosine_schedule
+
+
+def regression_problem(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 3, generator=g)
+    y = x @ torch.tensor([1.0, -2.0, 0.5]) + 0.3
+    return x, y
+
+
+def mse(model, batch):
+    x, y = batch
+    return ((model(x).squeeze(-1) - y) ** 2).mean()
+
+
+def test_loss_goes_down_and_history_is_returned():
+    x, y = regression_problem()
+    model = nn.Linear(3, 1)
+    history = train(model, [(x, y)], mse, steps=200, lr=0.05, seed=0, progress=False)
+    assert len(history) == 200 and all(isinstance(h, float) for h in history)
+    assert history[-1] < 1e-3 < history[0]
+
+
+def test_deterministic_with_a_seed():
+    x, y = regression_problem()
+
+    def run():
+        torch.manual_seed(123)  # different init state each time unless train's seed takes over
+        model = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.3), nn.Linear(8, 1))
+        return train(model, lambda step: (x, y), mse, steps=20, seed=7, progress=False)
+
+    assert run() == run()
+
+
+def test_batches_restart_and_dataloader_works():
+    x, y = regression_problem()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    history = train(nn.Linear(3, 1), loader, mse, steps=10, progress=False)  # 4 batches per epoch
+    assert len(history) == 10
+
+
+def test_generator_that_runs_out_is_reported():
+    x, y = regression_problem()
+    batches = ((x, y) for _ in range(3))
+    with pytest.raises(ValueError, match="batches ran out after 3 steps"):
+        train(nn.Linear(3, 1), batches, mse, steps=5, progress=False)
+
+
+def test_custom_optimizer_scheduler_and_callback():
+    x, y = regression_problem()
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = warmup_cosine_schedule(optimizer, warmup_steps=5, total_steps=20)
+    seen = []
+    train(model, [(x, y)], mse, steps=20, optimizer=optimizer, scheduler=scheduler, progress=False,
+          callback=lambda step, loss: seen.append((step, optimizer.param_groups[0]["lr"])))  # fmt: skip
+    assert [s for s, _ in seen] == list(range(20))
+    lrs = [lr for _, lr in seen]
+    assert lrs[3] == pytest.approx(0.1) and lrs[-1] == pytest.approx(0.0, abs=1e-12)
+    assert max(lrs) == pytest.approx(0.1)
+
+
+def test_model_mode_is_restored():
+    x, y = regression_problem()
+    model = nn.Linear(3, 1).eval()
+    modes = []
+    train(model, [(x, y)], lambda m, b: (modes.append(m.training), mse(m, b))[1], steps=2, progress=False)
+    assert modes == [True, True] and not model.training
+
+
+def test_progress_bar_writes_to_stderr(capsys):
+    x, y = regression_problem()
+    train(nn.Linear(3, 1), [(x, y)], mse, steps=3, progress=True, description="fitting")
+    assert "fitting" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(model="not a model"), TypeError, "model must be a torch.nn.Module, got a str"),
+        (dict(steps=0), ValueError, "steps must be a positive int, got 0"),
+        (dict(loss_fn=lambda m, b: torch.ones(2)), TypeError, "loss_fn must return a scalar tensor"),
+        (
+            dict(loss_fn=lambda m, b: m(b[0]).sum() * float("nan")),
+            FloatingPointError,
+            "the loss became nan at step 0",
+        ),
+        (dict(batches=42), TypeError, "batches must be an iterable of batches or a function"),
+    ],
+)
+def test_bad_input(kwargs, error, match):
+    x, y = regression_problem()
+    args = dict(model=nn.Linear(3, 1), batches=[(x, y)], loss_fn=mse, steps=2)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        train(args.pop("model"), args.pop("batches"), args.pop("loss_fn"), progress=False, **args)

@@ -1,0 +1,325 @@
+"""The Transformer's blocks equal PyTorch's own, masks work end to end, and the model learns a copy task."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from companion.masks import causal_mask, padding_mask_from_lengths, to_torch_mha_mask
+from companion.training import train
+from companion.transformer import (
+    DecoderBlock,
+    EncoderBlock,
+    EncoderDecoder,
+    FeedForward,
+    LayerNorm,
+    TransformerConfig,
+    greedy_decode,
+    seq2seq_loss,
+)
+
+F64 = torch.float64
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
+
+
+# --- layer normalisation and feed-forward -------------------------------------------------------------------
+
+
+def test_layer_norm_equals_torch():
+    torch.manual_seed(0)
+    theirs = nn.LayerNorm(6, eps=1e-4).double()
+    with torch.no_grad():
+        theirs.weight.normal_()
+        theirs.bias.normal_()
+    ours = LayerNorm.from_torch(theirs)
+    x = 5 * randn(3, 4, 6, seed=1) + 2
+    torch.testing.assert_close(ours(x), theirs(x), rtol=1e-12, atol=1e-12)
+    constant = torch.full((2, 6), 3.0, dtype=F64)
+    torch.testing.assert_close(ours(constant), theirs(constant))  # variance 0: the output is the bias
+
+
+def test_layer_norm_formula_and_statistics():
+    norm = LayerNorm(8).double()
+    y = norm(randn(5, 8, seed=2) * 10 - 4)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(5, dtype=F64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(5, dtype=F64), atol=1e-5, rtol=0)
+    x = randn(
+        2,
+        8,
+        seed=3,
+    ).requires_grad_()
+    assert torch.autograd.gradcheck(norm, (x,))
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_feed_forward(activation):
+    ff = FeedForward(4, 16, activation=activation).double()
+    x = randn(2, 3, 4, seed=4)
+    act = F.relu if activation == "relu" else F.gelu
+    expected = act(x @ ff.linear1.weight.T + ff.linear1.bias) @ ff.linear2.weight.T + ff.linear2.bias
+    torch.testing.assert_close(ff(x), expected)
+
+
+# --- blocks equal PyTorch's layers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_encoder_block_equals_torch(norm_first, activation):
+    torch.manual_seed(0)
+    theirs = (
+        nn.TransformerEncoderLayer(
+            12, 3, 24, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+        )
+        .double()
+        .eval()
+    )
+    ours = EncoderBlock.from_torch(theirs).eval()
+    assert ours.norm_first is norm_first
+    x = randn(2, 5, 12, seed=1)
+    pad = padding_mask_from_lengths(torch.tensor([5, 3]), 5)
+    torch.testing.assert_close(ours(x), theirs(x), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        ours(x, padding_mask=pad),
+        theirs(x, src_key_padding_mask=to_torch_mha_mask(pad)),
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    mask = causal_mask(5)
+    torch.testing.assert_close(
+        ours(x, mask=mask), theirs(x, src_mask=to_torch_mha_mask(mask)), rtol=1e-10, atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_block_equals_torch(norm_first):
+    torch.manual_seed(0)
+    theirs = (
+        nn.TransformerDecoderLayer(12, 4, 20, dropout=0.0, batch_first=True, norm_first=norm_first)
+        .double()
+        .eval()
+    )
+    ours = DecoderBlock.from_torch(theirs).eval()
+    x, memory = randn(2, 5, 12, seed=1), randn(2, 7, 12, seed=2)
+    tgt_pad = padding_mask_from_lengths(torch.tensor([5, 4]), 5)
+    mem_pad = padding_mask_from_lengths(torch.tensor([7, 2]), 7)
+    expected = theirs(
+        x, memory,
+        tgt_mask=to_torch_mha_mask(causal_mask(5)),
+        tgt_key_padding_mask=to_torch_mha_mask(tgt_pad),
+        memory_key_padding_mask=to_torch_mha_mask(mem_pad),
+    )  # fmt: skip
+    got = ours(x, memory, padding_mask=tgt_pad, memory_padding_mask=mem_pad)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    # without the causal mask, too
+    torch.testing.assert_close(ours(x, memory, causal=False), theirs(x, memory), rtol=1e-10, atol=1e-10)
+
+
+def test_blocks_train_with_dropout_and_differ_from_eval():
+    block = EncoderBlock(8, 2, 16, dropout=0.5)
+    x = torch.randn(2, 4, 8)
+    torch.manual_seed(0)
+    train_out = block(x)
+    block.eval()
+    assert not torch.allclose(train_out, block(x))
+    torch.testing.assert_close(block(x), block(x))
+
+
+def test_decoder_block_is_causal():
+    torch.manual_seed(0)
+    block = DecoderBlock(8, 2, 16).double().eval()
+    x, memory = randn(1, 6, 8, seed=1), randn(1, 4, 8, seed=2)
+    y = x.clone()
+    y[:, 3:] = randn(1, 3, 8, seed=3)
+    torch.testing.assert_close(block(x, memory)[:, :3], block(y, memory)[:, :3])
+    assert not torch.allclose(block(x, memory)[:, 3:], block(y, memory)[:, 3:])
+
+
+# --- the encoder–decoder ------------------------------------------------------------------------------------
+
+
+def small_config(**overrides):
+    base = dict(src_vocab_size=12, tgt_vocab_size=12, d_model=32, n_heads=4, n_encoder_layers=2,
+                n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=16)  # fmt: skip
+    base.update(overrides)
+    return TransformerConfig(**base)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_encoder_decoder_shapes_and_padding_invariance(norm_first, positional):
+    """Padding changes nothing: a padded batch gives the same logits as each sequence on its own."""
+    torch.manual_seed(0)
+    model = EncoderDecoder(small_config(norm_first=norm_first, positional=positional)).double().eval()
+    src = torch.tensor([[5, 6, 7, 8], [9, 4, 0, 0]])
+    tgt = torch.tensor([[1, 3, 4], [1, 5, 0]])
+    logits = model(src, tgt)
+    assert logits.shape == (2, 3, 12)
+    alone = model(src[1:, :2], tgt[1:, :2])
+    torch.testing.assert_close(logits[1:, :2], alone)
+
+
+def test_encoder_decoder_is_causal_in_the_target():
+    torch.manual_seed(0)
+    model = EncoderDecoder(small_config()).double().eval()
+    src = torch.randint(1, 12, (2, 5))
+    tgt = torch.randint(1, 12, (2, 6))
+    changed = tgt.clone()
+    changed[:, 4:] = (changed[:, 4:] % 11) + 1
+    torch.testing.assert_close(model(src, tgt)[:, :4], model(src, changed)[:, :4])
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+def test_encoder_decoder_matches_torch_transformer_pre_norm():
+    """With pre-norm, our model's blocks and final norms are exactly nn.Transformer's."""
+    torch.manual_seed(0)
+    config = small_config(norm_first=True)
+    ours = EncoderDecoder(config).double().eval()
+    theirs = nn.Transformer(32, 4, 2, 2, 64, dropout=0.0, batch_first=True, norm_first=True).double().eval()
+    ours.encoder = nn.ModuleList(EncoderBlock.from_torch(layer) for layer in theirs.encoder.layers)
+    ours.decoder = nn.ModuleList(DecoderBlock.from_torch(layer) for layer in theirs.decoder.layers)
+    ours.encoder_norm = LayerNorm.from_torch(theirs.encoder.norm)
+    ours.decoder_norm = LayerNorm.from_torch(theirs.decoder.norm)
+    src, tgt = torch.randint(1, 12, (2, 5)), torch.randint(1, 12, (2, 4))
+    embed = lambda ids, table, pos: pos(table(ids) * 32**0.5)  # noqa: E731
+    hidden = theirs(embed(src, ours.src_embed, ours.src_pos), embed(tgt, ours.tgt_embed, ours.tgt_pos),
+                    tgt_mask=to_torch_mha_mask(causal_mask(4)))  # fmt: skip
+    torch.testing.assert_close(ours(src, tgt), ours.lm_head(hidden), rtol=1e-10, atol=1e-10)
+
+
+def test_seq2seq_loss_ignores_padding():
+    torch.manual_seed(0)
+    model = EncoderDecoder(small_config()).eval()
+    src = torch.tensor([[4, 5, 6]])
+    tgt = torch.tensor([[1, 7, 8, 2]])
+    padded = torch.tensor([[1, 7, 8, 2, 0, 0]])
+    torch.testing.assert_close(seq2seq_loss(model, (src, tgt)), seq2seq_loss(model, (src, padded)))
+
+
+def test_copy_task_learns_and_greedy_decode_has_the_right_shape():
+    """A few dozen steps on copying 4 random tokens: the loss falls, and decoding has shape (batch, 1 + 5)."""
+    torch.manual_seed(0)
+    bos, eos = 1, 2
+    config = small_config(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0)
+    model = EncoderDecoder(config)
+
+    def batch(step):
+        src = torch.randint(3, 12, (32, 4))
+        tgt = torch.cat([torch.full((32, 1), bos), src, torch.full((32, 1), eos)], dim=1)
+        return src, tgt
+
+    history = train(model, batch, seq2seq_loss, steps=60, lr=3e-3, seed=0, progress=False)
+    assert len(history) == 60
+    first, last = sum(history[:5]) / 5, sum(history[-5:]) / 5
+    assert last < 0.6 * first, (first, last)
+    src, _ = batch(0)
+    out = greedy_decode(model, src[:3], bos_id=bos, eos_id=None, max_new_tokens=5)
+    assert out.shape == (3, 6) and out.dtype == torch.long and (out[:, 0] == bos).all()
+    assert model.training  # restored
+
+
+def test_greedy_decode_stops_at_eos_and_pads():
+    torch.manual_seed(0)
+    model = EncoderDecoder(small_config()).eval()
+    with torch.no_grad():  # make the model always predict EOS = 2
+        model.lm_head.weight.zero_()
+        model.lm_head.bias.zero_()
+        model.lm_head.bias[2] = 10.0
+    out = greedy_decode(model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=8)
+    assert out.tolist() == [[1, 2], [1, 2]]
+
+    def fake_decode(tgt, memory, src=None):
+        """Sequence 0 says EOS at once; sequence 1 says 7 forever."""
+        logits = torch.zeros(tgt.shape[0], tgt.shape[1], 12)
+        logits[0, :, 2] = 1.0
+        logits[1, :, 7] = 1.0
+        return logits
+
+    model.decode = fake_decode
+    out = greedy_decode(model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=4)
+    assert out.tolist() == [[1, 2, 0, 0, 0], [1, 7, 7, 7, 7]]  # padded with pad_id = 0 after EOS
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda: TransformerConfig(10, 10, d_model=30, n_heads=4),
+            ValueError,
+            "d_model = 30 must be divisible by n_heads = 4",
+        ),
+        (lambda: TransformerConfig(10, 10, positional="rope"), ValueError, "positional must be"),
+        (lambda: TransformerConfig(10, 10, pad_id=10), ValueError, "pad_id must lie in"),
+        (
+            lambda: TransformerConfig(10, 10, dropout=1.0),
+            ValueError,
+            r"dropout must be a probability in \[0, 1\)",
+        ),
+        (
+            lambda: EncoderDecoder(small_config())(
+                torch.randint(0, 12, (2, 20)), torch.zeros(2, 3, dtype=torch.long)
+            ),
+            ValueError,
+            r"src has 20 positions \(shape \(2, 20\)\), more than max_len = 16",
+        ),
+        (
+            lambda: EncoderDecoder(small_config())(
+                torch.tensor([[1, 12]]), torch.zeros(1, 3, dtype=torch.long)
+            ),
+            ValueError,
+            r"src must lie in \[0, 11\]",
+        ),
+        (
+            lambda: EncoderDecoder(small_config())(torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.long)),
+            TypeError,
+            "src must hold integer token ids",
+        ),
+        (
+            lambda: EncoderDecoder(small_config())(torch.tensor([1, 2]), torch.zeros(2, 3, dtype=torch.long)),
+            ValueError,
+            r"src must have 2 dimensions \(batch, seq\), got shape \(2,\)",
+        ),
+        (
+            lambda: EncoderBlock(8, 2, 16)(torch.randn(2, 3, 6)),
+            ValueError,
+            r"x must have shape \(batch, seq, 8\) \(d_model = 8\), got shape \(2, 3, 6\)",
+        ),
+        (
+            lambda: DecoderBlock(8, 2, 16)(torch.randn(2, 3, 8), torch.randn(3, 3, 8)),
+            ValueError,
+            r"memory must have shape \(2, n_src, 8\) .* got shape \(3, 3, 8\)",
+        ),
+        (
+            lambda: LayerNorm(4)(torch.randn(3, 5)),
+            ValueError,
+            r"x must have shape \(\.\.\., 4\) .* got shape \(3, 5\)",
+        ),
+        (lambda: FeedForward(4, 8, activation="tanh"), ValueError, "activation must be one of"),
+        (
+            lambda: greedy_decode(
+                EncoderDecoder(small_config()),
+                torch.ones(1, 2, dtype=torch.long),
+                bos_id=1,
+                max_new_tokens=16,
+            ),
+            ValueError,
+            "exceeds the model's max_len = 16",
+        ),
+        (
+            lambda: greedy_decode(
+                EncoderDecoder(small_config()),
+                torch.ones(1, 2, dtype=torch.long),
+                bos_id=12,
+                max_new_tokens=4,
+            ),
+            ValueError,
+            r"bos_id must be a token id in \[0, 12\)",
+        ),
+    ],
+)
+def test_bad_input_is_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
