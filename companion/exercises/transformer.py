@@ -1,0 +1,302 @@
+"""Checkers for chapter 5, *The Transformer*.
+
+==========================================  =================================================================
+checker                                     what the student writes
+==========================================  =================================================================
+``check_sinusoidal_positional_encoding``    ``sinusoidal_positional_encoding(n_positions, d_model) -> (n, d)``
+``check_rope``                              ``rope(x) -> x rotated``: ``(..., n, d)``, positions 0 … n-1,
+                                            adjacent pairs ``(x_2i, x_2i+1)``
+``check_layer_norm``                        ``layer_norm(x, weight, bias, eps=1e-5)`` over the last axis
+``check_layer_norm_module``                 ``class LayerNorm(nn.Module)``: ``LayerNorm(d_model, eps=1e-5)``
+                                            with parameters ``weight`` (γ) and ``bias`` (β)
+==========================================  =================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from .. import positional as ref
+from ..checking import Checker, Mismatch, call, show
+from ..transformer import LayerNorm as _LayerNorm
+from ._hints import expect_or_diagnose
+
+__all__ = [
+    "check_sinusoidal_positional_encoding",
+    "check_rope",
+    "check_layer_norm",
+    "check_layer_norm_module",
+]
+
+
+# --- sinusoidal positional encoding -------------------------------------------------------------------------
+
+
+def _sinusoid(
+    n: int, d: int, *, exponent: str = "2i", swap: bool = False, start: int = 0, layout: str = "pairs"
+):
+    """The encoding and some typical mistakes in it (float64)."""
+    pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
+    col = torch.arange(d, dtype=torch.float64)
+    if exponent == "2i":
+        power = 2 * (col // 2) / d
+    elif exponent == "i":
+        power = (col // 2) / d
+    else:  # the column index itself: column 2i+1 uses (2i+1)/d
+        power = col / d
+    angle = pos / 10000.0**power
+    sin, cos = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    if layout == "halves":
+        half = angle[:, 0::2]
+        return torch.cat([sin(half), cos(half)], dim=1)[:, :d]
+    out = torch.empty(n, d, dtype=torch.float64)
+    out[:, 0::2] = sin(angle[:, 0::2])
+    out[:, 1::2] = cos(angle[:, 1::2])
+    return out
+
+
+def _sinusoidal_mistakes(n: int, d: int) -> list[tuple[Callable[[], torch.Tensor], str]]:
+    return [
+        (lambda: _sinusoid(n, d, swap=True),
+         "sin and cos are swapped: even columns 2i hold the sine, odd columns 2i+1 the cosine."),
+        (lambda: _sinusoid(n, d, exponent="col"),
+         "Both columns of a pair share one frequency: column 2i+1 uses 10000^(2i/d), the exponent of its "
+         "even neighbour, not 10000^((2i+1)/d)."),
+        (lambda: _sinusoid(n, d, exponent="i"),
+         "The exponent is 2i/d_model, where i numbers the pairs: 10000^(2i/d), not 10000^(i/d)."),
+        (lambda: _sinusoid(n, d, layout="halves"),
+         "Interleave: sine in the even columns and cosine in the odd ones, PE[:, 0::2] and PE[:, 1::2], "
+         "rather than all sines then all cosines."),
+        (lambda: _sinusoid(n, d, start=1), "Positions start at 0: the first row is sin(0) = 0, cos(0) = 1."),
+    ]  # fmt: skip
+
+
+def _sinusoidal_cases(sinusoidal_positional_encoding) -> int:
+    cases = [(4, 6), (50, 16), (1, 2), (10, 128)]
+    for n, d in cases:
+        label = f"n_positions={n}, d_model={d}"
+        got = call(sinusoidal_positional_encoding, n, d, input=label)
+        expect_or_diagnose(
+            got,
+            ref.sinusoidal_positional_encoding(n, d, dtype=torch.float64),
+            _sinusoidal_mistakes(n, d),
+            input=label,
+            what="The encoding",
+            default_hint="PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)); "
+            "shape (n_positions, d_model).",
+        )
+    return len(cases)
+
+
+check_sinusoidal_positional_encoding = Checker("sinusoidal_positional_encoding", _sinusoidal_cases)
+
+
+# --- RoPE ---------------------------------------------------------------------------------------------------
+
+
+def _rope_variant(
+    x: torch.Tensor, *, sign: float = 1.0, start: int = 0, exponent: str = "2i", halves: bool = False
+):
+    n, d = x.shape[-2], x.shape[-1]
+    i = torch.arange(d // 2, dtype=torch.float64)
+    theta = 10000.0 ** (-(2 * i if exponent == "2i" else i) / d)
+    angle = torch.arange(start, start + n, dtype=torch.float64)[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), (sign * angle.sin()).to(x.dtype)
+    if halves:
+        a, b = x[..., : d // 2], x[..., d // 2 :]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+
+
+def _rope_mistakes(x: torch.Tensor) -> list[tuple[Callable[[], torch.Tensor], str]]:
+    return [
+        (lambda: _rope_variant(x, sign=-1.0),
+         "Wrong direction: rotate by +φ, i.e. y_2i = x_2i cos φ - x_2i+1 sin φ and "
+         "y_2i+1 = x_2i sin φ + x_2i+1 cos φ."),
+        (lambda: _rope_variant(x, halves=True),
+         "This exercise rotates adjacent pairs (x_2i, x_2i+1) (x[..., 0::2] with x[..., 1::2]), not "
+         "feature i with feature i + d/2."),
+        (lambda: _rope_variant(x, start=1), "Positions start at 0: the first row is not rotated."),
+        (lambda: _rope_variant(x, exponent="i"),
+         "The angle of pair i at position p is p · 10000^(-2i/d), with 2i in the exponent."),
+    ]  # fmt: skip
+
+
+def _rope_cases(rope) -> int:
+    cases = [
+        ("one pair at 4 positions", torch.randn(4, 2)),
+        ("6 positions of width 8", torch.randn(6, 8)),
+        ("a batch of shape (2, 3) of 5 positions of width 4", torch.randn(2, 3, 5, 4)),
+        ("one position (position 0 is not rotated)", torch.randn(1, 6)),
+        ("20 positions of width 16", torch.randn(20, 16)),
+    ]
+    for description, x in cases:
+        label = f"x of shape {tuple(x.shape)}: {description}"
+        got = call(rope, x.clone(), input=label)
+        expect_or_diagnose(
+            got,
+            ref.apply_rope(x),
+            _rope_mistakes(x),
+            input=label,
+            what="The rotated vectors",
+            default_hint="For position p and pair i, φ = p · 10000^(-2i/d): "
+            "y_2i = x_2i cos φ - x_2i+1 sin φ, y_2i+1 = x_2i sin φ + x_2i+1 cos φ; the shape stays the same.",
+        )
+    return len(cases)
+
+
+check_rope = Checker("rope", _rope_cases)
+
+
+# --- layer normalisation ------------------------------------------------------------------------------------
+
+
+def _layer_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
+) -> torch.Tensor:
+    return nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def _layer_norm_mistakes(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    mean = x.mean(-1, keepdim=True)
+    return [
+        (lambda: (x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) * weight + bias,
+         "Use the biased variance, mean((x - μ)²), dividing by d: x.var(-1, unbiased=False). "
+         "torch.var divides by d - 1 by default (Bessel's correction)."),
+        (lambda: (x - mean) / (x.std(-1, keepdim=True, unbiased=False) + eps) * weight + bias,
+         "eps goes inside the square root: (x - μ) / √(σ² + eps), not (x - μ) / (σ + eps)."),
+        (lambda: (x - mean) / (x.var(-1, keepdim=True, unbiased=False) + eps) * weight + bias,
+         "Divide by the standard deviation √(σ² + eps), not by the variance."),
+        (lambda: (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, keepdim=True, unbiased=False) + eps)
+         * weight + bias,
+         "Layer norm normalises each vector over its own features (the last axis, dim=-1), not over the "
+         "batch."),
+        (lambda: (x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps),
+         "Scale by γ (weight) and shift by β (bias) after normalising."),
+    ]  # fmt: skip
+
+
+def _layer_norm_inputs() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, float]]:
+    d = 6
+    # float64, so that rounding does not blur the difference that eps makes
+    near_constant = torch.tensor([[1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0]], dtype=torch.float64)
+    ones64, zeros64 = torch.ones(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)
+    return [
+        ("x of shape (3, 4), γ = 1, β = 0", torch.randn(3, 4), torch.ones(4), torch.zeros(4), 1e-5),
+        ("x of shape (2, 5, 6), random γ and β", 3 * torch.randn(2, 5, 6) + 2, torch.randn(d), torch.randn(d),
+         1e-5),
+        ("a constant row (variance 0): the output is β", torch.full((1, 4), 7.0), torch.ones(4),
+         torch.arange(4.0), 1e-5),
+        ("a nearly constant row (variance 5e-7, smaller than eps)", near_constant, ones64, zeros64, 1e-5),
+        ("eps = 0.1", torch.randn(4, 3), torch.ones(3), torch.zeros(3), 0.1),
+    ]  # fmt: skip
+
+
+def _layer_norm_cases(layer_norm) -> int:
+    cases = _layer_norm_inputs()
+    for description, x, weight, bias, eps in cases:
+        label = f"{description}\nx:\n{show(x)}\nweight: {show(weight)}\nbias: {show(bias)}\neps={eps}"
+        got = call(layer_norm, x.clone(), weight.clone(), bias.clone(), eps, input=label)
+        expected = _layer_norm_reference(x, weight, bias, eps)
+        expect_or_diagnose(
+            got, expected, _layer_norm_mistakes(x, weight, bias, eps), input=label, what="The normalised x",
+            default_hint="y = (x - μ) / √(σ² + eps) · weight + bias, with μ and the biased σ² computed over "
+                         "the last axis (keepdim=True).",
+        )  # fmt: skip
+    return len(cases)
+
+
+check_layer_norm = Checker("layer_norm", _layer_norm_cases)
+
+
+def _layer_norm_module_cases(LayerNorm) -> int:  # noqa: N803 - the student passes a class
+    d = 6
+    label = f"LayerNorm({d})"
+    layer = call(LayerNorm, d, input=label)
+    if not isinstance(layer, nn.Module):
+        raise Mismatch(
+            f"{label} should create an nn.Module.",
+            input=label,
+            got=show(layer),
+            hint="Subclass torch.nn.Module and call super().__init__() first.",
+        )
+    for name, init in (("weight", "ones"), ("bias", "zeros")):
+        p = getattr(layer, name, None)
+        if not isinstance(p, nn.Parameter) or tuple(p.shape) != (d,):
+            raise Mismatch(
+                f"The layer needs a parameter `{name}` of shape ({d},), so that training can update it.",
+                input=label, expected=f"an nn.Parameter of shape ({d},)", got=show(p),
+                hint=f"self.{name} = nn.Parameter(torch.{init}(d_model))",
+            )  # fmt: skip
+        expected_init = torch.ones(d) if init == "ones" else torch.zeros(d)
+        if not torch.equal(p.detach().cpu().float(), expected_init):
+            raise Mismatch(
+                f"`{name}` should start as {init}, so that a fresh layer only normalises.",
+                input=label, expected=show(expected_init), got=show(p),
+                hint=f"Initialise it with torch.{init}(d_model).",
+            )  # fmt: skip
+    count = 1
+    layer.double()  # the cases run in float64, so that rounding does not hide what eps does
+    for description, x, weight, bias, eps in _layer_norm_inputs():
+        if x.shape[-1] != d:
+            continue
+        x, weight, bias = x.double(), weight.double(), bias.double()
+        with torch.no_grad():
+            layer.weight.copy_(weight)
+            layer.bias.copy_(bias)
+        label = f"{description}\nx:\n{show(x)}\nlayer.weight = {show(weight)}\nlayer.bias = {show(bias)}"
+        with torch.no_grad():
+            got = call(layer, x.clone(), input=label)
+        expected = _layer_norm_reference(x, weight, bias, eps)
+        expect_or_diagnose(
+            got, expected, _layer_norm_mistakes(x, weight, bias, eps), input=label, what="The output",
+            default_hint="y = (x - μ) / √(σ² + eps) · self.weight + self.bias over the last axis, "
+                         "eps = 1e-5.",
+        )  # fmt: skip
+        count += 1
+    # Gradients must reach γ and β.
+    layer.zero_grad()
+    x = torch.randn(3, d, dtype=torch.float64)
+    label = f"x of shape (3, {d}); then out.sum().backward()"
+    out = call(layer, x, input=label)
+    expect_or_diagnose(
+        out,
+        _layer_norm_reference(x, layer.weight.detach(), layer.bias.detach(), 1e-5),
+        [],
+        input=label,
+        what="The output",
+    )
+    try:
+        out.sum().backward()
+    except Exception as e:  # noqa: BLE001
+        raise Mismatch(
+            f"Backpropagating through your output raised {type(e).__name__}: {e}",
+            input=f"x of shape (3, {d})",
+        ) from e
+    if layer.bias.grad is None or layer.weight.grad is None:
+        raise Mismatch(
+            "No gradient reached weight and bias.",
+            input=f"x of shape (3, {d})",
+            hint="Use the parameters themselves in forward (not .data or copies).",
+        )
+    reference = _LayerNorm(d).double()
+    with torch.no_grad():
+        reference.weight.copy_(layer.weight)
+        reference.bias.copy_(layer.bias)
+    reference(x).sum().backward()
+    expect_or_diagnose(
+        layer.weight.grad,
+        reference.weight.grad,
+        [],
+        input=f"x of shape (3, {d})",
+        what="weight.grad",
+        default_hint="The gradient of γ is the sum of the normalised x.",
+    )
+    return count + 1
+
+
+check_layer_norm_module = Checker("LayerNorm", _layer_norm_module_cases)

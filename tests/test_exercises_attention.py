@@ -1,0 +1,265 @@
+"""The chapter-4 checkers accept the reference answers and reject plausible wrong ones, naming the mistake."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from companion import attention as ref
+from companion.exercises.attention import (
+    check_causal_mask,
+    check_merge_heads,
+    check_multi_head_attention,
+    check_scaled_dot_product_attention,
+    check_split_heads,
+    check_weightless_self_attention,
+)
+from companion.masks import causal_mask
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+def _assert_wrong(verdict, *fragments):
+    assert verdict.status == "wrong", str(verdict)
+    text = str(verdict)
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+ALL = [
+    (check_weightless_self_attention, lambda x: ref.weightless_self_attention(x)),
+    (
+        check_scaled_dot_product_attention,
+        lambda q, k, v, mask=None: ref.scaled_dot_product_attention(q, k, v, mask),
+    ),
+    (check_causal_mask, lambda n: causal_mask(n)),
+    (check_split_heads, ref.split_heads),
+    (check_merge_heads, ref.merge_heads),
+]
+
+
+@pytest.mark.parametrize(("checker", "reference"), ALL)
+def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, reference, capsys):
+    verdict = checker.verdict(reference)
+    assert verdict.passed, str(verdict)
+    checker(reference)
+    assert capsys.readouterr().out.startswith("PASSED")
+    assert checker.verdict(_stub).status == "not attempted"
+    _assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    _assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
+    dtype = torch.bool if checker is check_causal_mask else torch.float32
+    _assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3, dtype=dtype)), "wrong shape")
+    _assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")))
+    _assert_wrong(checker.verdict(42), "Expected a function or class")
+
+
+# --- weightless self-attention ------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda x: torch.softmax(x @ x.transpose(-2, -1), dim=-2) @ x, ["wrong values", "dim=-1"]),
+        (
+            lambda x: torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1]), dim=-1) @ x,
+            ["no division by √d"],
+        ),
+        (lambda x: (x @ x.transpose(-2, -1)) @ x, ["must go through a softmax"]),
+        (lambda x: torch.softmax(x @ x.transpose(-2, -1), dim=-1), ["wrong shape", "the output is y = w x"]),
+        (lambda x: torch.softmax(x @ x.T, dim=-1) @ x, ["x of shape (2, 4, 3)"]),  # .T breaks on batches
+    ],
+)
+def test_weightless_rejects(student, fragments):
+    _assert_wrong(check_weightless_self_attention.verdict(student), *fragments)
+
+
+# --- scaled dot-product attention ---------------------------------------------------------------------------
+
+
+def sdpa_variant(scale="sqrt", dim=-1, mask_mode="right", return_weights=False):
+    def student(q, k, v, mask=None):
+        d = q.shape[-1]
+        s = q @ k.transpose(-2, -1) * {"sqrt": 1 / math.sqrt(d), "none": 1.0, "d": 1 / d}[scale]
+        if mask is not None and mask_mode != "ignore":
+            fill = 0.0 if mask_mode == "zero" else float("-inf")
+            s = s.masked_fill(mask if mask_mode == "inverted" else ~mask, fill)
+        w = torch.softmax(s, dim=dim)
+        return w if return_weights else w @ v
+
+    return student
+
+
+def test_sdpa_student_version_with_minus_inf_passes():
+    assert check_scaled_dot_product_attention.verdict(sdpa_variant()).passed
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (sdpa_variant(scale="none"), ["Thinking Machines", "Divide the scores by √d_k", "√d_k = 8"]),
+        (sdpa_variant(scale="d"), ["Divide by √d_k, not by d_k"]),
+        (sdpa_variant(dim=-2), ["softmax must run over the keys (dim=-1)"]),
+        (sdpa_variant(mask_mode="inverted"), ["a causal mask", "The mask is inverted"]),
+        (sdpa_variant(mask_mode="ignore"), ["a causal mask", "The mask was ignored"]),
+        (sdpa_variant(mask_mode="zero"), ["a causal mask", "exp(0) = 1"]),
+        (sdpa_variant(return_weights=True), ["wrong shape", "weights @ v"]),
+        (
+            lambda q, k, v, mask=None: ref.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), mask
+            )[..., :1],
+            ["wrong shape", "expected: shape (2, 3)"],
+        ),
+    ],
+)
+def test_sdpa_rejects(student, fragments):
+    _assert_wrong(check_scaled_dot_product_attention.verdict(student), *fragments)
+
+
+def test_sdpa_naive_softmax_overflows_on_huge_scores():
+    def naive(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        e = torch.exp(s)
+        return e / e.sum(-1, keepdim=True) @ v
+
+    _assert_wrong(
+        check_scaled_dot_product_attention.verdict(naive), "scores as large as 1e4", "NaN or infinity"
+    )
+
+
+# --- causal mask --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), ["lower-triangular"]),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), ["marks the future", "invert it"]),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), ["The diagonal is missing"]),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), ["Off by one"]),
+        (lambda n: torch.ones(n, n).tril(), ["boolean tensor", "got:      dtype torch.float32"]),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril()[:, : n - 1], ["wrong shape"]),
+    ],
+)
+def test_causal_mask_rejects(student, fragments):
+    _assert_wrong(check_causal_mask.verdict(student), *fragments)
+
+
+# --- split and merge heads ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), ["mixes positions into heads"]),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2), ["Wrong split order"]),
+        (
+            lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1),
+            ["wrong shape", "swap the n and n_heads axes"],
+        ),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 3), ["wrong shape"]),
+    ],
+)
+def test_split_heads_rejects(student, fragments):
+    _assert_wrong(check_split_heads.verdict(student), *fragments)
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda x: x.reshape(x.shape[0], x.shape[2], -1), ["mixes heads into positions"]),
+        (lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1), ["Wrong concatenation order"]),
+        (lambda x: x.transpose(1, 2), ["wrong shape", "still need concatenating"]),
+        (lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), ["raised RuntimeError", "view"]),
+    ],
+)
+def test_merge_heads_rejects(student, fragments):
+    _assert_wrong(check_merge_heads.verdict(student), *fragments)
+
+
+# --- multi-head attention -----------------------------------------------------------------------------------
+
+
+def make_mha(scale_by="d_head", out_proj=True, split="right", softmax_dim=-1, return_tuple=False):
+    class StudentMHA(nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+            self.n_heads = n_heads
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.k_proj = nn.Linear(d_model, d_model)
+            self.v_proj = nn.Linear(d_model, d_model)
+            self.out_proj = nn.Linear(d_model, d_model)
+
+        def forward(self, query, key, value, mask=None):
+            b, n_q, d = query.shape
+            h = self.n_heads
+
+            def heads(t):
+                if split == "right":
+                    return t.reshape(b, t.shape[1], h, d // h).transpose(1, 2)
+                return t.reshape(b, h, t.shape[1], d // h)
+
+            q, k, v = heads(self.q_proj(query)), heads(self.k_proj(key)), heads(self.v_proj(value))
+            scale = (
+                math.sqrt(d // h) if scale_by == "d_head" else math.sqrt(d) if scale_by == "d_model" else 1.0
+            )
+            s = q @ k.transpose(-2, -1) / scale
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            out = torch.softmax(s, dim=softmax_dim) @ v
+            merged = out.transpose(1, 2).reshape(b, n_q, d) if split == "right" else out.reshape(b, n_q, d)
+            result = self.out_proj(merged) if out_proj else merged
+            return (result, None) if return_tuple else result
+
+    return StudentMHA
+
+
+def test_mha_reference_and_student_pass():
+    reference = lambda d, h: ref.MultiHeadAttention(d, h)  # noqa: E731
+    wrapped = type(
+        "Wrapped",
+        (ref.MultiHeadAttention,),
+        {
+            "forward": lambda self, q, k, v, mask=None: ref.MultiHeadAttention.forward(
+                self, q, k, v, mask=mask
+            )
+        },
+    )
+    assert check_multi_head_attention.verdict(wrapped).passed
+    assert check_multi_head_attention.verdict(make_mha()).passed
+    assert check_multi_head_attention.verdict(make_mha(return_tuple=True)).passed
+    assert check_multi_head_attention.verdict(_stub).status == "not attempted"
+    _assert_wrong(check_multi_head_attention.verdict(reference), "raised TypeError")  # forward's 4th argument
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (make_mha(scale_by="d_model"), ["Scale by √d_head = √(d_model / n_heads) = √4, not √d_model"]),
+        (make_mha(scale_by="none"), ["Divide each head's scores by √d_head"]),
+        (make_mha(out_proj=False), ["output projection out_proj"]),
+        (make_mha(split="reshape"), ["mixes positions"]),
+        (make_mha(softmax_dim=-2), ["wrong values", "self-attention"]),
+    ],
+)
+def test_mha_rejects(student, fragments):
+    _assert_wrong(check_multi_head_attention.verdict(student), *fragments)
+
+
+def test_mha_structure_problems():
+    class NoProjections(nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+
+    _assert_wrong(check_multi_head_attention.verdict(NoProjections), "attribute `q_proj`", "nn.Linear(8, 8)")
+    _assert_wrong(check_multi_head_attention.verdict(lambda d, h: "module"), "should create an nn.Module")

@@ -1,0 +1,222 @@
+"""The chapter-5 checkers accept the reference answers and reject plausible wrong ones, naming the mistake."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from companion import positional as ref
+from companion.exercises.transformer import (
+    check_layer_norm,
+    check_layer_norm_module,
+    check_rope,
+    check_sinusoidal_positional_encoding,
+)
+from companion.transformer import LayerNorm
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+def _assert_wrong(verdict, *fragments):
+    assert verdict.status == "wrong", str(verdict)
+    text = str(verdict)
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def good_layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+ALL = [
+    (check_sinusoidal_positional_encoding, ref.sinusoidal_positional_encoding),
+    (check_rope, lambda x: ref.apply_rope(x)),
+    (check_layer_norm, good_layer_norm),
+]
+
+
+@pytest.mark.parametrize(("checker", "reference"), ALL)
+def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, reference, capsys):
+    verdict = checker.verdict(reference)
+    assert verdict.passed, str(verdict)
+    checker(reference)
+    assert capsys.readouterr().out.startswith("PASSED")
+    assert checker.verdict(_stub).status == "not attempted"
+    _assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    _assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
+    _assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3)), "wrong shape")
+    _assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")), "NaN")
+
+
+# --- sinusoidal positional encoding -------------------------------------------------------------------------
+
+
+def sinusoid(swap=False, exponent="2i", start=0, halves=False):
+    def student(n, d):
+        pe = torch.zeros(n, d)
+        pos = torch.arange(start, start + n, dtype=torch.float32)[:, None]
+        for j in range(d):
+            i = j // 2
+            power = {"2i": 2 * i / d, "i": i / d, "col": j / d}[exponent]
+            angle = pos[:, 0] / 10000**power
+            even = (j < (d + 1) // 2) if halves else (j % 2 == 0)
+            if halves:
+                k = j if even else j - (d + 1) // 2
+                angle = pos[:, 0] / 10000 ** (2 * k / d)
+            use_sin = even != swap
+            pe[:, j] = torch.sin(angle) if use_sin else torch.cos(angle)
+        return pe
+
+    return student
+
+
+def test_sinusoid_student_loop_version_passes():
+    assert check_sinusoidal_positional_encoding.verdict(sinusoid()).passed
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (sinusoid(swap=True), ["sin and cos are swapped"]),
+        (sinusoid(exponent="col"), ["column 2i+1 uses 10000^(2i/d)"]),
+        (sinusoid(exponent="i"), ["10000^(2i/d), not 10000^(i/d)"]),
+        (sinusoid(halves=True), ["Interleave"]),
+        (sinusoid(start=1), ["Positions start at 0"]),
+        (lambda n, d: ref.sinusoidal_positional_encoding(n, d).T, ["wrong shape", "expected: shape (4, 6)"]),
+    ],
+)
+def test_sinusoid_rejects(student, fragments):
+    _assert_wrong(check_sinusoidal_positional_encoding.verdict(student), *fragments)
+
+
+# --- RoPE ---------------------------------------------------------------------------------------------------
+
+
+def rope(sign=1.0, start=0, exponent="2i", halves=False):
+    def student(x):
+        n, d = x.shape[-2], x.shape[-1]
+        out = x.clone()
+        for p in range(n):
+            for i in range(d // 2):
+                phi = sign * (start + p) * 10000 ** (-(2 * i if exponent == "2i" else i) / d)
+                a, b = (i, i + d // 2) if halves else (2 * i, 2 * i + 1)
+                xa, xb = x[..., p, a], x[..., p, b]
+                out[..., p, a] = xa * math.cos(phi) - xb * math.sin(phi)
+                out[..., p, b] = xa * math.sin(phi) + xb * math.cos(phi)
+        return out
+
+    return student
+
+
+def test_rope_student_loop_version_passes():
+    assert check_rope.verdict(rope()).passed
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (rope(sign=-1.0), ["Wrong direction"]),
+        (rope(halves=True), ["adjacent pairs"]),
+        (rope(start=1), ["Positions start at 0"]),
+        (rope(exponent="i"), ["with 2i in the exponent"]),
+        (lambda x: x, ["wrong values"]),
+        (lambda x: ref.apply_rope(x)[..., :-1], ["wrong shape"]),
+    ],
+)
+def test_rope_rejects(student, fragments):
+    _assert_wrong(check_rope.verdict(student), *fragments)
+
+
+# --- layer normalisation ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (
+            lambda x, w, b, eps=1e-5: (
+                (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b
+            ),
+            ["Bessel's correction", "unbiased=False"],
+        ),
+        (
+            lambda x, w, b, eps=1e-5: (
+                (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False) + eps) * w + b
+            ),
+            ["nearly constant row", "eps goes inside the square root"],
+        ),
+        (
+            lambda x, w, b, eps=1e-5: (
+                (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + eps) * w + b
+            ),
+            ["not by the variance"],
+        ),
+        (
+            lambda x, w, b, eps=1e-5: (
+                (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, keepdim=True, unbiased=False) + eps) * w
+                + b
+            ),
+            ["not over the batch"],
+        ),
+        (
+            lambda x, w, b, eps=1e-5: good_layer_norm(x, 1.0, 0.0, eps),
+            ["random γ and β", "Scale by γ (weight)"],
+        ),
+        (lambda x, w, b, eps=1e-5: good_layer_norm(x, w, b), ["eps = 0.1", "wrong values"]),  # eps ignored
+    ],
+)
+def test_layer_norm_rejects(student, fragments):
+    _assert_wrong(check_layer_norm.verdict(student), *fragments)
+
+
+# --- the LayerNorm class ------------------------------------------------------------------------------------
+
+
+def make_layer_norm(unbiased=False, gamma_name="weight", init=1.0, detach=False):
+    class StudentLayerNorm(nn.Module):
+        def __init__(self, d_model, eps=1e-5):
+            super().__init__()
+            self.eps = eps
+            setattr(self, gamma_name, nn.Parameter(torch.full((d_model,), init)))
+            self.bias = nn.Parameter(torch.zeros(d_model))
+
+        def forward(self, x):
+            gamma = getattr(self, gamma_name)
+            if detach:
+                gamma = gamma.detach()
+            mean = x.mean(-1, keepdim=True)
+            var = x.var(-1, keepdim=True, unbiased=unbiased)
+            return (x - mean) / torch.sqrt(var + self.eps) * gamma + self.bias
+
+    return StudentLayerNorm
+
+
+def test_layer_norm_module_reference_and_student_pass():
+    assert check_layer_norm_module.verdict(LayerNorm).passed
+    assert check_layer_norm_module.verdict(make_layer_norm()).passed
+    assert check_layer_norm_module.verdict(_stub).status == "not attempted"
+    assert check_layer_norm_module.verdict(nn.LayerNorm).passed  # PyTorch's own has the same interface
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (make_layer_norm(unbiased=True), ["Bessel's correction"]),
+        (make_layer_norm(gamma_name="gamma"), ["parameter `weight` of shape (6,)"]),
+        (make_layer_norm(init=0.5), ["`weight` should start as ones"]),
+        (make_layer_norm(detach=True), ["No gradient reached weight and bias"]),
+        (lambda d: "not a module", ["should create an nn.Module"]),
+        (lambda d: _raises(), ["raised RuntimeError: boom"]),
+    ],
+)
+def test_layer_norm_module_rejects(student, fragments):
+    _assert_wrong(check_layer_norm_module.verdict(student), *fragments)
