@@ -1,0 +1,255 @@
+"""Measuring attention: time and peak memory as the sequence length n grows.
+
+Softmax attention builds the ``n × n`` matrix of scores, so its time and memory grow like ``n²``. Chapter 4
+draws that curve, and ``benchmarks/attention_vs_sdpa.py`` prints the same measurements as a table; both
+call :func:`measure_attention`, so the figure and the benchmark come from one piece of code.
+
+- time: :class:`torch.utils.benchmark.Timer` (``blocked_autorange``: enough repetitions to fill
+  ``min_run_time`` seconds, median per call);
+- peak memory: on a GPU ``torch.cuda.max_memory_allocated``; on the CPU, :class:`MemoryTracker` adds up the
+  bytes of every tensor created during the call and subtracts them when they are freed, and reports the
+  largest total (the inputs, made before, do not count).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils import benchmark
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ._validate import describe, require_positive_int
+from .attention import scaled_dot_product_attention
+
+__all__ = [
+    "MemoryTracker",
+    "peak_memory",
+    "time_call",
+    "AttentionMeasurement",
+    "measure_attention",
+    "default_attention_implementations",
+    "format_table",
+]
+
+
+class MemoryTracker(TorchDispatchMode):
+    """Count the bytes of the tensors created inside a ``with`` block; ``peak`` is the largest live total.
+
+    Every PyTorch operation run inside the block passes through :meth:`__torch_dispatch__`; each output whose
+    storage is new (not a view of an input) adds its size to ``live`` until that storage is freed. This sees
+    what PyTorch allocates for tensors (the ``n × n`` scores, the softmax, the output), not the small scratch
+    buffers a fused kernel keeps to itself. Use it on CPU, where PyTorch has no allocator statistics.
+
+    Example::
+
+        with MemoryTracker() as tracker:
+            out = scaled_dot_product_attention(q, k, v)
+        tracker.peak  # bytes
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._seen: set[int] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        inputs = {
+            t.untyped_storage().data_ptr()
+            for t in tree_flatten((args, kwargs))[0]
+            if isinstance(t, torch.Tensor) and t.device.type != "meta"
+        }
+        out = func(*args, **kwargs)
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                continue
+            storage = t.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+            if size == 0 or key in inputs or key in self._seen:
+                continue
+            self._seen.add(key)
+            self.live += size
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._release, key, size)
+        return out
+
+    def _release(self, key: int, size: int) -> None:
+        if key in self._seen:
+            self._seen.discard(key)
+            self.live -= size
+
+
+def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Peak bytes allocated while running ``fn(*args, **kwargs)``, excluding the inputs that already exist.
+
+    On CUDA tensors: ``torch.cuda.max_memory_allocated`` minus the memory in use before the call. Otherwise:
+    :class:`MemoryTracker`.
+    """
+    tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+    if tensors and tensors[0].is_cuda:
+        device = tensors[0].device
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn(*args, **kwargs)
+        torch.cuda.synchronize(device)
+        del result
+        return torch.cuda.max_memory_allocated(device) - before
+    with torch.no_grad(), MemoryTracker() as tracker:
+        result = fn(*args, **kwargs)
+        del result
+    return tracker.peak
+
+
+def time_call(
+    fn: Callable[..., Any], *args: Any, min_run_time: float = 0.2, num_threads: int | None = None
+) -> float:
+    """Median seconds per call of ``fn(*args)``, measured with :class:`torch.utils.benchmark.Timer`.
+
+    ``blocked_autorange`` repeats the call in blocks until ``min_run_time`` seconds have passed, and
+    synchronises CUDA. ``num_threads`` defaults to :func:`torch.get_num_threads`.
+    """
+    if min_run_time <= 0:
+        raise ValueError(f"min_run_time must be positive, got {min_run_time}")
+    timer = benchmark.Timer(
+        stmt="fn(*args)",
+        globals={"fn": fn, "args": args},
+        num_threads=num_threads or torch.get_num_threads(),
+    )
+    with torch.no_grad():
+        fn(*args)  # warm-up
+        return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+@dataclass(frozen=True)
+class AttentionMeasurement:
+    """One row of :func:`measure_attention`: an implementation at one sequence length."""
+
+    name: str
+    n: int
+    seconds: float
+    peak_bytes: int
+
+    @property
+    def milliseconds(self) -> float:
+        return 1e3 * self.seconds
+
+    @property
+    def peak_mib(self) -> float:
+        return self.peak_bytes / 2**20
+
+
+def _companion(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return scaled_dot_product_attention(q, k, v)
+
+
+def _pytorch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def default_attention_implementations() -> dict[
+    str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
+]:
+    """``{"companion": scaled_dot_product_attention, "pytorch": F.scaled_dot_product_attention}``."""
+    return {"companion": _companion, "pytorch": _pytorch}
+
+
+def measure_attention(
+    ns: Iterable[int] = (256, 512, 1024, 2048, 4096),
+    *,
+    d: int = 64,
+    batch: int = 1,
+    heads: int = 8,
+    implementations: dict[str, Callable[..., Any]] | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    min_run_time: float = 0.5,
+    rounds: int = 1,
+    memory: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[AttentionMeasurement]:
+    """Time (and measure the peak memory of) attention on random ``(batch, heads, n, d)`` inputs for each n.
+
+    For every ``n`` the implementations are timed one after another, ``rounds`` times in turn, and the
+    fastest round's median is kept: interleaving makes a busy machine slow all of them alike.
+
+    Args:
+        ns: sequence lengths.
+        d: width of a head (the paper's ``d_k = 64``).
+        batch, heads: leading dimensions of q, k, v.
+        implementations: ``name → fn(q, k, v)``; default :func:`default_attention_implementations`.
+        dtype, device: of the random inputs.
+        min_run_time: seconds of repetitions per timing (see :func:`time_call`).
+        rounds: how many times to time every implementation, in turn.
+        memory: also measure the peak memory (with :func:`peak_memory`; otherwise 0 is recorded).
+        seed: seed of the random inputs.
+        progress: print each measurement as it is made.
+
+    Returns:
+        One :class:`AttentionMeasurement` per implementation and per ``n``, in that order.
+    """
+    require_positive_int(d, "d")
+    require_positive_int(batch, "batch")
+    require_positive_int(heads, "heads")
+    require_positive_int(rounds, "rounds")
+    ns = list(ns)
+    for n in ns:
+        require_positive_int(n, "each n")
+    impls = implementations if implementations is not None else default_attention_implementations()
+    if not impls or not all(callable(f) for f in impls.values()):
+        raise TypeError(
+            f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    rows: list[AttentionMeasurement] = []
+    for n in ns:
+        q, k, v = (
+            torch.randn(batch, heads, n, d, generator=generator, dtype=dtype).to(device) for _ in range(3)
+        )
+        best = {name: math.inf for name in impls}
+        for _ in range(rounds):
+            for name, fn in impls.items():
+                best[name] = min(best[name], time_call(fn, q, k, v, min_run_time=min_run_time))
+        for name, fn in impls.items():
+            peak = peak_memory(fn, q, k, v) if memory else 0
+            rows.append(AttentionMeasurement(name, n, best[name], peak))
+            if progress:
+                print(
+                    f"n={n:>6}  {name:<12} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True
+                )
+        del q, k, v
+    return rows
+
+
+def format_table(rows: Sequence[AttentionMeasurement], *, baseline: str = "pytorch") -> str:
+    """A text table: one line per n, each implementation's time and peak memory, and time / ``baseline``."""
+    names = list(dict.fromkeys(r.name for r in rows))
+    by_key = {(r.name, r.n): r for r in rows}
+    ns = sorted({r.n for r in rows})
+    head = f"{'n':>6}" + "".join(f" | {name + ' ms':>14} {name + ' MiB':>14}" for name in names)
+    others = [name for name in names if name != baseline]
+    if baseline in names:
+        head += "".join(f" | {name + '/' + baseline:>20}" for name in others)
+    lines = [head, "-" * len(head)]
+    for n in ns:
+        line = f"{n:>6}"
+        for name in names:
+            r = by_key.get((name, n))
+            line += f" | {r.milliseconds:14.2f} {r.peak_mib:14.1f}" if r else f" | {'-':>14} {'-':>14}"
+        if baseline in names:
+            base = by_key.get((baseline, n))
+            for name in others:
+                r = by_key.get((name, n))
+                ratio = f"{r.seconds / base.seconds:.2f}x" if r and base else "-"
+                line += f" | {ratio:>20}"
+        lines.append(line)
+    return "\n".join(lines)
