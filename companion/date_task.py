@@ -1,0 +1,398 @@
+"""The task chapter 5's Transformer learns: dates written in words → ISO dates.
+
+    "twenty-third of march nineteen ninety-one"   →   "1991-03-23"
+    "june first, two thousand and five"            →   "2005-06-01"
+
+The data is generated here, offline and deterministically from a seed: every date between 1900-01-01 and
+2099-12-31 can be written in four templates (:data:`TEMPLATES`). The held-out dates never appear in
+training, in any template, so held-out exact-match accuracy measures whether the model learned the rules
+(days, months, years, and the reordering of "month day, year") rather than memorised the pairs.
+
+The source is tokenised by words (default) or characters, the target by characters. Both vocabularies start
+with the same four special tokens ``<pad>=0, <bos>=1, <eos>=2, <unk>=3``, so one ``pad_id = 0`` serves both.
+
+:func:`date_task_config` holds hyperparameters that reach high held-out accuracy in about a minute of
+CPU training on 2 threads; :func:`train_date_model` runs the whole recipe.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ._validate import describe, require_positive_int
+from .training import train, warmup_cosine_schedule
+from .transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
+
+__all__ = [
+    "TEMPLATES",
+    "date_to_words",
+    "date_to_iso",
+    "Vocab",
+    "DateDataset",
+    "make_date_dataset",
+    "date_batches",
+    "decode_dates",
+    "exact_match_accuracy",
+    "DateTaskConfig",
+    "date_task_config",
+    "train_date_model",
+]
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+
+MONTHS = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+_ONES = ("", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_TEENS = (
+    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen",
+)  # fmt: skip
+_TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_ORDINAL_ONES = ("", "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+_ORDINAL_TEENS = (
+    "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
+    "eighteenth", "nineteenth",
+)  # fmt: skip
+
+#: The four ways a date is written; ``{day}`` is an ordinal ("twenty-third"), ``{year}`` spoken ("nineteen
+#: ninety-one"). The last two put the month first, so the model must reorder.
+TEMPLATES = (
+    "{day} of {month} {year}",
+    "the {day} of {month} {year}",
+    "{month} {day}, {year}",
+    "{month} the {day} {year}",
+)
+
+FIRST_DATE = dt.date(1900, 1, 1)
+LAST_DATE = dt.date(2099, 12, 31)
+
+
+def _cardinal(n: int) -> str:
+    """1 … 99 in words: "seven", "thirteen", "ninety-one"."""
+    if n < 10:
+        return _ONES[n]
+    if n < 20:
+        return _TEENS[n - 10]
+    tens, ones = divmod(n, 10)
+    return _TENS[tens] + (f"-{_ONES[ones]}" if ones else "")
+
+
+def _ordinal(n: int) -> str:
+    """1 … 31 as an ordinal: "first", "twelfth", "twenty-third", "thirtieth"."""
+    if n < 10:
+        return _ORDINAL_ONES[n]
+    if n < 20:
+        return _ORDINAL_TEENS[n - 10]
+    tens, ones = divmod(n, 10)
+    if ones == 0:
+        return _TENS[tens][:-1] + "ieth"  # twenty → twentieth, thirty → thirtieth
+    return f"{_TENS[tens]}-{_ORDINAL_ONES[ones]}"
+
+
+def _year_words(year: int) -> str:
+    """1900 … 2099 as spoken: "nineteen hundred", "nineteen oh five", "two thousand and five", "twenty ten".
+    """
+    century, rest = divmod(year, 100)
+    if century == 19:
+        if rest == 0:
+            return "nineteen hundred"
+        return "nineteen " + (f"oh {_ONES[rest]}" if rest < 10 else _cardinal(rest))
+    if rest == 0:
+        return "two thousand"
+    if rest < 10:
+        return f"two thousand and {_ONES[rest]}"
+    return "twenty " + _cardinal(rest)
+
+
+def _require_date(date: object) -> dt.date:
+    if not isinstance(date, dt.date) or isinstance(date, dt.datetime):
+        raise TypeError(f"date must be a datetime.date, got {describe(date)}")
+    if not FIRST_DATE <= date <= LAST_DATE:
+        raise ValueError(f"date must lie between {FIRST_DATE} and {LAST_DATE}, got {date}")
+    return date
+
+
+def date_to_words(date: dt.date, template: int = 0) -> str:
+    """Write ``date`` in words with one of the :data:`TEMPLATES`.
+
+    ``date_to_words(date(1991, 3, 23))`` is ``"twenty-third of march nineteen ninety-one"``.
+    """
+    _require_date(date)
+    if isinstance(template, bool) or not isinstance(template, int) or not 0 <= template < len(TEMPLATES):
+        raise ValueError(f"template must be an int in [0, {len(TEMPLATES)}), got {template!r}")
+    return TEMPLATES[template].format(
+        day=_ordinal(date.day), month=MONTHS[date.month - 1], year=_year_words(date.year)
+    )
+
+
+def date_to_iso(date: dt.date) -> str:
+    """The ISO 8601 form ``"YYYY-MM-DD"`` of ``date``."""
+    return _require_date(date).isoformat()
+
+
+def _words(text: str) -> list[str]:
+    """Split on spaces, with the comma as a token of its own."""
+    return text.replace(",", " ,").split()
+
+
+class Vocab:
+    """A fixed vocabulary for this task: token ↔ id, with ``<pad>=0, <bos>=1, <eos>=2, <unk>=3`` first.
+
+    Args:
+        tokens: the ordinary tokens (specials are added in front).
+        level: ``"word"`` (split on spaces; a comma is its own token) or ``"char"``.
+    """
+
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
+
+    def __init__(self, tokens: Sequence[str], level: str = "char") -> None:
+        if level not in ("word", "char"):
+            raise ValueError(f"level must be 'word' or 'char', got {level!r}")
+        self.level = level
+        self.itos: list[str] = list(SPECIALS) + [t for t in dict.fromkeys(tokens) if t not in SPECIALS]
+        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def tokenize(self, text: str) -> list[str]:
+        """``text`` → its tokens (words or characters)."""
+        return _words(text) if self.level == "word" else list(text)
+
+    def encode(self, text: str, *, bos: bool = False, eos: bool = False) -> list[int]:
+        """``text`` → ids, optionally framed by ``<bos>``/``<eos>``; unknown tokens become ``<unk>``."""
+        ids = [self.stoi.get(t, self.unk_id) for t in self.tokenize(text)]
+        return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        """ids → text, stopping at the first ``<eos>`` and skipping ``<pad>`` and ``<bos>``."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        out = []
+        for i in ids:
+            if i == self.eos_id:
+                break
+            if i in (self.pad_id, self.bos_id):
+                continue
+            out.append(self.itos[i] if 0 <= i < len(self.itos) else UNK)
+        joined = " ".join(out) if self.level == "word" else "".join(out)
+        return joined.replace(" ,", ",")
+
+    def __repr__(self) -> str:
+        return f"Vocab({len(self)} tokens, level={self.level!r})"
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+@dataclass
+class DateDataset:
+    """Train and held-out pairs (text and tensors) of the dates task.
+
+    Attributes:
+        train_pairs, test_pairs: lists of ``(words, iso)`` strings.
+        src_vocab, tgt_vocab: the two :class:`Vocab`.
+        train_src, test_src: source ids ``(N, n_src)``, padded with 0.
+        train_tgt, test_tgt: target ids ``(N, 12)``: ``<bos>``, the 10 characters of ``YYYY-MM-DD``,
+            ``<eos>``.
+    """
+
+    train_pairs: list[tuple[str, str]]
+    test_pairs: list[tuple[str, str]]
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    train_src: torch.Tensor = field(repr=False)
+    train_tgt: torch.Tensor = field(repr=False)
+    test_src: torch.Tensor = field(repr=False)
+    test_tgt: torch.Tensor = field(repr=False)
+
+    def encode_source(self, texts: Sequence[str]) -> torch.Tensor:
+        """Source ids ``(len(texts), n)`` for new phrases, padded with 0."""
+        return _pad([self.src_vocab.encode(t) for t in texts], self.src_vocab.pad_id)
+
+
+def _all_source_tokens(level: str) -> list[str]:
+    """Every token any date in any template can produce (so the vocabulary does not depend on the seed)."""
+    texts = [" ".join(TEMPLATES)]
+    texts += list(MONTHS) + [_ordinal(d) for d in range(1, 32)] + [_year_words(y) for y in range(1900, 2100)]
+    tokens: list[str] = []
+    for text in texts:
+        text = text.replace("{day}", "").replace("{month}", "").replace("{year}", "")
+        tokens += _words(text) if level == "word" else list(text)
+    return sorted(set(tokens))
+
+
+def make_date_dataset(
+    n_train: int = 20000, n_test: int = 1000, *, seed: int = 0, level: str = "word"
+) -> DateDataset:
+    """Generate the dates task: ``n_train`` training and ``n_test`` held-out pairs.
+
+    Dates are drawn uniformly from 1900-01-01 … 2099-12-31 with ``random.Random(seed)``; the held-out dates
+    are disjoint from the training dates, and each pair uses a random template. Same seed, same data.
+
+    Args:
+        n_train: number of training pairs.
+        n_test: number of held-out pairs.
+        seed: the random seed.
+        level: tokenise the source by ``"word"`` or ``"char"``.
+
+    Returns:
+        A :class:`DateDataset`.
+    """
+    require_positive_int(n_train, "n_train")
+    require_positive_int(n_test, "n_test")
+    n_days = (LAST_DATE - FIRST_DATE).days + 1
+    if n_train + n_test > n_days:
+        raise ValueError(
+            f"n_train + n_test must be at most {n_days} (the number of dates), got {n_train + n_test}"
+        )
+    if level not in ("word", "char"):
+        raise ValueError(f"level must be 'word' or 'char', got {level!r}")
+    rng = random.Random(seed)
+    offsets = rng.sample(range(n_days), n_train + n_test)
+    dates = [FIRST_DATE + dt.timedelta(days=o) for o in offsets]
+
+    def pairs(chunk: list[dt.date]) -> list[tuple[str, str]]:
+        return [(date_to_words(d, rng.randrange(len(TEMPLATES))), date_to_iso(d)) for d in chunk]
+
+    train_pairs, test_pairs = pairs(dates[n_test:]), pairs(dates[:n_test])
+    src_vocab = Vocab(_all_source_tokens(level), level)
+    tgt_vocab = Vocab(list("0123456789-"), "char")
+
+    def tensors(ps: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        src = _pad([src_vocab.encode(s) for s, _ in ps], Vocab.pad_id)
+        tgt = _pad([tgt_vocab.encode(t, bos=True, eos=True) for _, t in ps], Vocab.pad_id)
+        return src, tgt
+
+    train_src, train_tgt = tensors(train_pairs)
+    test_src, test_tgt = tensors(test_pairs)
+    return DateDataset(
+        train_pairs, test_pairs, src_vocab, tgt_vocab, train_src, train_tgt, test_src, test_tgt
+    )
+
+
+def date_batches(
+    data: DateDataset, batch_size: int, *, seed: int = 0
+) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
+    """A function ``step → (src, tgt)`` drawing random training batches, reproducibly from ``seed``.
+
+    The source is cut to the longest sequence of the batch (less padding, faster steps).
+    """
+    require_positive_int(batch_size, "batch_size")
+    generator = torch.Generator().manual_seed(seed)
+    n = data.train_src.shape[0]
+
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.randint(n, (batch_size,), generator=generator)
+        src, tgt = data.train_src[index], data.train_tgt[index]
+        width = int((src != Vocab.pad_id).sum(dim=1).max())
+        return src[:, :width], tgt
+
+    return batch
+
+
+def decode_dates(
+    model: EncoderDecoder, data: DateDataset, src: torch.Tensor, *, batch_size: int = 500
+) -> list[str]:
+    """Greedy-decode source ids ``(N, n_src)`` into ISO strings, ``batch_size`` rows at a time."""
+    out: list[str] = []
+    for start in range(0, src.shape[0], batch_size):
+        ids = greedy_decode(model, src[start : start + batch_size], bos_id=Vocab.bos_id, eos_id=Vocab.eos_id,
+                            max_new_tokens=11)  # fmt: skip
+        out += [data.tgt_vocab.decode(row) for row in ids]
+    return out
+
+
+def exact_match_accuracy(model: EncoderDecoder, data: DateDataset, split: str = "test") -> float:
+    """The fraction of ``split`` (``"test"`` or ``"train"``) pairs whose greedy decoding is exactly right."""
+    if split not in ("test", "train"):
+        raise ValueError(f"split must be 'test' or 'train', got {split!r}")
+    src, pairs = (data.test_src, data.test_pairs) if split == "test" else (data.train_src, data.train_pairs)
+    guesses = decode_dates(model, data, src)
+    return sum(g == iso for g, (_, iso) in zip(guesses, pairs, strict=True)) / len(pairs)
+
+
+@dataclass
+class DateTaskConfig:
+    """Data, model and training hyperparameters of the dates task (see :func:`date_task_config`)."""
+
+    n_train: int = 20000
+    n_test: int = 1000
+    level: str = "word"
+    d_model: int = 64
+    n_heads: int = 4
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    d_ff: int = 256
+    dropout: float = 0.1
+    norm_first: bool = True
+    batch_size: int = 64
+    steps: int = 1500
+    lr: float = 2e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    seed: int = 0
+
+    def model_config(self, data: DateDataset) -> TransformerConfig:
+        """The :class:`TransformerConfig` for ``data``'s vocabularies."""
+        return TransformerConfig(
+            src_vocab_size=len(data.src_vocab),
+            tgt_vocab_size=len(data.tgt_vocab),
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_encoder_layers=self.n_encoder_layers,
+            n_decoder_layers=self.n_decoder_layers,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            max_len=max(64, data.train_src.shape[1], data.test_src.shape[1]),
+            norm_first=self.norm_first,
+            pad_id=Vocab.pad_id,
+        )
+
+
+def date_task_config(**overrides: object) -> DateTaskConfig:
+    """The hyperparameters that learn the dates task on a CPU in about a minute (2 threads).
+
+    Measured with these defaults: see the module's tests and chapter 5. Any field can be overridden,
+    e.g. ``date_task_config(steps=3000)``.
+    """
+    return DateTaskConfig(**overrides)  # type: ignore[arg-type]
+
+
+def train_date_model(
+    config: DateTaskConfig | None = None, *, progress: bool = True
+) -> tuple[EncoderDecoder, DateDataset, list[float]]:
+    """The whole recipe: generate the data, build the model, train it with :func:`companion.training.train`.
+
+    Returns:
+        ``(model, data, loss_history)``; the model is left in eval mode.
+    """
+    c = config if config is not None else date_task_config()
+    data = make_date_dataset(c.n_train, c.n_test, seed=c.seed, level=c.level)
+    torch.manual_seed(c.seed)
+    model = EncoderDecoder(c.model_config(data))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+    scheduler = warmup_cosine_schedule(optimizer, warmup_steps=c.warmup_steps, total_steps=c.steps)
+    history = train(
+        model,
+        date_batches(data, c.batch_size, seed=c.seed),
+        seq2seq_loss,
+        steps=c.steps,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        seed=c.seed,
+        progress=progress,
+        description="dates",
+    )
+    model.eval()
+    return model, data, history
