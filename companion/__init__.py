@@ -2,11 +2,18 @@
 
 One module per concept, named as the book names it:
 
-- :mod:`companion.text`: tokens, vocabularies and the unknown token.
-- :mod:`companion.embeddings`: one-hot vectors, the embedding lookup table, similarities.
-- :mod:`companion.plotting`: the figures the chapters draw.
-- :mod:`companion.checking`: the machinery behind the homework checkers.
-- :mod:`companion.exercises`: one checker per exercise, grouped by chapter.
+- chapter 1: :mod:`companion.text` (tokens, vocabularies, the unknown token), :mod:`companion.embeddings`
+  (one-hot vectors, the embedding table, similarities), :mod:`companion.plotting` (shared figures);
+- chapter 2: :mod:`companion.embedding_lm` (the word-embedding language model and the bigram optimum);
+- chapter 3: :mod:`companion.corpus` (offline corpora and evaluation sets), :mod:`companion.word2vec`,
+  :mod:`companion.glove`, :mod:`companion.evaluation` (similarity and analogies, equal to gensim's),
+  :mod:`companion.plotting_embeddings`;
+- chapter 4: :mod:`companion.masks`, :mod:`companion.attention`, :mod:`companion.benchmarking`,
+  :mod:`companion.plotting_attention`;
+- chapter 5: :mod:`companion.positional`, :mod:`companion.transformer`, :mod:`companion.training`,
+  :mod:`companion.date_task`;
+- homework: :mod:`companion.checking` (the checker machinery) and :mod:`companion.exercises` (one checker per
+  exercise, one module per chapter).
 """
 
 __version__ = "0.1.0"
