@@ -159,7 +159,9 @@ def _check_sentences(sentences: object) -> list[Sequence[str]]:
 def build_vocab(sentences: Iterable[Sequence[str]], min_count: int = 5) -> Word2VecVocab:
     """Count the words of ``sentences`` and keep those occurring at least ``min_count`` times.
 
-    Words are ordered by decreasing count, ties by first appearance (as gensim, which sorts the same way).
+    Words are ordered by decreasing count, ties by first appearance. gensim keeps the same words with the
+    same counts but orders ties the other way round (its ``sort_by_descending_frequency`` puts the word that
+    appeared last first), so the rows of two models can differ among words of equal count.
 
     Raises:
         ValueError: if the corpus has no tokens, or ``min_count`` removes every word (the message gives the

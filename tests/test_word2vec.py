@@ -89,6 +89,27 @@ def test_keep_probabilities_follow_the_reference_formula():
         w2v.keep_probabilities(torch.tensor([3, 0]))
 
 
+def test_vocabulary_has_gensims_words_and_counts_with_ties_in_first_appearance_order(lee):
+    from gensim.models import Word2Vec
+
+    model = Word2Vec(vector_size=8, min_count=5)
+    model.build_vocab(lee)
+    vocab = w2v.build_vocab(lee, 5)
+    gensim_words = list(model.wv.index_to_key)
+    gensim_counts = [model.wv.get_vecattr(w, "count") for w in gensim_words]
+    assert set(gensim_words) == set(vocab.words)
+    assert gensim_counts == vocab.counts.tolist()  # the same counts in the same (decreasing) order
+    assert all(vocab.counts[vocab[w]] == c for w, c in zip(gensim_words, gensim_counts, strict=True))
+    # ties: ours by first appearance, gensim's the other way round
+    first_seen = {}
+    for word in (w for sentence in lee for w in sentence):
+        first_seen.setdefault(word, len(first_seen))
+    tied = [w for w, c in zip(vocab.words, vocab.counts.tolist(), strict=True) if c == vocab.counts[-1]]
+    assert len(tied) > 1
+    assert tied == sorted(tied, key=first_seen.get)
+    assert [w for w in gensim_words if w in set(tied)] == tied[::-1]
+
+
 def test_keep_probabilities_equal_gensims(lee):
     from gensim.models import Word2Vec
 
