@@ -60,9 +60,9 @@ __all__ = [
 WIKIPEDIA_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 """A shortened English Wikipedia dump in gensim's test data (106 articles once short pages are dropped)."""
 LEE_FILE = "lee_background.cor"
-"""The Lee background corpus (Lee, Pincombe & Welsh 2005): 300 Australian news texts, one per line."""
+"""The Lee background corpus (Lee, Pincombe & Welsh 2005), 300 Australian news texts, one per line."""
 WORDSIM353_FILE = "wordsim353.tsv"
-"""WordSim-353 (Finkelstein et al. 2002): word pairs with mean human similarity ratings."""
+"""WordSim-353 (Finkelstein et al. 2002), word pairs with mean human similarity ratings."""
 ANALOGIES_FILE = "questions-words.txt"
 """Google's analogy questions (Mikolov et al. 2013a), sections introduced by ``: name`` lines."""
 
@@ -262,12 +262,13 @@ TEXT8 = RemoteFile(
     sha256="a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7a38e5232",
     filename="text8.zip",
 )
-"""Matt Mahoney's text8: the first 10^8 bytes of cleaned English Wikipedia (17M tokens), zipped (31 MB).
+"""Matt Mahoney's text8, the first 10^8 bytes of cleaned English Wikipedia (17M tokens), zipped (31 MB).
 
 The SHA-256 is the one published projects that pin this file record; the member ``text8`` inside is
 expected to hash to :data:`TEXT8_MEMBER_SHA256`.
 """
 TEXT8_MEMBER_SHA256 = "6e890197040d37d85beb962ae1f041ff1d9a9ca8d20c7d99c85027eebf51dca7"
+"""The SHA-256 of the file ``text8`` inside :data:`TEXT8`'s zip, checked after extraction."""
 
 
 def fetch(

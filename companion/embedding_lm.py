@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 TOY_TEXT = "The cat ate the dog! The dog ran the zoo. The dog ate. The zoo. The cat ran the dog!"
-"""Our reconstruction of the seed's toy corpus (see the module docstring): 5 sentences, 25 tokens."""
+"""Our reconstruction of the seed's toy corpus (see the module docstring), 5 sentences and 25 tokens."""
 
 
 def toy_tokens() -> list[str]:

@@ -61,7 +61,7 @@ PAPER_ICE_STEAM: dict[str, dict[str, float]] = {
     "P(k|steam)": {"solid": 2.2e-5, "gas": 7.8e-4, "water": 2.2e-3, "fashion": 1.8e-5},
     "P(k|ice)/P(k|steam)": {"solid": 8.9, "gas": 8.5e-2, "water": 1.36, "fashion": 0.96},
 }
-"""Table 1 of Pennington, Socher & Manning (2014): co-occurrence probabilities of probe words ``k`` with
+"""Table 1 of Pennington, Socher & Manning (2014), the co-occurrence probabilities of probe words ``k`` with
 "ice" and "steam" in their 6-billion-token corpus, and their ratio. Only the ratio singles out the words
 related to one of the two (solid, gas) from those related to both (water) or neither (fashion)."""
 
@@ -333,7 +333,7 @@ class GloVeConfig:
 
 
 CHAPTER_GLOVE = GloVeConfig(vector_size=50, x_max=10.0, epochs=15)
-"""The chapter's GloVe settings for the 450k-token Wikipedia excerpt: ``x_max = 10`` (the reference code's
+"""The chapter's GloVe settings for the 450k-token Wikipedia excerpt, ``x_max = 10`` (the reference code's
 demo uses 10 for its small corpus; with 100 nearly every pair of this corpus gets a tiny weight), 50
 dimensions and 15 epochs to fit the time budget."""
 

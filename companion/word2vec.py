@@ -566,7 +566,7 @@ class Word2VecConfig:
 
 
 CHAPTER_CONFIG = Word2VecConfig(epochs=5, alpha=0.05)
-"""The chapter's settings: gensim's defaults with 5 epochs and a doubled initial learning rate (which makes
+"""The chapter's settings, gensim's defaults with 5 epochs and a doubled initial learning rate (which makes
 up for the halved epochs on this small corpus), so chapter 3, gensim and GloVe included, runs in under
 3 minutes on 2 CPU cores. ``Word2VecConfig(epochs=10)`` is the benchmark's full setting."""
 
