@@ -12,16 +12,17 @@ Masks follow :mod:`companion.masks`: a boolean tensor, ``True`` = may attend, br
 
 **A fully masked row** (a query that may attend to no key at all) has no meaningful softmax. Here it gets
 attention weights that are all zero and therefore an output row of zeros: finite, and with zero gradient.
-This matches :func:`torch.nn.functional.scaled_dot_product_attention` on CPU in PyTorch 2.x, while
+This matches ``torch.nn.functional.scaled_dot_product_attention`` on CPU in PyTorch 2.x, while
 :class:`torch.nn.MultiheadAttention` returns NaN for such a row.
 
 **Numerical stability.** ``exp`` of a score of 1e4 overflows, so every softmax here subtracts the row's
 maximum first: ``softmax(s)_j = exp(s_j - max s) / Σ_k exp(s_k - max s)``, which is the same number and
-never overflows. (:func:`torch.softmax` does the same internally; :func:`attention_loop` writes it out.)
+never overflows. (``torch.softmax`` does the same internally; :func:`attention_loop` writes it out.)
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -35,6 +36,7 @@ __all__ = [
     "weightless_self_attention",
     "attention_loop",
     "scaled_dot_product_attention",
+    "blocked_attention",
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
@@ -225,7 +227,7 @@ def scaled_dot_product_attention(
 
         out = softmax(q kᵀ · scale, masked) v,     scale = 1/√d_k by default.
 
-    Same numbers as :func:`attention_loop` and as :func:`torch.nn.functional.scaled_dot_product_attention`
+    Same numbers as :func:`attention_loop` and as ``torch.nn.functional.scaled_dot_product_attention``
     (whose boolean ``attn_mask`` uses the same ``True`` = may attend convention).
 
     Args:
@@ -269,6 +271,77 @@ def scaled_dot_product_attention(
         weights = F.dropout(weights, p=dropout_p)
     out = weights @ v
     return (out, weights) if return_weights else out
+
+
+def blocked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    block_size: int | None = None,
+) -> torch.Tensor:
+    """Scaled dot-product attention computed one head and one block of queries at a time.
+
+    Same numbers as :func:`scaled_dot_product_attention`: the softmax normalises each query's row of scores
+    on its own, so the rows can be computed in blocks,
+
+        out[rows] = softmax(q[rows] kᵀ · scale, masked) v        for rows = 0…B-1, B…2B-1, …
+
+    Only ``block_size × n_k`` scores exist at any moment instead of ``n_q × n_k`` per head: on a CPU they
+    stay in the cache, and no large buffer has to be allocated. (FlashAttention goes one step further and
+    also splits the keys, combining the blocks with a running maximum and sum.)
+
+    Args:
+        q, k, v, mask, causal, scale: as in :func:`scaled_dot_product_attention`.
+        block_size: queries per block; default: as many as make a block of about 1 MiB of float32 scores.
+
+    Returns:
+        The outputs ``(..., n_q, d_v)``.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
+    if mask is not None:
+        mask = _check_mask(mask, (*lead, n_q, n_k)).expand(*lead, n_q, n_k)
+    if block_size is None:
+        block_size = max(1, 2**18 // max(1, n_k))  # 2^18 float32 scores = 1 MiB
+    require_positive_int(block_size, "block_size")
+    q = (q * _scale(scale, q.shape[-1])).expand(*lead, n_q, q.shape[-1])
+    k_t = k.transpose(-2, -1).expand(*lead, k.shape[-1], n_k)
+    v = v.expand(*lead, n_k, d_v)
+    keys = torch.arange(n_k, device=q.device)
+    out = q.new_empty(*lead, n_q, d_v)
+    # Without autograd, one buffer holds the scores of every block and the softmax is done in place.
+    track_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_t, v))
+    buffer = None if track_grad else q.new_empty(min(block_size, n_q), n_k)
+    for head in itertools.product(*(range(size) for size in lead)):  # every (batch, head, ...) slice
+        q_h, k_t_h, v_h, out_h = q[head], k_t[head], v[head], out[head]
+        mask_h = None if mask is None else mask[head]
+        for start in range(0, n_q, block_size):
+            rows = slice(start, min(n_q, start + block_size))
+            if buffer is None:
+                scores = q_h[rows] @ k_t_h  # (block, n_k)
+            else:
+                scores = torch.matmul(q_h[rows], k_t_h, out=buffer[: rows.stop - rows.start])
+            allowed = None if mask_h is None else mask_h[rows]
+            if causal:
+                future = torch.arange(rows.start, rows.stop, device=q.device).unsqueeze(1) >= keys
+                allowed = future if allowed is None else allowed & future
+            if allowed is not None:
+                scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
+            weights = (
+                torch.softmax(scores, dim=-1) if buffer is None else torch.softmax(scores, -1, out=scores)
+            )
+            if allowed is not None:
+                weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)  # fully masked rows
+            if buffer is None:
+                out_h[rows] = weights @ v_h
+            else:
+                torch.matmul(weights, v_h, out=out_h[rows])
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------

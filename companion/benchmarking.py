@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ._validate import describe, require_positive_int
-from .attention import scaled_dot_product_attention
+from .attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
     "MemoryTracker",
@@ -42,7 +42,7 @@ __all__ = [
 class MemoryTracker(TorchDispatchMode):
     """Count the bytes of the tensors created inside a ``with`` block; ``peak`` is the largest live total.
 
-    Every PyTorch operation run inside the block passes through :meth:`__torch_dispatch__`; each output whose
+    Every PyTorch operation run inside the block passes through ``__torch_dispatch__``; each output whose
     storage is new (not a view of an input) adds its size to ``live`` until that storage is freed. This sees
     what PyTorch allocates for tensors (the ``n × n`` scores, the softmax, the output), not the small scratch
     buffers a fused kernel keeps to itself. Use it on CPU, where PyTorch has no allocator statistics.
@@ -115,7 +115,7 @@ def time_call(
     """Median seconds per call of ``fn(*args)``, measured with :class:`torch.utils.benchmark.Timer`.
 
     ``blocked_autorange`` repeats the call in blocks until ``min_run_time`` seconds have passed, and
-    synchronises CUDA. ``num_threads`` defaults to :func:`torch.get_num_threads`.
+    synchronises CUDA. ``num_threads`` defaults to ``torch.get_num_threads``.
     """
     if min_run_time <= 0:
         raise ValueError(f"min_run_time must be positive, got {min_run_time}")
@@ -155,11 +155,25 @@ def _pytorch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v)
 
 
-def default_attention_implementations() -> dict[
-    str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
-]:
-    """``{"companion": scaled_dot_product_attention, "pytorch": F.scaled_dot_product_attention}``."""
-    return {"companion": _companion, "pytorch": _pytorch}
+Implementation = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
+
+
+def _companion_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return blocked_attention(q, k, v)
+
+
+def default_attention_implementations(*, blocked: bool = False) -> dict[str, Implementation]:
+    """The implementations :func:`measure_attention` compares by default.
+
+    ``"companion"`` is :func:`companion.attention.scaled_dot_product_attention` (the matrix form, which
+    stores the ``n × n`` scores), ``"pytorch"`` is ``torch.nn.functional.scaled_dot_product_attention`` (a
+    fused kernel); with ``blocked=True`` also ``"blocked"``, :func:`companion.attention.blocked_attention`.
+    """
+    impls: dict[str, Implementation] = {"companion": _companion}
+    if blocked:
+        impls["blocked"] = _companion_blocked
+    impls["pytorch"] = _pytorch
+    return impls
 
 
 def measure_attention(

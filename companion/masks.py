@@ -2,13 +2,13 @@
 
 **One convention, everywhere in the companion: a boolean mask, ``True`` = "may attend".** Entry ``[i, j]``
 of a mask is ``True`` when query ``i`` is allowed to look at key ``j``. This is the convention of
-:func:`torch.nn.functional.scaled_dot_product_attention`.
+``torch.nn.functional.scaled_dot_product_attention``.
 
 :class:`torch.nn.MultiheadAttention` and :class:`torch.nn.Transformer` use the *opposite* convention for
 their boolean ``attn_mask`` and ``key_padding_mask``: there ``True`` means "may **not** attend" (the
 position is masked out). :func:`to_torch_mha_mask` and :func:`from_torch_mha_mask` convert between the two,
 and :func:`to_additive_mask` turns a boolean mask into the float mask of zeros and ``-inf`` that
-:meth:`torch.nn.Transformer.generate_square_subsequent_mask` returns.
+``torch.nn.Transformer.generate_square_subsequent_mask`` returns.
 
 Shapes. An *attention mask* has shape ``(n_queries, n_keys)`` or anything that broadcasts against the
 attention scores ``(..., n_queries, n_keys)``. A *padding mask* has shape ``(batch, seq)`` and says which
@@ -55,7 +55,7 @@ def causal_mask(
 
     ``mask[i, j] = (j <= i)``, a lower-triangular matrix of ``True`` including the diagonal. With
     ``n_keys > n_queries`` the extra keys on the right are in the future of every query (the same
-    top-left alignment as ``is_causal=True`` in :func:`torch.nn.functional.scaled_dot_product_attention`).
+    top-left alignment as ``is_causal=True`` in ``torch.nn.functional.scaled_dot_product_attention``).
 
     Args:
         n_queries: number of queries (rows).
@@ -190,7 +190,7 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
     """Convert a companion boolean mask to an additive float mask: ``0`` where allowed, ``-inf`` where not.
 
     Adding this to the scores before the softmax gives the masked attention; it is the form that
-    :meth:`torch.nn.Transformer.generate_square_subsequent_mask` returns. Same shape in and out.
+    ``torch.nn.Transformer.generate_square_subsequent_mask`` returns. Same shape in and out.
     """
     require_bool_mask(mask)
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)

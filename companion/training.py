@@ -113,7 +113,7 @@ def train(
         weight_decay: weight decay of the default optimizer.
         scheduler: optional learning-rate scheduler, stepped after every optimizer step.
         grad_clip: clip the global gradient norm to this value (``None``: no clipping).
-        seed: seed :func:`torch.manual_seed` first, so that dropout and random batches repeat exactly.
+        seed: seed ``torch.manual_seed`` first, so that dropout and random batches repeat exactly.
         progress: show a tqdm progress bar with the running loss.
         description: the progress bar's label.
         callback: ``callback(step, loss)`` called after every step (e.g. to evaluate now and then).

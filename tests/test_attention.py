@@ -12,6 +12,7 @@ from torch import nn
 from companion.attention import (
     MultiHeadAttention,
     attention_loop,
+    blocked_attention,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
@@ -98,6 +99,35 @@ def test_batched_with_broadcast_mask_matches_torch():
     torch.testing.assert_close(
         shared, F.scaled_dot_product_attention(q, k[0, 0].expand_as(k), v[0, 0].expand_as(v))
     )
+
+
+@pytest.mark.parametrize("block_size", [None, 1, 4, 100])
+@pytest.mark.parametrize("grad", [False, True])
+def test_blocked_attention_equals_matrix_form(block_size, grad):
+    q, k, v = randn(2, 3, 9, 8, seed=0), randn(2, 3, 7, 8, seed=1), randn(2, 3, 7, 5, seed=2)
+    mask = torch.rand(2, 1, 9, 7, generator=torch.Generator().manual_seed(3)) > 0.4
+    mask[0, 0, 2] = False  # a fully masked query
+    with torch.set_grad_enabled(grad):
+        for m in (None, mask):
+            for causal in (False, True):
+                expected = scaled_dot_product_attention(q, k, v, m, causal=causal)
+                got = blocked_attention(q, k, v, m, causal=causal, block_size=block_size)
+                torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            blocked_attention(q, k[0, 0], v[0, 0]), scaled_dot_product_attention(q, k[0, 0], v[0, 0])
+        )
+        torch.testing.assert_close(
+            blocked_attention(q[0, 0], k[0, 0], v[0, 0], scale=0.3),
+            scaled_dot_product_attention(q[0, 0], k[0, 0], v[0, 0], scale=0.3),
+        )
+
+
+def test_blocked_attention_gradcheck_and_bad_block_size():
+    x = randn(6, 4, seed=5).requires_grad_()
+    mask = causal_mask(6)
+    assert torch.autograd.gradcheck(lambda t: blocked_attention(t, t, t, mask, block_size=4), (x,))
+    with pytest.raises(ValueError, match="block_size must be a positive int, got 0"):
+        blocked_attention(x, x, x, block_size=0)
 
 
 def test_custom_scale():

@@ -54,3 +54,14 @@ def test_measure_attention_and_table():
     assert by["companion", 64].peak_bytes > by["pytorch", 64].peak_bytes  # the n × n matrix is materialised
     table = format_table(rows)
     assert "companion/pytorch" in table and table.count("\n") == 3
+
+
+def test_blocked_implementation_is_measured_when_asked():
+    from companion.benchmarking import default_attention_implementations
+
+    impls = default_attention_implementations(blocked=True)
+    assert list(impls) == ["companion", "blocked", "pytorch"]
+    rows = measure_attention([64], d=8, heads=2, min_run_time=0.01, implementations=impls)
+    by = {r.name: r for r in rows}
+    assert by["blocked"].peak_bytes < by["companion"].peak_bytes
+    assert "blocked/pytorch" in format_table(rows)

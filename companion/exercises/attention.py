@@ -1,16 +1,17 @@
 """Checkers for chapter 4, *Attention*.
 
-=====================================  ======================================================================
-checker                                what the student writes
-=====================================  ======================================================================
-``check_weightless_self_attention``    ``weightless_self_attention(x) -> y``: ``(..., n, d) → (..., n, d)``
-``check_scaled_dot_product_attention`` ``scaled_dot_product_attention(q, k, v, mask=None) -> (..., n_q, d_v)``
-``check_causal_mask``                  ``causal_mask(n) -> (n, n)`` boolean, ``True`` = may attend
-``check_split_heads``                  ``split_heads(x, n_heads)``: ``(b, n, d) → (b, n_heads, n, d_head)``
-``check_merge_heads``                  ``merge_heads(x)``: ``(b, n_heads, n, d_head) → (b, n, d)``
-``check_multi_head_attention``         ``class MultiHeadAttention(nn.Module)`` with ``q_proj, k_proj,
-                                       v_proj, out_proj`` and ``forward(query, key, value, mask=None)``
-=====================================  ======================================================================
+======================================  =====================================================================
+checker                                 what the student writes
+======================================  =====================================================================
+``check_weightless_self_attention``     ``weightless_self_attention(x) -> y``: ``(..., n, d) → (..., n, d)``
+``check_scaled_dot_product_attention``  ``scaled_dot_product_attention(q, k, v, mask=None)``, the output
+                                        ``(..., n_q, d_v)``
+``check_causal_mask``                   ``causal_mask(n) -> (n, n)`` boolean, ``True`` = may attend
+``check_split_heads``                   ``split_heads(x, n_heads)``: ``(b, n, d) → (b, n_heads, n, d_head)``
+``check_merge_heads``                   ``merge_heads(x)``: ``(b, n_heads, n, d_head) → (b, n, d)``
+``check_multi_head_attention``          ``class MultiHeadAttention(nn.Module)`` with ``q_proj, k_proj,
+                                        v_proj, out_proj`` and ``forward(query, key, value, mask=None)``
+======================================  =====================================================================
 
 Masks follow the book's convention: boolean, ``True`` = may attend.
 """
