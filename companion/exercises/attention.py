@@ -227,7 +227,7 @@ def _split_mistakes(x: torch.Tensor, h: int) -> list[tuple[Callable[[], torch.Te
 
 
 def _split_cases(split_heads) -> int:
-    cases = [(2, 3, 8, 2), (1, 5, 12, 3), (2, 4, 6, 1), (1, 2, 4, 4)]
+    cases = [(1, 3, 4, 2), (2, 3, 8, 2), (1, 5, 12, 3), (2, 4, 6, 1), (1, 2, 4, 4)]
     for b, n, d, h in cases:
         x = torch.arange(b * n * d, dtype=torch.float32).reshape(b, n, d)
         label = f"x = torch.arange({b * n * d}.).reshape({b}, {n}, {d}) (batch, n, d_model), n_heads={h}"
@@ -237,7 +237,7 @@ def _split_cases(split_heads) -> int:
             ref.split_heads(x, h),
             _split_mistakes(x, h),
             input=label,
-            what="The heads",
+            what="The split tensor",
             default_hint="x.reshape(batch, n, n_heads, d_head).transpose(1, 2)",
         )
     return len(cases)
@@ -263,7 +263,7 @@ def _merge_mistakes(x: torch.Tensor) -> list[tuple[Callable[[], torch.Tensor], s
 
 
 def _merge_cases(merge_heads) -> int:
-    cases = [(2, 2, 3, 4), (1, 3, 5, 4), (2, 1, 4, 6), (1, 4, 2, 1)]
+    cases = [(1, 2, 3, 2), (2, 2, 3, 4), (1, 3, 5, 4), (2, 1, 4, 6), (1, 4, 2, 1)]
     for b, h, n, dh in cases:
         x = torch.arange(b * h * n * dh, dtype=torch.float32).reshape(b, h, n, dh)
         label = (

@@ -142,7 +142,7 @@ def _rope_cases(rope) -> int:
             ref.apply_rope(x),
             _rope_mistakes(x),
             input=label,
-            what="The rotated vectors",
+            what="The rotated x",
             default_hint="For position p and pair i, φ = p · 10000^(-2i/d): "
             "y_2i = x_2i cos φ - x_2i+1 sin φ, y_2i+1 = x_2i sin φ + x_2i+1 cos φ; the shape stays the same.",
         )
