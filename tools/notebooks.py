@@ -279,6 +279,7 @@ def for_jupyter(text: str, base: Path) -> str:
         code = source.read_text()
         if "pyobject" in options:
             code = _pyobject_source(code, options["pyobject"], source)
+        code = _cut(code, options, source)
         return f"```python\n# from {source.relative_to(ROOT)}\n{code.rstrip()}\n```"
 
     def proof(m: re.Match[str]) -> str:
@@ -289,6 +290,27 @@ def for_jupyter(text: str, base: Path) -> str:
     text = _LITERALINCLUDE.sub(include, text)
     text = _PROOF.sub(proof, text)
     return _ROLE.sub(lambda m: f"[{m.group(2)}]", text)
+
+
+def _cut(code: str, options: dict[str, str], path: Path) -> str:
+    """Apply literalinclude's ``start-at``/``start-after``/``end-before``/``end-at`` and ``dedent`` options."""
+    lines = code.splitlines()
+    for key in ("start-at", "start-after"):
+        if key in options:
+            hits = [i for i, line in enumerate(lines) if options[key] in line]
+            if not hits:
+                raise ValueError(f"{path.name}: no line contains {options[key]!r} ({key})")
+            lines = lines[hits[0] + (key == "start-after"):]
+    for key in ("end-before", "end-at"):
+        if key in options:
+            hits = [i for i, line in enumerate(lines) if options[key] in line]
+            if not hits:
+                raise ValueError(f"{path.name}: no line contains {options[key]!r} ({key})")
+            lines = lines[: hits[0] + (key == "end-at")]
+    if "dedent" in options:
+        width = int(options["dedent"])
+        lines = [line[width:] if line[:width].isspace() else line.lstrip() for line in lines]
+    return "\n".join(lines)
 
 
 def _pyobject_source(code: str, name: str, path: Path) -> str:
