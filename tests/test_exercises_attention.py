@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from checker_testing import assert_wrong, stub
 from torch import nn
 
 from companion import attention as ref
@@ -16,17 +17,6 @@ from companion.exercises.attention import (
     check_weightless_self_attention,
 )
 from companion.masks import causal_mask
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError
-
-
-def _assert_wrong(verdict, *fragments):
-    assert verdict.status == "wrong", str(verdict)
-    text = str(verdict)
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
 
 
 def _raises(*args, **kwargs):
@@ -51,13 +41,13 @@ def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, re
     assert verdict.passed, str(verdict)
     checker(reference)
     assert capsys.readouterr().out.startswith("PASSED")
-    assert checker.verdict(_stub).status == "not attempted"
-    _assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
-    _assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
+    assert checker.verdict(stub).status == "not attempted"
+    assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
     dtype = torch.bool if checker is check_causal_mask else torch.float32
-    _assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3, dtype=dtype)), "wrong shape")
-    _assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")))
-    _assert_wrong(checker.verdict(42), "Expected a function or class")
+    assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3, dtype=dtype)), "wrong shape")
+    assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")))
+    assert_wrong(checker.verdict(42), "Expected a function or class")
 
 
 # --- weightless self-attention ------------------------------------------------------------------------------
@@ -78,7 +68,7 @@ def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, re
     ],
 )
 def test_weightless_rejects(student, fragments):
-    _assert_wrong(check_weightless_self_attention.verdict(student), *fragments)
+    assert_wrong(check_weightless_self_attention.verdict(student), *fragments)
 
 
 # --- scaled dot-product attention ---------------------------------------------------------------------------
@@ -120,7 +110,7 @@ def test_sdpa_student_version_with_minus_inf_passes():
     ],
 )
 def test_sdpa_rejects(student, fragments):
-    _assert_wrong(check_scaled_dot_product_attention.verdict(student), *fragments)
+    assert_wrong(check_scaled_dot_product_attention.verdict(student), *fragments)
 
 
 def test_sdpa_naive_softmax_overflows_on_huge_scores():
@@ -131,7 +121,7 @@ def test_sdpa_naive_softmax_overflows_on_huge_scores():
         e = torch.exp(s)
         return e / e.sum(-1, keepdim=True) @ v
 
-    _assert_wrong(
+    assert_wrong(
         check_scaled_dot_product_attention.verdict(naive), "scores as large as 1e4", "NaN or infinity"
     )
 
@@ -151,7 +141,7 @@ def test_sdpa_naive_softmax_overflows_on_huge_scores():
     ],
 )
 def test_causal_mask_rejects(student, fragments):
-    _assert_wrong(check_causal_mask.verdict(student), *fragments)
+    assert_wrong(check_causal_mask.verdict(student), *fragments)
 
 
 # --- split and merge heads ----------------------------------------------------------------------------------
@@ -170,7 +160,7 @@ def test_causal_mask_rejects(student, fragments):
     ],
 )
 def test_split_heads_rejects(student, fragments):
-    _assert_wrong(check_split_heads.verdict(student), *fragments)
+    assert_wrong(check_split_heads.verdict(student), *fragments)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +173,7 @@ def test_split_heads_rejects(student, fragments):
     ],
 )
 def test_merge_heads_rejects(student, fragments):
-    _assert_wrong(check_merge_heads.verdict(student), *fragments)
+    assert_wrong(check_merge_heads.verdict(student), *fragments)
 
 
 # --- multi-head attention -----------------------------------------------------------------------------------
@@ -237,8 +227,8 @@ def test_mha_reference_and_student_pass():
     assert check_multi_head_attention.verdict(wrapped).passed
     assert check_multi_head_attention.verdict(make_mha()).passed
     assert check_multi_head_attention.verdict(make_mha(return_tuple=True)).passed
-    assert check_multi_head_attention.verdict(_stub).status == "not attempted"
-    _assert_wrong(check_multi_head_attention.verdict(reference), "raised TypeError")  # forward's 4th argument
+    assert check_multi_head_attention.verdict(stub).status == "not attempted"
+    assert_wrong(check_multi_head_attention.verdict(reference), "raised TypeError")  # forward's 4th argument
 
 
 @pytest.mark.parametrize(
@@ -251,8 +241,9 @@ def test_mha_reference_and_student_pass():
         (make_mha(softmax_dim=-2), ["wrong values", "self-attention"]),
     ],
 )
+
 def test_mha_rejects(student, fragments):
-    _assert_wrong(check_multi_head_attention.verdict(student), *fragments)
+    assert_wrong(check_multi_head_attention.verdict(student), *fragments)
 
 
 def test_mha_structure_problems():
@@ -261,5 +252,5 @@ def test_mha_structure_problems():
             super().__init__()
             self.qkv = nn.Linear(d_model, 3 * d_model)
 
-    _assert_wrong(check_multi_head_attention.verdict(NoProjections), "attribute `q_proj`", "nn.Linear(8, 8)")
-    _assert_wrong(check_multi_head_attention.verdict(lambda d, h: "module"), "should create an nn.Module")
+    assert_wrong(check_multi_head_attention.verdict(NoProjections), "attribute `q_proj`", "nn.Linear(8, 8)")
+    assert_wrong(check_multi_head_attention.verdict(lambda d, h: "module"), "should create an nn.Module")

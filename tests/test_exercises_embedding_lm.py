@@ -5,25 +5,15 @@ import math
 
 import pytest
 import torch
+from checker_testing import assert_wrong, stub
 
 from companion import embedding_lm as lm
 from companion.exercises.embedding_lm import check_bigram_counts, check_next_token_probabilities
 
 
-def _stub(*args, **kwargs):
-    raise NotImplementedError
-
-
-def _assert_wrong(verdict, *fragments):
-    assert verdict.status == "wrong", str(verdict)
-    text = str(verdict)
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-
-
 @pytest.mark.parametrize("checker", [check_next_token_probabilities, check_bigram_counts])
 def test_stub_is_not_attempted(checker):
-    verdict = checker.verdict(_stub)
+    verdict = checker.verdict(stub)
     assert verdict.status == "not attempted" and str(verdict).startswith("NOT ATTEMPTED YET")
 
 
@@ -67,7 +57,7 @@ def _soft(fn):
     ],
 )
 def test_probabilities_reject_wrong_answers(student, fragments):
-    _assert_wrong(check_next_token_probabilities.verdict(student), *fragments)
+    assert_wrong(check_next_token_probabilities.verdict(student), *fragments)
 
 
 # --- bigram_counts ----------------------------------------------------------------------------------------
@@ -106,8 +96,9 @@ def _wrapped(ids, n):
         (lambda ids, n: 1 / 0, ["raised ZeroDivisionError"]),
     ],
 )
+
 def test_counts_reject_wrong_answers(student, fragments):
-    _assert_wrong(check_bigram_counts.verdict(student), *fragments)
+    assert_wrong(check_bigram_counts.verdict(student), *fragments)
 
 
 def test_garbage_never_escapes():

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from checker_testing import assert_wrong, stub
 from torch import nn
 
 from companion import positional as ref
@@ -16,19 +17,9 @@ from companion.exercises.transformer import (
 from companion.transformer import LayerNorm
 
 
-def _stub(*args, **kwargs):
-    raise NotImplementedError
-
-
 def _raises(*args, **kwargs):
     raise RuntimeError("boom")
 
-
-def _assert_wrong(verdict, *fragments):
-    assert verdict.status == "wrong", str(verdict)
-    text = str(verdict)
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
 
 
 def good_layer_norm(x, weight, bias, eps=1e-5):
@@ -50,11 +41,11 @@ def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, re
     assert verdict.passed, str(verdict)
     checker(reference)
     assert capsys.readouterr().out.startswith("PASSED")
-    assert checker.verdict(_stub).status == "not attempted"
-    _assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
-    _assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
-    _assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3)), "wrong shape")
-    _assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")), "NaN")
+    assert checker.verdict(stub).status == "not attempted"
+    assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
+    assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3)), "wrong shape")
+    assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")), "NaN")
 
 
 # --- sinusoidal positional encoding -------------------------------------------------------------------------
@@ -95,7 +86,7 @@ def test_sinusoid_student_loop_version_passes():
     ],
 )
 def test_sinusoid_rejects(student, fragments):
-    _assert_wrong(check_sinusoidal_positional_encoding.verdict(student), *fragments)
+    assert_wrong(check_sinusoidal_positional_encoding.verdict(student), *fragments)
 
 
 # --- RoPE ---------------------------------------------------------------------------------------------------
@@ -133,7 +124,7 @@ def test_rope_student_loop_version_passes():
     ],
 )
 def test_rope_rejects(student, fragments):
-    _assert_wrong(check_rope.verdict(student), *fragments)
+    assert_wrong(check_rope.verdict(student), *fragments)
 
 
 # --- layer normalisation ------------------------------------------------------------------------------------
@@ -175,7 +166,7 @@ def test_rope_rejects(student, fragments):
     ],
 )
 def test_layer_norm_rejects(student, fragments):
-    _assert_wrong(check_layer_norm.verdict(student), *fragments)
+    assert_wrong(check_layer_norm.verdict(student), *fragments)
 
 
 # --- the LayerNorm class ------------------------------------------------------------------------------------
@@ -203,7 +194,7 @@ def make_layer_norm(unbiased=False, gamma_name="weight", init=1.0, detach=False)
 def test_layer_norm_module_reference_and_student_pass():
     assert check_layer_norm_module.verdict(LayerNorm).passed
     assert check_layer_norm_module.verdict(make_layer_norm()).passed
-    assert check_layer_norm_module.verdict(_stub).status == "not attempted"
+    assert check_layer_norm_module.verdict(stub).status == "not attempted"
     assert check_layer_norm_module.verdict(nn.LayerNorm).passed  # PyTorch's own has the same interface
 
 
@@ -219,4 +210,4 @@ def test_layer_norm_module_reference_and_student_pass():
     ],
 )
 def test_layer_norm_module_rejects(student, fragments):
-    _assert_wrong(check_layer_norm_module.verdict(student), *fragments)
+    assert_wrong(check_layer_norm_module.verdict(student), *fragments)

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from checker_testing import assert_wrong, stub
 
 from companion import glove
 from companion import word2vec as w2v
@@ -15,17 +16,6 @@ from companion.exercises.word2vec import (
     check_negative_sampling_loss,
     check_skipgram_pairs,
 )
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError
-
-
-def _assert_wrong(verdict, *fragments):
-    assert verdict.status == "wrong", str(verdict)
-    text = str(verdict)
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
 
 
 def _garbage_students(shape_fn):
@@ -44,7 +34,7 @@ CHECKERS = [check_skipgram_pairs, check_negative_sampling_loss, check_nearest_ne
 
 @pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.exercise)
 def test_stub_is_not_attempted(checker):
-    verdict = checker.verdict(_stub)
+    verdict = checker.verdict(stub)
     assert verdict.status == "not attempted"
     assert str(verdict).startswith(f"NOT ATTEMPTED YET  {checker.exercise}")
 
@@ -104,7 +94,7 @@ def _rolled(ids, window):
     ],
 )  # fmt: skip
 def test_pairs_reject_wrong_answers(student, fragments):
-    _assert_wrong(check_skipgram_pairs.verdict(student), *fragments)
+    assert_wrong(check_skipgram_pairs.verdict(student), *fragments)
 
 
 # --- negative_sampling_loss -------------------------------------------------------------------------------
@@ -150,7 +140,7 @@ def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):
     ],
 )
 def test_loss_rejects_wrong_answers(student, fragments):
-    _assert_wrong(check_negative_sampling_loss.verdict(student), *fragments)
+    assert_wrong(check_negative_sampling_loss.verdict(student), *fragments)
 
 
 # --- nearest_neighbours -----------------------------------------------------------------------------------
@@ -188,7 +178,7 @@ def _with_query(vectors, query, k):
     ],
 )
 def test_neighbours_reject_wrong_answers(student, fragments):
-    _assert_wrong(check_nearest_neighbours.verdict(student), *fragments)
+    assert_wrong(check_nearest_neighbours.verdict(student), *fragments)
 
 
 # --- glove_weight -----------------------------------------------------------------------------------------
@@ -212,8 +202,9 @@ def test_weight_reference_passes():
         (lambda x, m, a: 1 / 0, ["raised ZeroDivisionError"]),
     ],
 )
+
 def test_weight_rejects_wrong_answers(student, fragments):
-    _assert_wrong(check_glove_weight.verdict(student), *fragments)
+    assert_wrong(check_glove_weight.verdict(student), *fragments)
 
 
 def test_garbage_never_escapes():

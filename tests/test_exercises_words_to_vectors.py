@@ -2,24 +2,14 @@
 
 import pytest
 import torch
+
+# --- encode -----------------------------------------------------------------------------------------------
+from checker_testing import assert_wrong, stub
 from torch import nn
 
 from companion import embeddings as ref
 from companion.exercises.words_to_vectors import check_cosine, check_embedding, check_encode, check_one_hot
 
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError
-
-
-def _assert_wrong(verdict, *fragments):
-    assert verdict.status == "wrong", str(verdict)
-    text = str(verdict)
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-
-
-# --- encode -----------------------------------------------------------------------------------------------
 
 def good_encode(tokens, stoi):
     return torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.long)
@@ -33,8 +23,8 @@ def test_encode_passes_reference_and_prints(capsys):
 
 
 def test_encode_not_attempted():
-    assert check_encode.verdict(_stub).status == "not attempted"
-    assert str(check_encode.verdict(_stub)).startswith("NOT ATTEMPTED YET  encode")
+    assert check_encode.verdict(stub).status == "not attempted"
+    assert str(check_encode.verdict(stub)).startswith("NOT ATTEMPTED YET  encode")
 
 
 @pytest.mark.parametrize(
@@ -52,7 +42,7 @@ def test_encode_not_attempted():
     ],
 )
 def test_encode_rejects_wrong_answers(student, fragments):
-    _assert_wrong(check_encode.verdict(student), *fragments)
+    assert_wrong(check_encode.verdict(student), *fragments)
 
 
 # --- one_hot ----------------------------------------------------------------------------------------------
@@ -62,7 +52,7 @@ def test_one_hot_passes_reference():
 
 
 def test_one_hot_not_attempted():
-    assert check_one_hot.verdict(_stub).status == "not attempted"
+    assert check_one_hot.verdict(stub).status == "not attempted"
 
 
 @pytest.mark.parametrize(
@@ -79,7 +69,7 @@ def test_one_hot_not_attempted():
     ],
 )
 def test_one_hot_rejects_wrong_answers(student, fragments):
-    _assert_wrong(check_one_hot.verdict(student), *fragments)
+    assert_wrong(check_one_hot.verdict(student), *fragments)
 
 
 # --- cosine similarity ------------------------------------------------------------------------------------
@@ -100,7 +90,7 @@ def test_cosine_passes_reference_and_python_float():
     ],
 )
 def test_cosine_rejects_wrong_answers(student, fragments):
-    _assert_wrong(check_cosine.verdict(student), *fragments)
+    assert_wrong(check_cosine.verdict(student), *fragments)
 
 
 # --- Embedding (the seeds' homework) ----------------------------------------------------------------------
@@ -177,13 +167,14 @@ class WrongErrorType(ref.Embedding):
         (lambda n, d: "not a module", ["should create an nn.Module"]),
     ],
 )
+
 def test_embedding_rejects_wrong_answers(student, fragments):
-    _assert_wrong(check_embedding.verdict(student), *fragments)
+    assert_wrong(check_embedding.verdict(student), *fragments)
 
 
 def test_checker_rejects_a_non_callable_without_crashing():
     verdict = check_embedding.verdict(None)
-    _assert_wrong(verdict, "Expected a function or class to check, got NoneType")
+    assert_wrong(verdict, "Expected a function or class to check, got NoneType")
 
 
 def test_checker_does_not_disturb_the_students_random_state():
