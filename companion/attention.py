@@ -22,7 +22,6 @@ never overflows. (``torch.softmax`` does the same internally; :func:`attention_l
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
@@ -283,20 +282,22 @@ def blocked_attention(
     scale: float | None = None,
     block_size: int | None = None,
 ) -> torch.Tensor:
-    """Scaled dot-product attention computed one head and one block of queries at a time.
+    """Scaled dot-product attention computed one block of queries at a time.
 
     Same numbers as :func:`scaled_dot_product_attention`: the softmax normalises each query's row of scores
     on its own, so the rows can be computed in blocks,
 
         out[rows] = softmax(q[rows] kᵀ · scale, masked) v        for rows = 0…B-1, B…2B-1, …
 
-    Only ``block_size × n_k`` scores exist at any moment instead of ``n_q × n_k`` per head: on a CPU they
-    stay in the cache, and no large buffer has to be allocated. (FlashAttention goes one step further and
-    also splits the keys, combining the blocks with a running maximum and sum.)
+    Only ``block_size × n_k`` scores per head exist at any moment instead of ``n_q × n_k``: a few MiB that
+    the memory allocator reuses from block to block and the CPU keeps in its cache, where the matrix form
+    allocates, fills and reads the whole ``n_q × n_k`` matrix of every head. (FlashAttention goes one step
+    further and also splits the keys, combining the blocks with a running maximum and sum.)
 
     Args:
         q, k, v, mask, causal, scale: as in :func:`scaled_dot_product_attention`.
-        block_size: queries per block; default: as many as make a block of about 1 MiB of float32 scores.
+        block_size: queries per block; default: as many as make about 16 MiB of float32 scores for all the
+            leading (batch, head) dimensions together.
 
     Returns:
         The outputs ``(..., n_q, d_v)``.
@@ -307,41 +308,36 @@ def blocked_attention(
     if mask is not None:
         mask = _check_mask(mask, (*lead, n_q, n_k)).expand(*lead, n_q, n_k)
     if block_size is None:
-        block_size = max(1, 2**18 // max(1, n_k))  # 2^18 float32 scores = 1 MiB
+        block_size = max(1, 2**22 // max(1, math.prod(lead) * n_k))  # 2^22 float32 scores = 16 MiB
     require_positive_int(block_size, "block_size")
-    q = (q * _scale(scale, q.shape[-1])).expand(*lead, n_q, q.shape[-1])
-    k_t = k.transpose(-2, -1).expand(*lead, k.shape[-1], n_k)
-    v = v.expand(*lead, n_k, d_v)
+    # One batch dimension for all the leading ones: q (B, n_q, d_k), k_t (B, d_k, n_k), v (B, n_k, d_v).
+    q = (q * _scale(scale, q.shape[-1])).expand(*lead, n_q, q.shape[-1]).reshape(-1, n_q, q.shape[-1])
+    k_t = k.expand(*lead, n_k, k.shape[-1]).reshape(-1, n_k, k.shape[-1]).transpose(1, 2)
+    v = v.expand(*lead, n_k, d_v).reshape(-1, n_k, d_v)
+    if mask is not None:
+        mask = mask.reshape(-1, n_q, n_k)
     keys = torch.arange(n_k, device=q.device)
-    out = q.new_empty(*lead, n_q, d_v)
-    # Without autograd, one buffer holds the scores of every block and the softmax is done in place.
+    # Without autograd, one buffer holds the scores of every block and the softmax overwrites them in place.
     track_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_t, v))
-    buffer = None if track_grad else q.new_empty(min(block_size, n_q), n_k)
-    for head in itertools.product(*(range(size) for size in lead)):  # every (batch, head, ...) slice
-        q_h, k_t_h, v_h, out_h = q[head], k_t[head], v[head], out[head]
-        mask_h = None if mask is None else mask[head]
-        for start in range(0, n_q, block_size):
-            rows = slice(start, min(n_q, start + block_size))
-            if buffer is None:
-                scores = q_h[rows] @ k_t_h  # (block, n_k)
-            else:
-                scores = torch.matmul(q_h[rows], k_t_h, out=buffer[: rows.stop - rows.start])
-            allowed = None if mask_h is None else mask_h[rows]
-            if causal:
-                future = torch.arange(rows.start, rows.stop, device=q.device).unsqueeze(1) >= keys
-                allowed = future if allowed is None else allowed & future
-            if allowed is not None:
-                scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
-            weights = (
-                torch.softmax(scores, dim=-1) if buffer is None else torch.softmax(scores, -1, out=scores)
-            )
-            if allowed is not None:
-                weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)  # fully masked rows
-            if buffer is None:
-                out_h[rows] = weights @ v_h
-            else:
-                torch.matmul(weights, v_h, out=out_h[rows])
-    return out
+    buffer = None if track_grad else q.new_empty(q.shape[0], min(block_size, n_q), n_k)
+    out = q.new_empty(q.shape[0], n_q, d_v)
+    for start in range(0, n_q, block_size):
+        rows = slice(start, min(n_q, start + block_size))
+        if buffer is not None and rows.stop - rows.start == buffer.shape[1]:
+            scores = torch.bmm(q[:, rows], k_t, out=buffer)  # (B, block, n_k)
+        else:
+            scores = torch.bmm(q[:, rows], k_t)
+        allowed = None if mask is None else mask[:, rows]
+        if causal:
+            future = torch.arange(rows.start, rows.stop, device=q.device).unsqueeze(1) >= keys
+            allowed = future if allowed is None else allowed & future
+        if allowed is not None:
+            scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
+        weights = torch.softmax(scores, dim=-1) if track_grad else torch.softmax(scores, -1, out=scores)
+        if allowed is not None:
+            weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)  # fully masked rows
+        out[:, rows] = torch.bmm(weights, v)
+    return out.reshape(*lead, n_q, d_v)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -369,8 +369,9 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
     With these defaults (word-level source, 20,000 training pairs, d_model = 64, 4 heads, 2 + 2 pre-norm
     blocks, d_ff = 256, dropout 0.1, batch 64, 700 AdamW steps at lr 2e-3 with 100 warm-up steps and a
     cosine decay; 245,455 parameters) the held-out exact-match accuracy on 1,000 unseen dates was 100% for
-    seeds 0, 1 and 2, after about 43 s of training on one CPU thread. 400 steps already give 99.9%, 250 give
-    99.5%. Any field can be overridden, e.g. ``date_task_config(steps=400, level="char")``.
+    seeds 0, 1 and 2, after 26 s of training on 2 CPU threads (43 s on one). 400 steps already give 99.9%
+    (16 s), 250 give 99.5%; a character-level source reaches 99.3% in 700 steps (60 s). Any field can be
+    overridden, e.g. ``date_task_config(steps=400, level="char")``.
     """
     return DateTaskConfig(**overrides)  # type: ignore[arg-type]
 
