@@ -164,6 +164,16 @@ def _activation_name(layer: nn.Module) -> str:
     raise ValueError(f"unsupported activation {act!r}: only relu and gelu are supported")
 
 
+def _block_arguments(layer: nn.Module) -> tuple[int, int, int, float]:
+    """``(d_model, n_heads, d_ff, dropout)`` of a ``nn.TransformerEncoderLayer``/``DecoderLayer``."""
+    return layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features, layer.dropout.p
+
+
+def _block_options(layer: nn.Module) -> dict[str, object]:
+    """The keyword options (norm placement, activation, eps) of a PyTorch Transformer layer."""
+    return {"norm_first": layer.norm_first, "activation": _activation_name(layer), "eps": layer.norm1.eps}
+
+
 def _copy_linear(ours: nn.Linear, theirs: nn.Linear) -> None:
     with torch.no_grad():
         ours.weight.copy_(theirs.weight)
@@ -248,17 +258,8 @@ class EncoderBlock(nn.Module):
         """An :class:`EncoderBlock` with the configuration and weights of a ``TransformerEncoderLayer``."""
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {describe(layer)}")
-        attn = layer.self_attn
-        ours = cls(
-            attn.embed_dim,
-            attn.num_heads,
-            layer.linear1.out_features,
-            layer.dropout.p,
-            norm_first=layer.norm_first,
-            activation=_activation_name(layer),
-            eps=layer.norm1.eps,
-        ).to(layer.linear1.weight)
-        ours.self_attn = MultiHeadAttention.from_torch(attn)
+        ours = cls(*_block_arguments(layer), **_block_options(layer)).to(layer.linear1.weight)
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         _copy_linear(ours.ff.linear1, layer.linear1)
         _copy_linear(ours.ff.linear2, layer.linear2)
         ours.norm1 = LayerNorm.from_torch(layer.norm1)
@@ -364,17 +365,8 @@ class DecoderBlock(nn.Module):
         """A :class:`DecoderBlock` with the configuration and weights of an ``nn.TransformerDecoderLayer``."""
         if not isinstance(layer, nn.TransformerDecoderLayer):
             raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {describe(layer)}")
-        attn = layer.self_attn
-        ours = cls(
-            attn.embed_dim,
-            attn.num_heads,
-            layer.linear1.out_features,
-            layer.dropout.p,
-            norm_first=layer.norm_first,
-            activation=_activation_name(layer),
-            eps=layer.norm1.eps,
-        ).to(layer.linear1.weight)
-        ours.self_attn = MultiHeadAttention.from_torch(attn)
+        ours = cls(*_block_arguments(layer), **_block_options(layer)).to(layer.linear1.weight)
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         _copy_linear(ours.ff.linear1, layer.linear1)
         _copy_linear(ours.ff.linear2, layer.linear2)
