@@ -1,8 +1,9 @@
 """Byte-level BPE: the companion's readable trainer against Hugging Face ``tokenizers``, same text, same run.
 
 Both learn a GPT-2-style byte-level BPE (GPT-2's pre-tokenisation pattern, no prefix space, the 256 bytes plus
-``<|endoftext|>`` and the merges) on Python's own documentation, ``pydoc_data.topics`` (about 465k characters
-of English): the first 90 % (whole topics, in alphabetical order) for training, the rest held out. The table
+``<|endoftext|>`` and the merges) on Python's own documentation, the help topics of Python 3.11.7 shipped with the
+companion (about 465k characters of English): the first 90 % (whole topics, in alphabetical order) for
+training, the rest held out. The table
 gives the training time, the time to encode the held-out text, the compression (UTF-8 bytes per token) on the
 training and held-out text, how many of the first merges the two trainers learn identically, and how many
 merges the two lists share in any order. The lists part at the first tie between pairs that the two trainers
@@ -55,13 +56,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)  # read when tokenizers starts its thread pool
 
-    import pydoc_data.topics
-
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from companion.bpe import ENDOFTEXT, BPETokenizer, train_bpe, train_bpe_naive
+    from companion.data import python_docs
 
-    topics = [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]
+    topics = list(python_docs.topics().values())  # sorted by name
     text = "".join(topics)
     split = text.index(topics[next(i for i in range(len(topics)) if len("".join(topics[: i + 1])) > 0.9 * len(text))])
     train_text, held_out = text[:split], text[split:]  # the last topics (about 10 %) are held out

@@ -1,7 +1,7 @@
 """Pretraining a GPT on a CPU (chapter 6): the text, batches of windows, the validation loss and the checkpoint.
 
-- :func:`pydoc_text`: Python's own documentation (``pydoc_data.topics``, about 465k characters of English in
-  every Python installation), the offline corpus of chapter 6;
+- :func:`pydoc_text`: Python's own documentation (the help topics of CPython 3.11.7, about 465k characters of
+  English, shipped with the package as :mod:`companion.data.python_docs`), the offline corpus of chapter 6;
 - :func:`train_val_split`, :func:`random_windows`, :func:`evaluate_loss`: next-token data and its validation;
 - :func:`save_checkpoint`, :func:`load_checkpoint`: a :class:`~companion.gpt.GPT` with its BPE tokenizer and
   loss history in one file; :func:`pretrained_pydoc_gpt` loads the one shipped with the package, made by
@@ -20,6 +20,7 @@ import torch
 
 from ._validate import describe, require_positive_int
 from .bpe import BPETokenizer
+from .data import python_docs
 from .gpt import GPT, GPTConfig, next_token_loss
 from .training import train, warmup_cosine_schedule
 
@@ -42,14 +43,12 @@ PRETRAINED_PATH = Path(__file__).parent / "data" / "gpt_pydoc.pt"
 
 
 def pydoc_text() -> str:
-    """The help topics of Python's ``pydoc_data.topics``, sorted by name and joined by blank lines."""
-    from pydoc_data.topics import topics
-
-    return "\n\n".join(topics[name] for name in sorted(topics))
+    """The help topics of CPython 3.11.7's documentation, sorted by name and joined by blank lines."""
+    return python_docs.text("\n\n")
 
 
 def text_sha256(text: str) -> str:
-    """The SHA-256 of ``text`` in UTF-8: the topics differ between Python versions."""
+    """The SHA-256 of ``text`` in UTF-8 (a checkpoint records the digest of the text it was trained on)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -17,12 +17,12 @@ from companion.bpe import (
     train_bpe,
     train_bpe_naive,
 )
+from companion.data import python_docs
 
 
 @pytest.fixture(scope="module")
 def topics() -> str:
-    pydoc_topics = pytest.importorskip("pydoc_data.topics")
-    return "".join(pydoc_topics.topics.values())
+    return python_docs.text("")
 
 
 @pytest.fixture(scope="module")

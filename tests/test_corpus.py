@@ -109,3 +109,16 @@ def test_load_text8_on_a_small_local_zip(tmp_path):
 def test_text8_registry_entry():
     assert corpus.TEXT8.url.endswith("text8.zip") and len(corpus.TEXT8.sha256) == 64
     assert corpus.TEXT8.filename == "text8.zip" and len(corpus.TEXT8_MEMBER_SHA256) == 64
+
+
+def test_gensim_files_are_checked_against_their_recorded_digests(tmp_path, monkeypatch):
+    for name, digest in corpus.GENSIM_DATA_SHA256.items():
+        assert corpus.sha256sum(corpus.gensim_data_path(name)) == digest, name
+    # A gensim release that changed a file the book reads is refused by name, not silently used.
+    changed = tmp_path / "wordsim353.tsv"
+    changed.write_text("tiger\tcat\t7.35\n")
+    import gensim.test.utils
+
+    monkeypatch.setattr(gensim.test.utils, "datapath", lambda name: str(tmp_path / name))
+    with pytest.raises(ValueError, match="SHA-256 mismatch.*wordsim353|wordsim353.*SHA-256 mismatch"):
+        corpus.gensim_data_path("wordsim353.tsv")

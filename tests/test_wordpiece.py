@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from companion.data import python_docs
 from companion.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer, basic_tokenize, load_vocab, wordpiece
 
 WORDS = """the a an of to and is was in it that he she they we you i on for with as at by not this be are from
@@ -181,8 +182,7 @@ def _corpus_sentences() -> list[str]:
     for name in ("lee_background.cor", "lee.cor", "pang_lee_polarity.cor"):
         text = Path(gensim_utils.datapath(name)).read_text(encoding="utf-8", errors="replace")
         sentences += [s for s in re.split(r"(?<=[.!?])\s+|\n", text) if s.strip()]
-    pydoc_topics = pytest.importorskip("pydoc_data.topics")
-    sentences += [p for text in pydoc_topics.topics.values() for p in text.split("\n\n")][:1000]
+    sentences += [p for text in python_docs.topics().values() for p in text.split("\n\n")][:1000]
     return sentences
 
 

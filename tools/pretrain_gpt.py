@@ -4,9 +4,9 @@
     .venv/bin/python tools/pretrain_gpt.py --steps 50 --out /tmp/x.pt   # a quick try
 
 Everything is seeded and runs on one CPU thread (measured faster than two for this model size on a shared
-2-core machine), so the same command on the same Python (the text of ``pydoc_data.topics`` changes between
-versions), torch version and CPU writes the same file; ``companion/data/gpt_pydoc.pt.sha256`` holds its
-SHA-256, and chapter 6 reproduces the first training steps itself.
+2-core machine), so the same command with the same torch version on the same CPU writes the same file; the text is
+the shipped snapshot ``companion.data.python_docs``. ``companion/data/gpt_pydoc.pt.sha256`` holds the file's SHA-256,
+and chapter 6 reproduces the first training steps itself.
 """
 
 from __future__ import annotations

@@ -69,8 +69,24 @@ ANALOGIES_FILE = "questions-words.txt"
 _CACHE_VERSION = 1
 
 
+#: SHA-256 of each file of gensim's test data the book reads (gensim 4.4.0): a gensim release that changed one
+#: would change the book's numbers, so the file is checked before use.
+GENSIM_DATA_SHA256 = {
+    "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2": (
+        "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d"
+    ),
+    "lee_background.cor": "5d78d6dafd953bbf65797bef09a9ffb9ec430583381be705f8fd460000f370fb",
+    "wordsim353.tsv": "f92a022fc2537793a15bc3a8c162ebcd74990e033a228bb6388cb71e4c0b1e1d",
+    "questions-words.txt": "8c29b3332afc46f3fb8be04cb5297bf96f39aa7131272dff57869b4485b22a36",
+    "lee.cor": "a878f9a58f6743c32985c56c2f2f75988386216b38a4023a01fd3bcf7884d93e",
+    "similarities0-1.txt": "23762bc6b728897144dda3d324a2c032dc1e059e1009806226d64b6dd123ed79",
+    "pang_lee_polarity.cor": "662c1b7c3bd0612eaaaf3f0c694cbd3897e30c0d87d2940b46c9fd0d15ed70c1",
+    "simlex999.txt": "d5e0501971478a511430ee880bd0121e94ac701ba86d90544d83e6d2ba3db05d",
+}
+
+
 def gensim_data_path(name: str) -> Path:
-    """The path of a file shipped in gensim's test data, via ``gensim.test.utils.datapath``."""
+    """The path of a file shipped in gensim's test data, checked against :data:`GENSIM_DATA_SHA256` if listed."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str file name, got {describe(name)}")
     from gensim.test.utils import datapath
@@ -78,6 +94,9 @@ def gensim_data_path(name: str) -> Path:
     path = Path(datapath(name))
     if not path.is_file():
         raise FileNotFoundError(f"gensim's test data has no file {name!r} (looked for {path})")
+    expected = GENSIM_DATA_SHA256.get(name)
+    if expected is not None and (got := sha256sum(path)) != expected:
+        raise ValueError(f"{path}: SHA-256 mismatch, expected {expected} (gensim 4.4.0's file), got {got}")
     return path
 
 
