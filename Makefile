@@ -65,9 +65,12 @@ chromium:
 # chapter with its hidden asserts and fails on any error, so the paired chapter notebooks are not executed
 # again), then one pytest session: the unit tests, the slow tests (training, the Colab simulation, the
 # rendered-page checks of the built HTML in headless Chromium) and nbval on every homework notebook.
-# Chromium is not installed here: .ci/run installs it once (tools/ensure-chromium.sh), `make chromium` locally.
+# The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
+# nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
+# what to run), so that a machine without it fails in seconds, not after twenty minutes.
 # Each stage prints its wall time; pytest lists its slowest tests and writes per-test times to _build/pytest.xml.
 test: $(STAMP)
+	$(call timed,chromium,bash tools/ensure-chromium.sh)
 	$(call timed,lint,$(BIN)/ruff check .)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
