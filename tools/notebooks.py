@@ -701,7 +701,7 @@ def _targets(files: tuple[tuple[Path, int], ...], root: Path) -> tuple[tuple[str
     found: dict[str, Target] = {}
     for md, _ in files:
         text = md.read_text()
-        page = md.relative_to(root).with_suffix("").as_posix()
+        page = md.relative_to(root if md.is_relative_to(root) else md.parents[1]).with_suffix("").as_posix()
         heading = next((m["text"] for line in text.split("\n") if (m := _HEADING.match(line))), md.stem)
         found[page] = Target(page, "", heading)
         chapter = _chapter_or_none(md)
