@@ -173,7 +173,8 @@ def first_code_cell(text: str) -> str | None:
 # Notebook 7 fold a cell whose metadata says jupyter.source_hidden.
 FOLDED_TITLES = {
     SETUP_TAG: "Setup: in Colab, install the companion package ({release}); elsewhere, nothing",
-    "remove-cell": "Check the claims of the text above (hidden in the book)",
+    "remove-cell": "Check the claims of the text above (hidden in the book)",  # a cell with asserts; else:
+    "remove-cell, no assert": "Code hidden in the book",
     "remove-input": "Code for the output below (hidden in the book)",
     "hide-input": "Code (folded in the book)",
 }
@@ -182,7 +183,8 @@ SOLUTION_TITLE = "Solution to Exercise {number} (folded: later cells use it)"
 
 def folded(cell: nbformat.NotebookNode, title: str) -> nbformat.NotebookNode:
     """``cell`` with its code folded under ``title`` in Colab, JupyterLab and Notebook 7 (it still runs)."""
-    cell.source = f"# @title {title}\n{cell.source}"
+    magic, rest = re.match(r"((?:%%[^\n]*\n)?)(.*)", cell.source, re.DOTALL).groups()
+    cell.source = f"{magic}# @title {title}\n{rest}"  # a cell magic stays first (Colab then shows the code)
     cell.metadata["cellView"] = "form"
     cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
     return cell
@@ -273,6 +275,8 @@ def _reader_code_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
     tags = list(cell.metadata.get("tags", []))
     new = nbformat.v4.new_code_cell(cell.source, metadata={"tags": tags} if tags else {})
     title = next((FOLDED_TITLES[tag] for tag in FOLDED_TITLES if tag in tags), None)
+    if "remove-cell" in tags and SETUP_TAG not in tags and not re.search(r"^\s*assert\b", cell.source, re.M):
+        title = FOLDED_TITLES["remove-cell, no assert"]
     if title:
         folded(new, title.format(release=release()))
     if {"hide-output", "remove-output"} & set(tags):
