@@ -650,7 +650,7 @@ SAMPLE_READER = [
         f"*Chapter 7 of [A Book]({PAGE}), as a notebook made from the same source. Run it from the top (in Colab: "
         "Runtime → Run all): the first code cell installs the book's companion package, release v2.5.1, in Colab "
         "and does nothing elsewhere. The code the book hides is folded here and runs: the checks of the text's "
-        "claims, and the code of some figures. Each exercise's solution is folded under it (click to show), and "
+        "claims, for instance. Each exercise's solution is folded under it (click to show), and "
         "its code runs folded too, since later cells may use it. To do the exercises yourself, open the "
         "[homework notebook](https://colab.research.google.com/github/someone/a-book/blob/v2.5.1/book/homework/"
         "07_sample.ipynb).*",

@@ -265,7 +265,8 @@ def reader_notebook(md: Path) -> str:
     references = citations.reference_list()
     if references:
         out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
-    out.cells.insert(1, nbformat.v4.new_markdown_cell(_reader_introduction(md, chapter)))
+    hides = sum(c.cell_type == "code" and c.metadata.get("cellView") == "form" for c in out.cells) > 1  # not the setup
+    out.cells.insert(1, nbformat.v4.new_markdown_cell(_reader_introduction(md, chapter, hides)))
     for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
         cell["id"] = f"cell-{i}"
     return nbformat.writes(out) + "\n"
@@ -284,16 +285,17 @@ def _reader_code_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return new
 
 
-def _reader_introduction(md: Path, chapter: int | None) -> str:
+def _reader_introduction(md: Path, chapter: int | None, hides: bool) -> str:
     book = yaml.safe_load(CONFIG.read_text())["title"]
     page = page_url(Target(md.relative_to(ROOT).with_suffix("").as_posix(), "", ""))
     what = f"Chapter {chapter}" if chapter else "This page"
     text = (
         f"*{what} of [{book}]({page}), as a notebook made from the same source. Run it from the top (in Colab: "
         f"Runtime → Run all): the first code cell installs the book's companion package, release {release()}, "
-        "in Colab and does nothing elsewhere. The code the book hides is folded here and runs: the checks of "
-        "the text's claims, and the code of some figures."
+        "in Colab and does nothing elsewhere."
     )
+    if hides:
+        text += " The code the book hides is folded here and runs: the checks of the text's claims, for instance."
     if has_exercises(md):
         repo = repository()
         slug = repo.url.removeprefix("https://github.com/")
