@@ -731,3 +731,28 @@ def test_myst_without_a_notebook_rendering_is_an_error(tmp_path):
         notebooks.for_jupyter("Get {download}`this <x.zip>`.", tmp_path)
     with pytest.raises(ValueError, match="never closed"):
         notebooks.for_jupyter("```{note}\nOpen.", tmp_path)
+
+
+def test_figures_numbered_references_equations_dropdowns_and_code_blocks(sample_book):
+    text = (
+        "# Other chapter\n\n"
+        "```{figure} ../img/plot.png\n:name: fig-plot\n:alt: A plot\n\nThe caption, with $x$.\n```\n\n"
+        "See {numref}`fig-plot` and {numref}`Fig. %s <fig-plot>`.\n\n"
+        "```{math}\n:label: eq-one\n\na = b\n```\n\n"
+        "By {eq}`eq-one`, {term}`softmax` and {abbr}`MLM (masked language modelling)`.\n\n"
+        "````{dropdown} More\nHidden, as {cite:t}`doe2020` say.\n````\n\n"
+        "```{code-block} bash\nmake test\n```"
+    )
+    (sample_book / "book" / "06_other.md").write_text(text)
+    page = "https://someone.github.io/a-book/book/06_other.html"  # 06_other is in no numbered part: no chapter
+    citations = notebooks.Citations(sample_book / "book" / "references.bib")
+    assert notebooks.for_jupyter(text, sample_book / "book", citations=citations) == (
+        "# Other chapter\n\n"
+        "![A plot](https://raw.githubusercontent.com/someone/a-book/v2.5.1/img/plot.png)\n\n"
+        "*The caption, with $x$.*\n\n"
+        f"See [Figure 1]({page}#fig-plot) and [Fig. 1]({page}#fig-plot).\n\n"
+        "$$\na = b\n$$\n\n"
+        f"By [(1)]({page}#equation-eq-one), softmax and MLM.\n\n"
+        "<details>\n<summary><b>More</b></summary>\n\nHidden, as Doe and Roe (2020) say.\n\n</details>\n\n"
+        "```bash\nmake test\n```"
+    )
