@@ -876,7 +876,11 @@ class Renderer:
         explicit = re.fullmatch(r"(?P<text>.*?)\s*<(?P<target>[^<>]*)>", content, re.DOTALL)
         text, target = (explicit["text"], explicit["target"]) if explicit else (None, content)
         if name == "doc":
-            page = target[1:] if target.startswith("/") else os.path.normpath(f"{self.page}/{target}")
+            page = (
+                target[1:]
+                if target.startswith("/")
+                else os.path.normpath(f"{self.page}/{target}" if self.page else target)
+            )
             found = targets().get(page)
             return f"[{text or (found.text if found else target)}]({page_url(Target(page, '', ''))})"
         if name in ("ref", "numref", "eq", "prf:ref"):
