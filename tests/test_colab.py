@@ -67,7 +67,7 @@ def test_chapter_runs_in_colab_on_another_floating_point_path(md, colab_kernel, 
     for name, value in PERTURBED.items():
         monkeypatch.setenv(name, value)
 
-    nb = nbformat.read(notebooks.pair_path(md), as_version=4)
+    nb = nbformat.read(notebooks.reader_path(md), as_version=4)
     workdir = tmp_path / "content"  # like Colab's /content: not the checkout
     workdir.mkdir()
     client = NotebookClient(nb, kernel_name="colab-sim", timeout=900, resources={"metadata": {"path": str(workdir)}})

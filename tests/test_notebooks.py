@@ -5,6 +5,7 @@ import re
 import jupytext
 import nbformat
 import pytest
+import yaml
 
 from tools import notebooks
 
@@ -26,7 +27,7 @@ def test_setup_cells_match_the_template():
     assert notebooks.stale_setup_cells() == [], "run `make sync`"
 
 
-def test_pairs_and_homework_are_fresh():
+def test_reader_and_homework_notebooks_are_fresh():
     assert notebooks.stale_files() == [], "run `make sync` and commit the regenerated notebooks"
     assert notebooks.orphans() == []
 
@@ -49,12 +50,12 @@ def test_the_real_config_names_a_github_repository():
 # The setup cell as a reader sees it, written out by hand (not formatted from the template it checks).
 SETUP_CELL_FOR_SOMEONE_A_BOOK_V2 = """\
 # Setup, the same in every chapter: in Google Colab, install the book's companion package
-# from its repository at a pinned ref; anywhere else, do nothing.
+# at the release this book was built from (v2.5.1); anywhere else, do nothing.
 import os
 import subprocess
 import sys
 
-PACKAGE = "git+https://github.com/someone/a-book@v2"
+PACKAGE = "git+https://github.com/someone/a-book@v2.5.1"
 if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
@@ -64,6 +65,7 @@ def test_setup_cell_text(monkeypatch):
     monkeypatch.setattr(
         notebooks, "repository", lambda: notebooks.Repository("https://github.com/someone/a-book", "v2")
     )
+    monkeypatch.setattr(notebooks, "release", lambda: "v2.5.1")
     assert notebooks.setup_cell_source() == SETUP_CELL_FOR_SOMEONE_A_BOOK_V2
     assert notebooks.setup_cell_block() == (
         "```{code-cell} ipython3\n:tags: [remove-cell, companion-setup]\n\n"
@@ -77,6 +79,54 @@ def test_setup_cell_text(monkeypatch):
         + SETUP_CELL_FOR_SOMEONE_A_BOOK_V2
         + "\n```\n\nText.\n\n```{code-cell} ipython3\ny = 2\n```\n"
     )
+
+
+def test_the_setup_cell_installs_the_release_and_the_buttons_open_it():
+    """The page, the notebook the buttons open and the package its setup cell installs come from one tag:
+    v + companion.__version__ (imported here; the generator reads it from the source without importing)."""
+    import companion
+
+    release = f"v{companion.__version__}"
+    package = re.search(r'^PACKAGE = "git\+(\S+)@(\S+)"$', notebooks.setup_cell_source(), re.MULTILINE)
+    assert package and package.groups() == (notebooks.repository().url, release)
+    assert f"({release})" in notebooks.setup_cell_source().split("\n")[1]
+    assert yaml.safe_load(notebooks.CONFIG.read_text())["repository"]["branch"] == release
+
+
+def test_release_is_read_from_the_package_source(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "ROOT", tmp_path)
+    (tmp_path / "companion").mkdir()
+    init = tmp_path / "companion" / "__init__.py"
+    init.write_text('"""Doc."""\n\nimport torch\n\n__all__ = ["x"]\n__version__ = "3.10.2"\n')
+    assert notebooks.release() == "v3.10.2"  # without importing (torch is not importable from there)
+    init.write_text("VERSION = '1'\n")
+    with pytest.raises(ValueError, match="__version__"):
+        notebooks.release()
+
+
+def test_sync_moves_the_launch_ref_to_the_release(monkeypatch):
+    monkeypatch.setattr(notebooks, "release", lambda: "v1.2.3")
+    config = (
+        "title: x\nrepository:\n  url: https://github.com/someone/a-book\n\n  branch: main  \n"
+        "  path_to_book: ''\nlaunch_buttons:\n  branch: keep\n"
+    )
+    assert notebooks.config_with_release(config) == config.replace("branch: main", "branch: v1.2.3")
+    with pytest.raises(ValueError, match="repository.branch"):
+        notebooks.config_with_release("repository:\n  url: u\nbranch: main\n")
+
+
+def test_the_book_build_ignores_the_notebooks_and_nothing_pairs_them():
+    """book/NN_name.ipynb is generated from the .md by tools/notebooks.py only: the book build reads the .md
+    (the .ipynb files are excluded), and no jupytext pairing would let Jupyter overwrite the notebook."""
+    config = yaml.safe_load(notebooks.CONFIG.read_text())
+    assert "**/*.ipynb" in config["exclude_patterns"] and config["only_build_toc_files"] is True
+    for md in CHAPTERS:
+        assert "formats" not in jupytext.read(md).metadata.get("jupytext", {}), md.name
+    for name in ("jupytext.toml", ".jupytext.toml", ".jupytext", "jupytext.yml", ".jupytext.yml"):
+        assert not (notebooks.ROOT / name).exists() and not (notebooks.BOOK / name).exists(), name
+    assert "tool.jupytext" not in (notebooks.ROOT / "pyproject.toml").read_text()
+    for md in CHAPTERS:
+        assert "jupytext" not in nbformat.read(notebooks.reader_path(md), as_version=4).metadata
 
 
 def test_setup_cell_installs_in_colab_only(tmp_path, monkeypatch):
@@ -101,8 +151,8 @@ def test_first_code_cell_is_the_setup_cell(md):
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
-def test_paired_notebook_has_no_outputs(md):
-    nb = nbformat.read(notebooks.pair_path(md), as_version=4)
+def test_reader_notebook_has_no_outputs(md):
+    nb = nbformat.read(notebooks.reader_path(md), as_version=4)
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
 
 
@@ -339,9 +389,9 @@ SAMPLE_HOMEWORK = [
     ("markdown", "After.", None, None),
     (
         "markdown",
-        "## References\n\n- Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N. Gomez, "
-        "Łukasz Kaiser, Illia Polosukhin (2017). *Attention Is All You Need*. Advances in Neural Information "
-        "Processing Systems.",
+        "## References\n\n- Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan&nbsp;N. "
+        "Gomez, Łukasz Kaiser, and Illia Polosukhin. Attention is all you need. In <em>Advances in Neural "
+        "Information Processing Systems</em>, volume&nbsp;30. 2017.",
         None,
         None,
     ),
@@ -372,6 +422,7 @@ def test_homework_of_a_sample_chapter_is_exactly_as_written(tmp_path, monkeypatc
 
 def test_myst_for_jupyter_is_exactly_as_written(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "ROOT", tmp_path)
+    monkeypatch.setattr(notebooks, "BOOK", tmp_path / "book")  # a book without pages: no label is known
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "mod.py").write_text(
         '"""Doc."""\n\nimport torch\n\n\ndef other():\n    pass\n\n\n@torch.no_grad()\ndef shown(x):\n'
@@ -388,5 +439,320 @@ def test_myst_for_jupyter_is_exactly_as_written(tmp_path, monkeypatch):
         '```python\n# from pkg/mod.py\n@torch.no_grad()\ndef shown(x):\n    """One line, returning a Tensor."""\n'
         "    return x + 1\n```\n\n"
         "*(The companion's `other` is left out of the homework: it gives an exercise away.)*\n\n"
-        "**Definition (Softmax).** It is $e^x / \\sum e^x$."
+        "**Definition 1 (Softmax).** It is $e^x / \\sum e^x$."
+    )
+
+
+# --- the generated notebooks carry no raw MyST ---------------------------------------------------------------
+
+GENERATED = [notebooks.reader_path(md) for md in CHAPTERS] + [notebooks.homework_path(md) for md in WITH_EXERCISES]
+
+# What Jupyter and Colab would show as raw text: each pattern written from MyST's syntax, not from the generator.
+RAW_MYST = {
+    "directive fence": re.compile(r"^[ \t>]*(?:`{3,}|~{3,}|:{3,})[ \t]*\{[^}\n]*\}", re.MULTILINE),
+    "colon fence": re.compile(r"^[ \t>]*:{3,}", re.MULTILINE),
+    "role": re.compile(r"\{[\w:+.-]+\}`"),
+    "target": re.compile(r"^[ \t>]*\([^()\s]+\)=[ \t]*$", re.MULTILINE),
+    "directive option": re.compile(r"^[ \t>]*:(?:label|class|name|tags|pyobject|dedent|start-at|end-before):", re.M),
+    "comment": re.compile(r"^%", re.MULTILINE),
+    "exercise or solution": re.compile(r"\{(?:exercise|solution)[-}]|(?:exercise|solution)-(?:start|end)\b"),
+}
+
+
+def raw_myst(text: str) -> list[str]:
+    """Every raw MyST construct in ``text``, named."""
+    return [f"{name}: {m.group(0).strip()!r}" for name, pattern in RAW_MYST.items() for m in pattern.finditer(text)]
+
+
+def test_raw_myst_is_recognised():
+    """Each pattern catches what it names, and leaves rendered Markdown alone."""
+    for text in (
+        "```{literalinclude} ../x.py\n```",
+        "````{prf:theorem} T",
+        "> ```{note}",
+        "::: {note}",
+        ":::{dropdown} More",
+        "As {cite}`vaswani2017attention` showed.",
+        "See {prf:ref}`thm-x` and {doc}`04_attention`.",
+        "(sec-mask)=",
+        ":label: ex-one",
+        ":class: dropdown",
+        "% a comment",
+        "The {exercise} directive",
+        "exercise-start",
+    ):
+        assert raw_myst(text), text
+    rendered = (
+        "# Title\n\nAs (Vaswani et al., 2017) showed; see [Theorem 10.1](https://x.io/b.html#thm-x).\n\n"
+        "```python\n# from companion/x.py\ndef f(x: dict[str, int]) -> str:\n    return f\"{x}: {x['a']:>4}\"\n```\n\n"
+        "$$\n\\frac{a}{b} \\quad 50\\%\n$$\n\n"
+        "<details>\n<summary><b>Solution to Exercise 4.1</b></summary>\n\n</details>"
+    )
+    assert raw_myst(rendered) == []
+
+
+@pytest.mark.parametrize("path", GENERATED, ids=lambda p: p.relative_to(notebooks.BOOK).as_posix())
+def test_generated_notebooks_have_no_raw_myst(path):
+    nb = nbformat.read(path, as_version=4)
+    found = [
+        f"cell {i}: {what}"
+        for i, cell in enumerate(nb.cells)
+        for what in (raw_myst(cell.source) if cell.cell_type == "markdown" else [])
+    ]
+    assert not found, "\n".join(found)
+
+
+def _reader_code(cell) -> str:
+    """A reader notebook's code cell as the chapter has it: without the title line of a folded cell."""
+    return re.sub(r"^# @title [^\n]*\n", "", cell.source, count=1, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_reader_notebook_runs_every_cell_of_the_chapter_and_folds_what_the_book_hides(md):
+    """Every code cell of the chapter is in the reader notebook, in order (so the hidden asserts run when it is
+    executed); the cells the book hides, and the solutions, are folded for Colab and JupyterLab alike."""
+    chapter = [c for c in jupytext.read(md).cells if c.cell_type == "code"]
+    reader = nbformat.read(notebooks.reader_path(md), as_version=4)
+    code = [c for c in reader.cells if c.cell_type == "code"]
+    assert [_reader_code(c) for c in code] == [notebooks.without_markers(c.source) for c in chapter]
+    solutions = md.read_text().count("{solution-start}")
+    details = [c for c in reader.cells if c.cell_type == "markdown" and c.source.startswith("<details>")]
+    assert len(details) == solutions
+    for ours, theirs in zip(code, chapter, strict=True):
+        tags = set(theirs.metadata.get("tags", []))
+        in_solution = notebooks.SOLUTION_TITLE.split("{")[0] in ours.source.split("\n")[0]
+        hidden = bool(tags & {"remove-cell", "remove-input", "hide-input"}) or in_solution
+        assert (ours.metadata.get("cellView") == "form") == hidden, ours.source[:80]
+        assert ours.metadata.get("jupyter", {}).get("source_hidden", False) == hidden
+        assert bool(re.match(r"# @title \S", ours.source)) == hidden
+        if "remove-cell" in tags and notebooks.SETUP_TAG not in tags and "assert " in theirs.source:
+            assert ours.source.startswith("# @title Check the claims of the text above (hidden in the book)\n")
+        elif "remove-cell" in tags and notebooks.SETUP_TAG not in tags:
+            assert ours.source.startswith("# @title Code hidden in the book\n")
+    if notebooks.has_exercises(md):
+        number = notebooks.chapter_number(md)
+        headings = re.findall(rf"^### Exercise {number}\.(\d+)", "\n".join(c.source for c in reader.cells), re.M)
+        assert [int(h) for h in headings] == list(range(1, solutions + 1))
+
+
+SAMPLE_BOOK = {
+    "_config.yml": (
+        "title: A Book\nrepository:\n  url: https://github.com/someone/a-book\n  branch: v2.5.1\n"
+        "html:\n  baseurl: https://someone.github.io/a-book/\n"
+    ),
+    "_toc.yml": "root: intro\nparts:\n  - caption: C\n    numbered: true\n    chapters:\n"
+    + "".join(f"      - file: book/0{k}_c{k}\n" for k in range(1, 7))
+    + "      - file: book/07_sample\n",
+    "companion/__init__.py": '__version__ = "2.5.1"\n',
+    "pkg/mod.py": 'import torch\n\n\ndef shown(x):\n    """One :class:`~torch.Tensor`."""\n    return x + 1\n',
+    "book/06_other.md": "# Other chapter\n\nText.\n",
+    "book/references.bib": (
+        "@article{doe2020,\n  author = {Doe, Jane and Roe, Richard},\n  title = {A Title},\n"
+        "  journal = {Journal of Stuff},\n  year = {2020}\n}\n"
+    ),
+    "book/07_sample.md": """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# Sample
+
+```{code-cell} ipython3
+:tags: [remove-cell, companion-setup]
+
+print("setup")
+```
+
+(sec-intro)=
+## Intro
+
+% a comment the book does not show
+As {cite}`doe2020` showed in {doc}`06_other`, $x$ and {math}`y^2` agree.
+
+```{literalinclude} ../pkg/mod.py
+:pyobject: shown
+```
+
+```{prf:theorem} Sums
+:label: thm-sums
+
+$1 + 1 = 2$.
+```
+
+```{prf:proof}
+Count.
+```
+
+:::{note}
+See {prf:ref}`thm-sums`.
+:::
+
+```{code-cell} ipython3
+x = 1
+```
+
+```{code-cell} ipython3
+:tags: [remove-cell]
+
+assert x == 1
+```
+
+```{exercise-start} Double it
+:label: ex-double
+```
+
+Write `double`.
+
+```{exercise-end}
+```
+
+```{solution-start} ex-double
+:class: dropdown
+```
+
+Multiply by two.
+
+```{code-cell} ipython3
+def double(x):
+    # BEGIN SOLUTION
+    return 2 * x
+    # END SOLUTION
+```
+
+```{solution-end}
+```
+
+```{code-cell} ipython3
+:tags: [remove-input]
+
+print(double(x))
+```
+
+After {ref}`the intro <sec-intro>`.
+""",
+}
+
+FOLDED = {"cellView": "form", "jupyter": {"source_hidden": True}}
+PAGE = "https://someone.github.io/a-book/book/07_sample.html"
+
+# The reader notebook of SAMPLE_BOOK's chapter 7, written out by hand: (cell type, source, metadata).
+SAMPLE_READER = [
+    ("markdown", "# Sample", {}),
+    (
+        "markdown",
+        f"*Chapter 7 of [A Book]({PAGE}), as a notebook made from the same source. Run it from the top (in Colab: "
+        "Runtime → Run all): the first code cell installs the book's companion package, release v2.5.1, in Colab "
+        "and does nothing elsewhere. The code the book hides is folded here and runs: the checks of the text's "
+        "claims, for instance. Each exercise's solution is folded under it (click to show), and "
+        "its code runs folded too, since later cells may use it. To do the exercises yourself, open the "
+        "[homework notebook](https://colab.research.google.com/github/someone/a-book/blob/v2.5.1/book/homework/"
+        "07_sample.ipynb).*",
+        {},
+    ),
+    (
+        "code",
+        '# @title Setup: in Colab, install the companion package (v2.5.1); elsewhere, nothing\nprint("setup")',
+        {**FOLDED, "tags": ["remove-cell", "companion-setup"]},
+    ),
+    (
+        "markdown",
+        "## Intro\n\nAs (Doe and Roe, 2020) showed in [Other chapter](https://someone.github.io/a-book/book/"
+        "06_other.html), $x$ and $y^2$ agree.\n\n"
+        '```python\n# from pkg/mod.py\ndef shown(x):\n    """One Tensor."""\n    return x + 1\n```\n\n'
+        "**Theorem 7.1 (Sums).** $1 + 1 = 2$.\n\n*Proof.* Count. ∎\n\n"
+        f"> **Note.** See [Theorem 7.1]({PAGE}#thm-sums).",
+        {},
+    ),
+    ("code", "x = 1", {}),
+    (
+        "code",
+        "# @title Check the claims of the text above (hidden in the book)\nassert x == 1",
+        {**FOLDED, "tags": ["remove-cell"]},
+    ),
+    ("markdown", "### Exercise 7.1 (Double it)\n\nWrite `double`.", {}),
+    (
+        "markdown",
+        "<details>\n<summary><b>Solution to Exercise 7.1</b> (click to show)</summary>\n\nMultiply by two.\n\n"
+        "```python\ndef double(x):\n    return 2 * x\n```\n\n</details>",
+        {},
+    ),
+    (
+        "code",
+        "# @title Solution to Exercise 7.1 (folded: later cells use it)\ndef double(x):\n    return 2 * x",
+        FOLDED,
+    ),
+    (
+        "code",
+        "# @title Code for the output below (hidden in the book)\nprint(double(x))",
+        {**FOLDED, "tags": ["remove-input"]},
+    ),
+    ("markdown", f"After [the intro]({PAGE}#sec-intro).", {}),
+    ("markdown", "## References\n\n- Jane Doe and Richard Roe. A title. <em>Journal of Stuff</em>, 2020.", {}),
+]
+
+
+@pytest.fixture
+def sample_book(tmp_path, monkeypatch):
+    for name, text in SAMPLE_BOOK.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(notebooks, "ROOT", tmp_path)
+    monkeypatch.setattr(notebooks, "BOOK", tmp_path / "book")
+    monkeypatch.setattr(notebooks, "HOMEWORK", tmp_path / "book" / "homework")
+    monkeypatch.setattr(notebooks, "CONFIG", tmp_path / "_config.yml")
+    return tmp_path
+
+
+def test_reader_notebook_of_a_sample_chapter_is_exactly_as_written(sample_book):
+    nb = nbformat.reads(notebooks.reader_notebook(sample_book / "book" / "07_sample.md"), as_version=4)
+    got = [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells]
+    assert got == SAMPLE_READER
+    assert "jupytext" not in nb.metadata and nb.metadata["kernelspec"]["name"] == "python3"
+    assert [c.id for c in nb.cells] == [f"cell-{i}" for i in range(len(SAMPLE_READER))]
+
+
+def test_a_folded_cell_keeps_its_cell_magic_first():
+    cell = notebooks.folded(nbformat.v4.new_code_cell("%%time\nx = 1"), "Timed")
+    assert cell.source == "%%time\n# @title Timed\nx = 1"
+    assert cell.metadata == {"cellView": "form", "jupyter": {"source_hidden": True}}
+
+
+def test_myst_without_a_notebook_rendering_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"directive \{eval-rst\}"):
+        notebooks.for_jupyter("```{eval-rst}\n.. automodule:: x\n```", tmp_path)
+    with pytest.raises(ValueError, match=r"role \{download\}"):
+        notebooks.for_jupyter("Get {download}`this <x.zip>`.", tmp_path)
+    with pytest.raises(ValueError, match="never closed"):
+        notebooks.for_jupyter("```{note}\nOpen.", tmp_path)
+
+
+def test_figures_numbered_references_equations_dropdowns_and_code_blocks(sample_book):
+    text = (
+        "# Other chapter\n\n"
+        "```{figure} ../img/plot.png\n:name: fig-plot\n:alt: A plot\n\nThe caption, with $x$.\n```\n\n"
+        "See {numref}`fig-plot` and {numref}`Fig. %s <fig-plot>`.\n\n"
+        "```{math}\n:label: eq-one\n\na = b\n```\n\n"
+        "By {eq}`eq-one`, {term}`softmax` and {abbr}`MLM (masked language modelling)`.\n\n"
+        "````{dropdown} More\nHidden, as {cite:t}`doe2020` say.\n````\n\n"
+        "```{code-block} bash\nmake test\n```"
+    )
+    (sample_book / "book" / "06_other.md").write_text(text)
+    page = "https://someone.github.io/a-book/book/06_other.html"  # 06_other is in no numbered part: no chapter
+    citations = notebooks.Citations(sample_book / "book" / "references.bib")
+    assert notebooks.for_jupyter(text, sample_book / "book", citations=citations) == (
+        "# Other chapter\n\n"
+        "![A plot](https://raw.githubusercontent.com/someone/a-book/v2.5.1/img/plot.png)\n\n"
+        "*The caption, with $x$.*\n\n"
+        f"See [Figure 1]({page}#fig-plot) and [Fig. 1]({page}#fig-plot).\n\n"
+        "$$\na = b\n$$\n\n"
+        f"By [(1)]({page}#equation-eq-one), softmax and MLM.\n\n"
+        "<details>\n<summary><b>More</b></summary>\n\nHidden, as Doe and Roe (2020) say.\n\n</details>\n\n"
+        "```bash\nmake test\n```"
     )

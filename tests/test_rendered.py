@@ -155,7 +155,8 @@ def test_chapter_page_renders(md, html, tmp_path, root):
     verdicts = re.findall(r"(PASSED|NOT ATTEMPTED YET|WRONG)  \w+:", raw)
     assert verdicts.count("PASSED") == len(verdicts) == len(checker_cells)
 
-    # Launch buttons: Colab and Binder open the paired notebook, which exists and is tracked in git.
+    # Launch buttons: Colab and Binder open the reader notebook at the release tag (repository.branch, which
+    # `make sync` sets to v + companion.__version__); the notebook exists and is tracked in git.
     repo = notebooks.repository()
     slug = repo.url.removeprefix("https://github.com/")
     notebook = f"book/{md.stem}.ipynb"
