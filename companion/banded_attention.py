@@ -1,6 +1,6 @@
 """Banded attention: FMMformer's near field, softmax over the k nearest keys, in O(N·k) time and memory.
 
-Notation (chapter 8): queries ``q`` of shape ``(..., n_q, d_k)``, keys ``k`` of shape ``(..., n_k, d_k)``, values
+Notation (chapter 9): queries ``q`` of shape ``(..., n_q, d_k)``, keys ``k`` of shape ``(..., n_k, d_k)``, values
 ``v`` of shape ``(..., n_k, d_v)`` and a bandwidth ``k_band`` (``bandwidth`` in the code). The near-field attention
 matrix is
 

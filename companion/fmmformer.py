@@ -1,6 +1,6 @@
 """FMMformer (Nguyen, Suliafu, Osher, Chen and Wang, 2021): banded near field plus low-rank far field, in O(N).
 
-Notation (chapter 8): queries ``q`` of shape ``(..., n_q, d_k)``, keys ``k`` of shape ``(..., n_k, d_k)``, values
+Notation (chapter 9): queries ``q`` of shape ``(..., n_q, d_k)``, keys ``k`` of shape ``(..., n_k, d_k)``, values
 ``v`` of shape ``(..., n_k, d_v)``; a bandwidth ``k`` and ``r`` feature maps ``φ_1 … φ_r``. FMMformer replaces
 softmax attention ``V̂ = softmax(QKᵀ/√d_k) V`` by
 
@@ -8,14 +8,14 @@ softmax attention ``V̂ = softmax(QKᵀ/√d_k) V`` by
 
 - the near field ``D V`` with ``D = softmax(band_k(QKᵀ/√d_k))``: :func:`companion.banded_attention.banded_attention`,
   O(N·k);
-- the far field: one linear attention (:func:`companion.linear_attention.linear_attention`, chapter 7) per
+- the far field: one linear attention (:func:`companion.linear_attention.linear_attention`, chapter 8) per
   feature map, each a matrix of rank ≤ d_k, so the far-field matrix has rank ≤ r·d_k, and costs O(N);
 - ``w₁, w₂``: learned blend weights, positive in the paper (here ``softplus`` of a free parameter); the released
   code leaves them unconstrained (and keeps one per head and value channel, the near one starting at 0).
 
 The feature maps of the paper's code: ``elu(x) + 1``, ``elu(−x) + 1`` and ``tanh(x) + 1``. The released code
 also divides each ``φ_l(k_j)`` by the sum of its entries before summing; that is a different kernel, not followed
-here (each far-field term here is exactly chapter 7's linear attention).
+here (each far-field term here is exactly chapter 8's linear attention).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def far_field_attention(
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
 ) -> torch.Tensor:
-    """Σ_l φ_l(Q)(φ_l(K)ᵀV) / (φ_l(Q)φ_l(K)ᵀ1): one chapter-7 linear attention per feature map, O(N)."""
+    """Σ_l φ_l(Q)(φ_l(K)ᵀV) / (φ_l(Q)φ_l(K)ᵀ1): one chapter-8 linear attention per feature map, O(N)."""
     maps = _check_feature_maps(feature_maps)
     if not maps:
         raise ValueError("far_field_attention needs at least one feature map, got none")
@@ -314,7 +314,7 @@ def fmmformer_implementations(
     """``name → fn(q, k, v)`` for :func:`companion.linear_attention.measure_linear_attention`.
 
     ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused softmax attention); ``"softmax"``:
-    :func:`companion.attention.scaled_dot_product_attention` (the N × N matrix); ``"linear"``: chapter 7's linear
+    :func:`companion.attention.scaled_dot_product_attention` (the N × N matrix); ``"linear"``: chapter 8's linear
     attention (elu + 1); ``"band"``: :func:`companion.banded_attention.banded_attention`; ``"fmmformer"``:
     :func:`fmmformer_attention` with two feature maps. With ``dense=True`` also the band the N × N way:
     ``"band dense"`` (:func:`companion.banded_attention.banded_attention_dense`) and ``"band sdpa"`` (the fused

@@ -1,6 +1,6 @@
 """Linear attention (Katharopoulos et al., 2020): softmax's similarity replaced by a kernel φ(q)ᵀφ(k).
 
-Notation (chapter 7): queries ``q`` of shape ``(..., n_q, d_k)``, keys ``k`` of shape ``(..., n_k, d_k)``,
+Notation (chapter 8): queries ``q`` of shape ``(..., n_q, d_k)``, keys ``k`` of shape ``(..., n_k, d_k)``,
 values ``v`` of shape ``(..., n_k, d_v)``, and a feature map ``φ: (..., d_k) → (..., r)``. Softmax attention
 is a normalised weighted average with the similarity ``sim(q, k) = exp(qᵀk / √d_k)``,
 
@@ -28,7 +28,7 @@ Conventions (the attention-function seam of :mod:`companion.attention`):
 - ``eps`` is added to the denominator ``φ(q_i)ᵀz``, which can be 0 (ReLU features, dropped keys, elu + 1 of
   very negative inputs): the output is then 0 instead of NaN.
 - No ``1/√d_k`` scaling: the paper applies φ to q and k as they are. A feature map that approximates
-  ``exp(qᵀk / √d_k)`` (chapter 9's random features) divides its input by ``d_k^{1/4}`` itself.
+  ``exp(qᵀk / √d_k)`` (chapter 10's random features) divides its input by ``d_k^{1/4}`` itself.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The n-body analogue of attention: a direct O(N²) sum, a cutoff, near + far field, and low rank far away.
 
-Notation (chapter 8): particles at ``x_1 … x_N`` (a tensor ``x`` of shape ``(N, dim)``) with masses (charges)
+Notation (chapter 9): particles at ``x_1 … x_N`` (a tensor ``x`` of shape ``(N, dim)``) with masses (charges)
 ``m_1 … m_N`` and a kernel ``g(r)`` of the distance ``r = ‖x_i − x_j‖``. The potential at particle ``i`` is
 
     φ_i = Σ_{j ≠ i} m_j g(‖x_i − x_j‖),
@@ -339,7 +339,7 @@ def kernel_singular_values(
 
 
 def numerical_ranks(a: torch.Tensor, eps: Sequence[float]) -> list[int]:
-    """The rank of A at each relative tolerance ε: the number of singular values above ε·σ_1 (chapter 7's helper)."""
+    """The rank of A at each relative tolerance ε: the number of singular values above ε·σ_1 (chapter 8's helper)."""
     eps = list(eps)
     if not eps or not all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in eps):
         raise ValueError(f"eps must be a non-empty list of positive tolerances, got {eps!r}")

@@ -1,4 +1,4 @@
-"""Random features: a finite random map z with z(x)ᵀz(y) ≈ k(x, y) (chapter 9).
+"""Random features: a finite random map z with z(x)ᵀz(y) ≈ k(x, y) (chapter 10).
 
 Notation. Inputs are rows: ``x`` of shape ``(N, d)`` (or ``(..., d)``), ``y`` of shape ``(M, d)``; their
 difference is ``Δ = x − y``. A shift-invariant kernel is written ``k(Δ)``. Frequencies are the columns of

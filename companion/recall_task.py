@@ -6,7 +6,7 @@ A sequence of ``m`` pairs and a query, with ``q`` one of the keys ``k_1 … k_m`
 
 The answer is a token seen exactly once, possibly far back, and found by exact matching. Softmax attention
 can put all its weight on that one position; linear attention must read it out of a state of fixed size
-``r × d_v`` that sums every pair (chapter 7 measures the gap). Token ids: keys ``0 … n_keys − 1``, values
+``r × d_v`` that sums every pair (chapter 8 measures the gap). Token ids: keys ``0 … n_keys − 1``, values
 ``n_keys … n_keys + n_values − 1``, and ``QUERY = n_keys + n_values``: ``vocab_size = n_keys + n_values + 1``.
 """
 

@@ -98,3 +98,14 @@ def test_drawing_on_given_axes_and_rejecting_others():
     assert diagrams.draw_transformer(ax=ax) is ax
     with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
         diagrams.draw_attention_flow(ax="left")
+
+
+def test_gpt_is_one_pre_norm_stack_with_a_tied_output():
+    ax = diagrams.draw_gpt()
+    texts = _texts(ax)
+    assert texts.count("LayerNorm") == 3  # before each sub-layer, and the final one
+    assert "Masked Multi-Head\nSelf-Attention" in texts and "Feed Forward (GELU)" in texts
+    assert texts.count("+") == 3  # embeddings, and the two residual additions
+    assert "Add & Norm" not in texts and texts.count("$L\\times$") == 1
+    assert any("tied" in t for t in texts) and "Softmax" in texts
+    assert diagrams.draw_gpt(ax=ax) is ax

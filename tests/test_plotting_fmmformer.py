@@ -55,6 +55,17 @@ def test_spectrum_plot_draws_both_curves_and_the_tolerance():
     plt.close("all")
 
 
+def test_a_floor_clips_tiny_values_and_the_axis():
+    sigma = torch.tensor([1.0, 1e-2, 1e-4, 1e-300, 0.0], dtype=torch.float64)
+    ax = plot_singular_values({"s": sigma}, floor=1e-6)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [1.0, 1e-2, 1e-4, 1e-6, 1e-6])
+    assert ax.get_ylim()[0] == 5e-7
+    for bad in (0.0, -1.0, "1e-6", True):
+        with pytest.raises(ValueError, match="floor must be a positive number"):
+            plot_singular_values({"s": sigma}, floor=bad)
+    plt.close("all")
+
+
 def test_zero_singular_values_are_drawn_at_the_bottom_not_dropped():
     ax = plot_singular_values({"zeros": torch.zeros(4, dtype=torch.float64)})
     assert len(ax.get_lines()[0].get_ydata()) == 4

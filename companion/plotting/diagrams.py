@@ -1,5 +1,5 @@
-"""Diagrams for chapters 4–5, drawn with matplotlib: the data flow of attention and of multi-head attention,
-the Transformer's encoder and decoder stacks, and RoPE as a rotation in the plane.
+"""Diagrams for chapters 4–6, drawn with matplotlib: the data flow of attention and of multi-head attention,
+the Transformer's encoder and decoder stacks, RoPE as a rotation in the plane, and GPT's pre-norm stack.
 
 Each function draws on a new figure (or on ``ax``) and returns the axes, so the book can show it with
 ``plt.show()`` and the tests can inspect what was drawn.
@@ -17,7 +17,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from .._validate import describe
 
-__all__ = ["draw_attention_flow", "draw_multi_head_attention", "draw_transformer", "draw_rope_rotation"]
+__all__ = ["draw_attention_flow", "draw_multi_head_attention", "draw_transformer", "draw_rope_rotation", "draw_gpt"]
 
 # One colour per kind of operation, the same in every diagram.
 COLOURS = {
@@ -191,6 +191,57 @@ def draw_transformer(*, ax: Axes | None = None, title: str | None = "The Transfo
     for x, name in ((enc_x, "encoder"), (dec_x, "decoder")):
         ax.text(x - width / 2 - 0.5, 2.9, name, va="top", fontsize=11, style="italic", color="dimgrey")
     return _finish(ax, 10, dec_top + 3.1, title)
+
+
+def _plus(ax: Axes, x: float, y: float) -> None:
+    ax.add_patch(plt.Circle((x, y), 0.22, fc="white", ec="black", lw=1.2))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=13)
+
+
+def draw_gpt(*, ax: Axes | None = None, title: str | None = "GPT-2") -> Axes:
+    """GPT-2's decoder-only stack (pre-norm: LayerNorm before each sub-layer, the residual stream left
+    un-normalised): token + position embeddings, L blocks of masked self-attention and feed-forward, a final
+    LayerNorm and the output layer tied to the token table E."""
+    ax = _new_axes(ax, (6.5, 11.5))
+    x, width = 3.6, 3.0
+    ax.text(x, 0.2, "token ids $w_1 \\dots w_n$", ha="center", fontsize=10.5)
+    for dx, text in ((-1.05, "Token\nembedding $E$"), (1.05, "Position\nembedding $P$")):
+        _arrow(ax, (x + dx, 0.5), (x + dx, 0.9))
+        _box(ax, x + dx, 1.35, 1.8, 0.8, text, COLOURS["embed"], 10)
+        _arrow(ax, (x + dx, 1.75), (x + 0.2 * np.sign(dx), 2.25))
+    _plus(ax, x, 2.45)
+    y = 2.67  # the residual stream enters the first block here
+    frame_bottom = y + 0.2
+    adds = []
+    for name, kind in (("Masked Multi-Head\nSelf-Attention", "attention"), ("Feed Forward (GELU)", "ffn")):
+        branch = y + 0.35
+        _arrow(ax, (x, y), (x, branch + 0.25))
+        _box(ax, x, branch + 0.5, width, 0.5, "LayerNorm", COLOURS["norm"], 10)
+        _arrow(ax, (x, branch + 0.75), (x, branch + 1.05))
+        _box(ax, x, branch + 1.45, width, 0.8, name, COLOURS[kind], 10.5)
+        _arrow(ax, (x, branch + 1.85), (x, branch + 2.13))
+        add = branch + 2.35
+        _plus(ax, x, add)
+        side = x - width / 2 - 0.35  # the residual path goes around the sub-layer
+        ax.plot([x, side, side], [branch, branch, add], color="grey", lw=1.2)
+        _arrow(ax, (side, add), (x - 0.22, add), color="grey")
+        adds.append(add)
+        y = add + 0.22
+    frame_top = y + 0.15
+    frame = FancyBboxPatch(
+        (x - width / 2 - 0.6, frame_bottom), width + 1.2, frame_top - frame_bottom,
+        boxstyle="round,pad=0.05,rounding_size=0.2", fc="none", ec="grey", lw=1.5, ls="--",
+    )  # fmt: skip
+    ax.add_patch(frame)
+    ax.text(x + width / 2 + 0.95, (frame_bottom + frame_top) / 2, "$L\\times$", ha="center", va="center", fontsize=14)
+    top = y
+    for name, kind in (("LayerNorm", "norm"), ("Linear: $E^\\top$ (tied)", "output"), ("Softmax", "output")):
+        _arrow(ax, (x, top), (x, top + 0.4))
+        _box(ax, x, top + 0.7, width, 0.6, name, COLOURS[kind], 10.5)
+        top += 1.0
+    _arrow(ax, (x, top), (x, top + 0.35))
+    ax.text(x, top + 0.5, "next-token probabilities", ha="center", fontsize=10.5)
+    return _finish(ax, 7.2, top + 1.0, title)
 
 
 def _rotate(vector: np.ndarray, angle: float) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""Chapter 8's figures: the H-matrix partition, singular values that fall (or not), an attention matrix's spectrum.
+"""Chapter 9's figures: the H-matrix partition, singular values that fall (or not), an attention matrix's spectrum.
 
-The cost figure (time and memory against N) is chapter 7's
+The cost figure (time and memory against N) is chapter 8's
 :func:`companion.plotting.linear_attention.plot_linear_attention_cost`, given the rows of
 :func:`companion.linear_attention.measure_linear_attention` with
 :func:`companion.fmmformer.fmmformer_implementations`.
@@ -79,18 +79,25 @@ def plot_singular_values(
     eps: float | None = None,
     title: str = "Singular values",
     ylabel: str = "σ_i / σ_1",
+    floor: float | None = None,
 ) -> Axes:
     """One curve per name: the singular values (largest first) against their index i, on a log scale.
 
     ``eps`` draws a horizontal line at that tolerance: the numerical rank is where a curve crosses it.
+    ``floor`` draws values below it at the floor and starts the axis just under it, so that a few exact zeros
+    (rounding noise of order 1e-300) do not squeeze the informative range into the top of the plot.
     """
     if not spectra or not all(isinstance(s, torch.Tensor) and s.ndim == 1 for s in spectra.values()):
         raise TypeError("spectra must map names to 1-D tensors of singular values")
     ax = _axes(ax, (6.0, 4.0))
-    tiny = torch.finfo(torch.float64).tiny
+    if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and floor > 0):
+        raise ValueError(f"floor must be a positive number or None, got {floor!r}")
+    lowest = torch.finfo(torch.float64).tiny if floor is None else float(floor)
     for name, sigma in spectra.items():
-        sigma = sigma.detach().double().cpu().clamp_min(tiny)  # exact zeros cannot be drawn on a log scale
+        sigma = sigma.detach().double().cpu().clamp_min(lowest)  # exact zeros cannot be drawn on a log scale
         ax.semilogy(torch.arange(1, len(sigma) + 1).numpy(), sigma.numpy(), label=name)
+    if floor is not None:
+        ax.set_ylim(bottom=lowest / 2)
     if eps is not None:
         ax.axhline(eps, color="k", linestyle=":", linewidth=1, label=f"ε = {eps:g}")
     ax.set_xlabel("index i")
@@ -106,17 +113,20 @@ def plot_attention_spectrum(
     ax: Axes | None = None,
     eps: float | None = 1e-2,
     title: str | None = None,
+    floor: float | None = 1e-6,
 ) -> Axes:
-    """The spectrum of A and of A − band_k(A) (:func:`companion.fmmformer.attention_spectrum`) on one axis."""
+    """The spectrum of A and of A − band_b(A) (:func:`companion.fmmformer.attention_spectrum`) on one axis,
+    values below ``floor`` drawn at the floor."""
     if not isinstance(spectrum, AttentionSpectrum):
         raise TypeError(
             f"spectrum must be an AttentionSpectrum (from attention_spectrum), got {type(spectrum).__name__}"
         )
-    k = spectrum.bandwidth
+    b = spectrum.bandwidth
     return plot_singular_values(
-        {"A": spectrum.full, f"A − band_{k}(A)": spectrum.off_band},
+        {"A": spectrum.full, f"A − band_{b}(A)": spectrum.off_band},
         ax=ax,
         eps=eps,
-        title=title or f"An attention matrix with and without its band (k = {k})",
+        title=title or f"An attention matrix with and without its band (b = {b})",
         ylabel="σ_i / σ_1(A)",
+        floor=floor,
     )

@@ -1,4 +1,4 @@
-"""Chapter 7's figure: time and memory of attention against the sequence length N, on log–log axes.
+"""Chapter 8's figure: time and memory of attention against the sequence length N, on log–log axes.
 
 On log–log axes a cost ``∝ N^p`` is a straight line of slope ``p``: linear attention's lines run parallel
 to the ``∝ N`` guide, softmax attention's time to the ``∝ N²`` one. The legend gives each line's fitted slope

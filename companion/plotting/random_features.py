@@ -1,4 +1,4 @@
-"""Figures for chapter 9: the kernel matrix and its random-feature approximations, and the error law."""
+"""Figures for chapter 10: the kernel matrix and its random-feature approximations, and the error law."""
 
 from __future__ import annotations
 
