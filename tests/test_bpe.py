@@ -146,7 +146,10 @@ GPT2_ORIGINAL_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L
 
 
 def _outside_the_documented_difference(ch: str) -> bool:
-    return unicodedata.category(ch) not in ("Nl", "No") and not "\x1c" <= ch <= "\x1f"
+    # Also outside: code points this Python's Unicode database has not assigned yet ("Cn"), which a newer
+    # database in `regex` may call letters (U+3D000 is unassigned in Python 3.11's Unicode 14.0, a letter in
+    # regex's); which of them hypothesis draws depends on what ran before, so the test was order-dependent.
+    return unicodedata.category(ch) not in ("Nl", "No", "Cn") and not "\x1c" <= ch <= "\x1f"
 
 
 @settings(derandomize=True, max_examples=300, deadline=None)
