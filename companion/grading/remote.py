@@ -1,0 +1,282 @@
+"""The grader's side of an answer's process: start it, call the student's function through it, end it.
+
+:func:`check_exercise` grades one answer. For a function the checker runs here, in the grader's process, on a
+stand-in for the student's function that sends the arguments to the answer's process as data and returns what
+came back (see :mod:`companion.grading.sandbox`): the inputs, the expected values, the comparison, the named
+mistakes and the verdict never exist in the student's process. A class, or a function whose checker passes
+arguments that are not data (a model, a callable), is checked in the answer's process instead, the weaker way.
+Whatever happens, the process and everything it started are killed (its process group) before this returns.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import wire
+from .sandbox import defining_modules
+
+#: the checkers share the grader's random generator (each forks and seeds it): one checker at a time
+CHECK_LOCK = threading.Lock()
+
+
+@dataclass
+class Limits:
+    """Per exercise: wall-clock seconds of checking (also the CPU-time limit), memory, printed output."""
+
+    seconds: float = 60.0
+    memory_bytes: int = 4 * 2**30
+    output_bytes: int = 10 * 2**20
+    startup_seconds: float = 120.0  # starting Python and importing torch: not the student's time
+
+
+class Stopped(BaseException):
+    """The answer's process stopped answering: past its time, killed by a limit, or gone."""
+
+    def __init__(self, status: str, why: str) -> None:
+        super().__init__(why)
+        self.status, self.why = status, why
+
+
+@dataclass
+class Sandbox:
+    """One answer's process (see :mod:`companion.grading.sandbox`)."""
+
+    limits: Limits
+    proc: subprocess.Popen | None = None
+    output: int = 0
+    over_output: bool = False
+    deadline: float = 0.0
+    _fds: list[int] = field(default_factory=list)
+
+    def start(self, init: dict[str, Any]) -> dict[str, Any]:
+        """Start the process, send it the answer; its reply once the answer is defined."""
+        self.tmp = tempfile.TemporaryDirectory(prefix="companion-answer-")
+        to_child, from_child, out = os.pipe(), os.pipe(), os.pipe()
+        self._rfd, self._wfd, self._out = from_child[0], to_child[1], out[0]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": self.tmp.name,
+            "TMPDIR": self.tmp.name,
+            "MPLCONFIGDIR": self.tmp.name,
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "LANG": "C.UTF-8",
+        }
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "companion.grading.sandbox", str(to_child[0]), str(from_child[1])],
+                stdin=subprocess.DEVNULL,
+                stdout=out[1],
+                stderr=out[1],
+                pass_fds=(to_child[0], from_child[1]),
+                cwd=self.tmp.name,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            for fd in (to_child[0], from_child[1], out[1]):
+                os.close(fd)
+        threading.Thread(target=self._drain, daemon=True).start()
+        cpu = self.limits.seconds + 1
+        init = {**init, "memory_bytes": self.limits.memory_bytes, "cpu_seconds": cpu}
+        init["file_bytes"] = self.limits.output_bytes
+        self._send(init, time.monotonic() + self.limits.startup_seconds)
+        return self._receive(time.monotonic() + self.limits.startup_seconds, starting=True)
+
+    def _drain(self) -> None:
+        """Read and count what the answer prints; past the output limit, stop the process."""
+        while True:
+            try:
+                chunk = os.read(self._out, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output += len(chunk)
+            if self.output > self.limits.output_bytes and not self.over_output:
+                self.over_output = True
+                self.kill()
+
+    def _send(self, message: dict[str, Any], deadline: float, strict: bool = False) -> None:
+        data = wire.dumps(message, strict=strict)
+        try:
+            os.set_blocking(self._wfd, False)
+            view = memoryview(data)
+            while view:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([], [self._wfd], [], wait)[1]:
+                    raise self._stopped(True)
+                view = view[os.write(self._wfd, view[: 1 << 16]) :]
+        except OSError:
+            raise self._stopped(False) from None
+
+    def _receive(self, deadline: float, starting: bool = False) -> dict[str, Any]:
+        try:
+            return wire.read(self._rfd, deadline)
+        except TimeoutError:
+            self.kill()
+            raise self._stopped(not starting) from None
+        except wire.WireError as e:
+            self.kill()
+            if self.proc is not None and self.proc.poll() is not None and e.args and "cut short" in str(e.args[0]):
+                raise self._stopped(False) from None
+            raise Stopped("error", f"its process sent something that is not an answer ({e})") from None
+
+    def _stopped(self, timed_out: bool) -> Stopped:
+        self.kill()
+        code = self.proc.wait() if self.proc is not None else None
+        mb = self.limits.output_bytes / 2**20
+        if self.over_output:
+            return Stopped("error", f"it printed more than the {mb:g} MB output limit")
+        if timed_out:
+            return Stopped("timeout", f"it ran past the {self.limits.seconds:g} s limit")
+        if code == -signal.SIGXCPU:
+            return Stopped("timeout", f"it used more than {self.limits.seconds:g} s of CPU time")
+        if code is not None and code < 0:
+            return Stopped("error", f"its process was killed ({signal.Signals(-code).name})")
+        return Stopped("error", f"its process ended (exit status {code})")
+
+    def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+        self._send({"op": "call", "args": list(args), "kwargs": kwargs}, self.deadline, strict=True)
+        return self._receive(self.deadline)
+
+    def verdict(self) -> dict[str, Any]:
+        return self._receive(self.deadline)
+
+    def kill(self) -> None:
+        """Kill the process and everything it started (its process group)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def close(self) -> None:
+        self.kill()
+        if self.proc is not None:
+            self.proc.wait()
+        for fd in (self._rfd, self._wfd, self._out):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.tmp.cleanup()
+
+
+def _rebuild(reply: dict[str, Any]) -> BaseException:
+    """The exception the student's code raised, as an exception of this process (builtin type where it was one)."""
+    name, base, message = str(reply.get("raised")), str(reply.get("builtin")), str(reply.get("message", ""))
+    cls = getattr(builtins, base, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = Exception
+    if name != cls.__name__:
+        cls = type(name, (cls,), {})
+    try:
+        return cls(message)
+    except Exception:
+        return Exception(message)
+
+
+def _write_back(original: Any, after: Any) -> None:
+    """Make the grader's argument look as the student's was after the call (so a change in place is seen)."""
+    if isinstance(original, torch.Tensor) and isinstance(after, torch.Tensor):
+        with torch.no_grad():
+            if original.shape == after.shape and original.dtype == after.dtype:
+                original.copy_(after)
+            elif not original.requires_grad:
+                original.data = after
+    elif isinstance(original, list) and isinstance(after, list):
+        if len(original) != len(after) or any(type(a) is not type(b) for a, b in zip(original, after, strict=True)):
+            original[:] = after
+        else:
+            for a, b in zip(original, after, strict=True):
+                _write_back(a, b)
+    elif isinstance(original, dict) and isinstance(after, dict):
+        if original.keys() != after.keys():
+            original.clear()
+            original.update(after)
+        else:
+            for k in original:
+                _write_back(original[k], after[k])
+
+
+def remote_function(box: Sandbox, name: str):
+    """A function that calls the student's ``name`` in its process, with arguments and result as data."""
+
+    def student(*args: Any, **kwargs: Any) -> Any:
+        reply = box.call(args, kwargs)
+        if "raised" in reply:
+            raise _rebuild(reply)
+        for a, b in zip(args, reply.get("args", []), strict=False):
+            _write_back(a, b)
+        for k, v in kwargs.items():
+            _write_back(v, reply.get("kwargs", {}).get(k))
+        return reply.get("value")
+
+    student.__name__ = student.__qualname__ = name
+    return student
+
+
+def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str], remote: bool) -> dict[str, Any]:
+    """Grade ``code`` (an answer) against ``exercise`` (a :class:`~companion.grading.chapters.Exercise`).
+
+    Returns the verdict's fields (``status``, ``problem``, …, ``text``) plus ``module`` and ``mro`` of the
+    student's object and ``how`` (``"remote"``: checked here; ``"in process"``: checked in the answer's process);
+    a process that stopped gives ``status`` ``"timeout"`` or ``"stopped"`` with ``why``.
+    """
+    if remote:
+        result = _check(exercise, code, limits, preload, "serve")
+        if result.get("how") != "unportable":
+            return result
+    return _check(exercise, code, limits, preload, "check")
+
+
+def _check(exercise: Any, code: str, limits: Limits, preload: list[str], mode: str) -> dict[str, Any]:
+    box = Sandbox(limits)
+    start = time.monotonic()
+    try:
+        result = _run(box, exercise, code, limits, preload, mode)
+    finally:
+        box.close()  # the process group is dead before anything is reported
+    return {**result, "output_bytes": box.output, "seconds": round(time.monotonic() - start, 2)}
+
+
+def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[str], mode: str) -> dict[str, Any]:
+    import importlib
+
+    init = {"name": exercise.name, "code": code, "mode": mode, "module": exercise.module}
+    init |= {"checker": exercise.checker, "preload": preload, "defining": defining_modules(exercise.name)}
+    try:
+        defined = box.start(init)
+        box.deadline = time.monotonic() + limits.seconds
+        if "raised" in defined:
+            return {"status": "defining", "error": f"{defined['raised']}: {defined.get('message', '')}"[:500]}
+        out: dict[str, Any] = {"module": defined.get("module", ""), "mro": defined.get("mro", [])}
+        if mode == "check":
+            reply = box.verdict()
+            return {**out, **dict(reply.get("verdict") or {}), "how": "in process"}
+        checker = getattr(importlib.import_module(exercise.module), exercise.checker)
+        student = remote_function(box, exercise.name)
+        with CHECK_LOCK:
+            box.deadline = time.monotonic() + limits.seconds
+            try:
+                v = checker.verdict(student)
+            except wire.Unportable:
+                return {"how": "unportable"}
+        fields = ("status", "problem", "input", "expected", "got", "hint", "cases")
+        return {**out, **{k: getattr(v, k) for k in fields}, "text": str(v), "how": "remote"}
+    except Stopped as s:
+        return {"status": "stopped" if s.status != "timeout" else "timeout", "why": s.why}

@@ -1,0 +1,267 @@
+"""The process one answer runs in: ``python -I -m companion.grading.sandbox READ_FD WRITE_FD``.
+
+The grader starts it (a new session, so that the grader can kill it and everything it started), sends the
+answer's code (see :mod:`companion.grading.answers`) and the limits, and this process
+
+1. imports what grading needs (torch, numpy, the companion modules that define the exercise's name), then puts a
+   stand-in that raises "write this one yourself" in place of the companion's reference everywhere it is bound
+   (its module, every alias in a loaded module, closures and dictionaries that hold it), and refuses to open the
+   reference's source file;
+2. sets its limits (``RLIMIT_AS`` memory, ``RLIMIT_CPU`` time, ``RLIMIT_FSIZE`` file size) and an audit hook
+   that refuses to start processes, send signals, load native libraries through ctypes, or write files outside
+   its own temporary folder;
+3. runs the answer's code, alone, in a fresh namespace, and then, in ``serve`` mode, calls the student's function
+   on each set of arguments the grader sends and sends back what it returned (or raised) and the arguments as
+   they are after the call, as data (:mod:`companion.grading.wire`). In ``check`` mode (exercises whose checker
+   cannot run in the grader: classes, arguments that are not data) it runs the checker itself, here, and sends
+   the verdict: the weaker way, since the student's code shares this process with the checker.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import gc
+import importlib
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+from . import wire
+
+_REFUSED = (
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.forkpty",
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "ctypes.dlsym/handle",
+    "sys.addaudithook",
+    "sys.setprofile",
+    "sys.settrace",
+)
+_PATH_EVENTS = {"os.rename": 2, "os.remove": 1, "os.rmdir": 1, "os.symlink": 2, "os.link": 2, "os.truncate": 1}
+_PATH_EVENTS |= {"os.chmod": 1, "os.chown": 1, "os.mkdir": 1, "os.utime": 1, "shutil.rmtree": 1}
+
+
+class WriteItYourself(Exception):
+    """What the companion's reference raises inside an answer's process."""
+
+
+@functools.cache
+def defining_modules(name: str) -> list[str]:
+    """The ``companion`` modules whose source defines ``name`` at the top level (read, not imported)."""
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if "exercises" in parts or "grading" in parts:
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                found.append(".".join(p for p in parts if p != "__init__"))
+                break
+    return found
+
+
+def _stand_in(name: str, kind: str) -> Any:
+    message = (
+        f"the companion's `{name}` is not available while your answer is graded: write this one yourself "
+        "(you may use the companion's other functions)"
+    )
+    if kind == "class":
+
+        class StandIn:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                raise WriteItYourself(message)
+
+            def __init_subclass__(cls, **kwargs: Any) -> None:
+                raise WriteItYourself(message)
+
+        StandIn.__name__ = StandIn.__qualname__ = name
+        return StandIn
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        raise WriteItYourself(message)
+
+    stand_in.__name__ = stand_in.__qualname__ = name
+    return stand_in
+
+
+def hide_reference(name: str, modules: list[str]) -> list[str]:
+    """Replace the companion's ``name`` (defined in ``modules``) by a stand-in wherever it is reachable; the
+    source files to refuse."""
+    files: list[str] = []
+    for module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:
+            continue
+        original = module.__dict__.get(name)
+        files.append(os.path.realpath(module.__file__))
+        if original is None:
+            continue
+        stand_in = _stand_in(name, "class" if isinstance(original, type) else "function")
+        for loaded in list(sys.modules.values()):
+            namespace = getattr(loaded, "__dict__", None)
+            if isinstance(namespace, dict):
+                for key, value in list(namespace.items()):
+                    if value is original:
+                        namespace[key] = stand_in
+        gc.collect()
+        for holder in gc.get_referrers(original):
+            if isinstance(holder, dict):
+                for key, value in list(holder.items()):
+                    if value is original:
+                        holder[key] = stand_in
+            elif isinstance(holder, list):
+                holder[:] = [stand_in if v is original else v for v in holder]
+            elif isinstance(holder, types.CellType):
+                holder.cell_contents = stand_in
+        del original
+    return files
+
+
+def _audit(allowed_dir: str, refused_files: list[str]):
+    refused = set(refused_files)
+    caches = {os.path.join(os.path.dirname(f), "__pycache__", Path(f).stem) for f in refused_files}
+
+    def outside(path: Any) -> bool:
+        if isinstance(path, int):
+            return False
+        try:
+            real = os.path.realpath(os.fsdecode(path))
+        except Exception:
+            return True
+        return not (real == allowed_dir or real.startswith(allowed_dir + os.sep))
+
+    def hook(event: str, args: tuple) -> None:
+        if event in _REFUSED or event.startswith("os.exec") or event.startswith("os.spawn"):
+            raise PermissionError(f"not allowed while an answer is graded: {event}")
+        if event == "open" and args and not isinstance(args[0], int):
+            try:
+                real = os.path.realpath(os.fsdecode(args[0]))
+            except Exception:
+                real = ""
+            if real in refused or any(real.startswith(c) for c in caches):
+                raise PermissionError(f"the companion's source of the exercise cannot be read here: {real}")
+            mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
+            )
+            if writing and outside(args[0]):
+                raise PermissionError(f"an answer may write files only in its own folder, not {real}")
+        elif event in _PATH_EVENTS:
+            if any(outside(a) for a in args[: _PATH_EVENTS[event]]):
+                raise PermissionError(f"not allowed outside the answer's own folder: {event}")
+
+    return hook
+
+
+def _limit(memory_bytes: int, cpu_seconds: float, file_bytes: int) -> None:
+    try:
+        import resource
+    except ImportError:  # not on this platform (Windows): no limits
+        return
+    if memory_bytes > 0:
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + memory_bytes, used + memory_bytes))
+    if cpu_seconds > 0:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(usage.ru_utime + usage.ru_stime + cpu_seconds) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 2))
+    if file_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+
+def _raised(e: BaseException) -> dict[str, Any]:
+    builtin = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
+    try:
+        text = str(e)[:1000]
+    except Exception:
+        text = "?"
+    return {"raised": type(e).__name__, "builtin": builtin, "message": text}
+
+
+def serve(rfd: int, wfd: int) -> None:
+    import numpy  # noqa: F401  (imported before the limits, as the checkers need it)
+    import torch
+
+    init = wire.read(rfd)
+    name, mode = init["name"], init["mode"]
+    torch.set_num_threads(1)
+    if mode == "check":
+        checker = getattr(importlib.import_module(init["module"]), init["checker"])
+        refused: list[str] = []
+    else:
+        refused = hide_reference(name, init["defining"])
+        gc.collect()
+    for module_name in init.get("preload", []):  # the modules the answer imports, loaded before the limits
+        try:
+            importlib.import_module(module_name)
+        except Exception:
+            pass
+    _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
+    sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused))
+    namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
+    try:
+        exec(compile(init["code"], "<your answer>", "exec"), namespace)
+    except BaseException as e:
+        wire.write(wfd, {"op": "defined", **_raised(e)})
+        return
+    student = namespace.get(name)
+    module = str(getattr(student, "__module__", "") or "")
+    mro = [f"{c.__module__}.{c.__qualname__}" for c in getattr(student, "__mro__", ())]
+    wire.write(wfd, {"op": "defined", "module": module, "mro": mro})
+    if mode == "check":
+        try:
+            v = checker.verdict(student)
+            fields = ("status", "problem", "input", "expected", "got", "hint", "cases")
+            verdict = {k: getattr(v, k) for k in fields} | {"text": str(v)}
+        except BaseException as e:
+            verdict = {"status": "crash", "problem": f"{type(e).__name__}: {e}"[:500]}
+        wire.write(wfd, {"op": "verdict", "verdict": {k: (v if v is None else str(v)) for k, v in verdict.items()}})
+        return
+    while True:
+        request = wire.read(rfd)
+        if request.get("op") != "call":
+            return
+        args, kwargs = list(request["args"]), dict(request["kwargs"])
+        try:
+            value = student(*args, **kwargs)
+        except BaseException as e:
+            wire.write(wfd, {"op": "result", **_raised(e)})
+            continue
+        try:
+            wire.write(wfd, {"op": "result", "value": value, "args": args, "kwargs": kwargs})
+        except BaseException as e:
+            wire.write(wfd, {"op": "result", **_raised(e)} | {"message": f"the result could not be sent: {e}"})
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    rfd, wfd = int(args[0]), int(args[1])
+    try:
+        serve(rfd, wfd)
+    finally:
+        sys.stdout.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
