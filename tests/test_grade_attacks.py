@@ -289,7 +289,8 @@ RIGHT_STYLES = {
         "    return torch.einsum('...ij,...jd->...id', _softmax(scores), x)\n"
     ),
     "right_loop": (
-        f"def {NAME}(x):\n    import math\n\n    flat = x.reshape(-1, *x.shape[-2:])\n    out = torch.empty_like(flat)\n"
+        f"def {NAME}(x):\n    import math\n\n    flat = x.reshape(-1, *x.shape[-2:])\n"
+        "    out = torch.empty_like(flat)\n"
         "    for b in range(flat.shape[0]):\n        for i in range(flat.shape[1]):\n"
         "            s = [float(flat[b, i] @ flat[b, j]) for j in range(flat.shape[1])]\n"
         "            m = max(s)\n            w = [math.exp(v - m) for v in s]\n            total = sum(w)\n"
