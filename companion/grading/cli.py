@@ -79,7 +79,8 @@ def grade(
     """
     from tqdm.auto import tqdm
 
-    from . import report, worker
+    from . import remote, report, worker
+    from .sandbox import defining_modules
     from .answers import book_solutions
     from .chapters import detect_chapter
 
@@ -120,13 +121,18 @@ def grade(
         except Exception as e:  # a failure of the grader itself: that notebook's row says so
             return _failed({"path": str(path)}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(one, p): i for i, (_, p) in enumerate(found)}
-        bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            bar.update(1)
-        bar.close()
+    names = {e.name for c in chapters for e in c.exercises}
+    remote.ZYGOTE.preload = ["companion.checking", *sorted({m for n in names for m in defining_modules(n)})]
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(one, p): i for i, (_, p) in enumerate(found)}
+            bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+            bar.close()
+    finally:
+        remote.ZYGOTE.stop()  # every answer's process is already gone; now the fork server too
     root = submissions if submissions.is_dir() else submissions.parent
     for (student, path), result in zip(found, results, strict=True):
         result["student"] = student

@@ -11,15 +11,17 @@ Whatever happens, the process and everything it started are killed (its process 
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -54,47 +56,47 @@ class Sandbox:
     """One answer's process (see :mod:`companion.grading.sandbox`)."""
 
     limits: Limits
-    proc: subprocess.Popen | None = None
+    pid: int = 0
+    code: int | None = None
     output: int = 0
     over_output: bool = False
     deadline: float = 0.0
-    _fds: list[int] = field(default_factory=list)
 
     def start(self, init: dict[str, Any]) -> dict[str, Any]:
-        """Start the process, send it the answer; its reply once the answer is defined."""
+        """Start the process (forked by the fork server), send it the answer; its reply once the answer is
+        defined."""
         self.tmp = tempfile.TemporaryDirectory(prefix="companion-answer-")
-        to_child, from_child, out = os.pipe(), os.pipe(), os.pipe()
-        self._rfd, self._wfd, self._out = from_child[0], to_child[1], out[0]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": self.tmp.name,
-            "TMPDIR": self.tmp.name,
-            "MPLCONFIGDIR": self.tmp.name,
-            "MPLBACKEND": "Agg",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "LANG": "C.UTF-8",
-        }
+        to_child, from_child, out, status = os.pipe(), os.pipe(), os.pipe(), os.pipe()
+        self._rfd, self._wfd, self._out, self._status = from_child[0], to_child[1], out[0], status[0]
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "companion.grading.sandbox", str(to_child[0]), str(from_child[1])],
-                stdin=subprocess.DEVNULL,
-                stdout=out[1],
-                stderr=out[1],
-                pass_fds=(to_child[0], from_child[1]),
-                cwd=self.tmp.name,
-                env=env,
-                start_new_session=True,
-            )
+            ZYGOTE.fork({"folder": self.tmp.name}, [to_child[0], from_child[1], out[1], status[1]])
         finally:
-            for fd in (to_child[0], from_child[1], out[1]):
+            for fd in (to_child[0], from_child[1], out[1], status[1]):
                 os.close(fd)
         threading.Thread(target=self._drain, daemon=True).start()
+        deadline = time.monotonic() + self.limits.startup_seconds
+        line = self._status_line(deadline)
+        if not line.strip().isdigit():
+            raise Stopped("error", "the grader could not start a process for the answer")
+        self.pid = int(line)
         cpu = self.limits.seconds + 1
         init = {**init, "memory_bytes": self.limits.memory_bytes, "cpu_seconds": cpu}
         init["file_bytes"] = self.limits.output_bytes
-        self._send(init, time.monotonic() + self.limits.startup_seconds)
-        return self._receive(time.monotonic() + self.limits.startup_seconds, starting=True)
+        self._send(init, deadline)
+        return self._receive(deadline, starting=True)
+
+    def _status_line(self, deadline: float) -> str:
+        """One line from the monitor: the pid, then the exit status; "" at the deadline or at its end."""
+        data = b""
+        while not data.endswith(b"\n"):
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([self._status], [], [], wait)[0]:
+                return ""
+            chunk = os.read(self._status, 1)
+            if not chunk:
+                return ""
+            data += chunk
+        return data.decode()
 
     def _drain(self) -> None:
         """Read and count what the answer prints; past the output limit, stop the process."""
@@ -131,13 +133,13 @@ class Sandbox:
             raise self._stopped(not starting) from None
         except wire.WireError as e:
             self.kill()
-            if self.proc is not None and self.proc.poll() is not None and e.args and "cut short" in str(e.args[0]):
+            if "cut short" in str(e):
                 raise self._stopped(False) from None
             raise Stopped("error", f"its process sent something that is not an answer ({e})") from None
 
     def _stopped(self, timed_out: bool) -> Stopped:
         self.kill()
-        code = self.proc.wait() if self.proc is not None else None
+        code = self.wait()
         mb = self.limits.output_bytes / 2**20
         if self.over_output:
             return Stopped("error", f"it printed more than the {mb:g} MB output limit")
@@ -158,22 +160,95 @@ class Sandbox:
 
     def kill(self) -> None:
         """Kill the process and everything it started (its process group)."""
-        if self.proc is not None:
+        if self.pid:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def wait(self) -> int | None:
+        """The process's exit status (negative: the signal that ended it), once it has ended."""
+        if self.code is None and self.pid:
+            line = self._status_line(time.monotonic() + 30.0)
+            self.code = int(line) if line.strip().lstrip("-").isdigit() else None
+        return self.code
+
     def close(self) -> None:
         self.kill()
-        if self.proc is not None:
-            self.proc.wait()
-        for fd in (self._rfd, self._wfd, self._out):
+        self.wait()
+        for fd in (self._rfd, self._wfd, self._out, self._status):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.tmp.cleanup()
+
+
+class Zygote:
+    """The fork server (:func:`companion.grading.sandbox.zygote`): one per grading run, started on first use.
+
+    Starting Python and importing torch takes seconds; forking a process that has done it takes milliseconds.
+    The server runs in a session of its own, with a minimal environment, and never runs an answer itself.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.preload: list[str] = []
+
+    def fork(self, request: dict[str, Any], fds: list[int]) -> None:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+            except OSError:
+                self._start()
+                socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+
+    def _start(self) -> None:
+        self.stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": tempfile.gettempdir(),
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "LANG": "C.UTF-8",
+        }
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "companion.grading.sandbox", "--zygote", str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                cwd=tempfile.gettempdir(),
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        ours.send(json.dumps({"preload": self.preload}).encode())
+
+    def stop(self) -> None:
+        """End the server (the answers' processes it forked are ended one by one by their :class:`Sandbox`)."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.proc = None
+
+
+ZYGOTE = Zygote()
 
 
 def _rebuild(reply: dict[str, Any]) -> BaseException:

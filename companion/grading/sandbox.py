@@ -59,10 +59,10 @@ class WriteItYourself(Exception):
 
 
 @functools.cache
-def defining_modules(name: str) -> list[str]:
-    """The ``companion`` modules whose source defines ``name`` at the top level (read, not imported)."""
+def _definitions() -> dict[str, tuple[str, ...]]:
+    """Every top-level function and class name of the ``companion`` sources -> the modules defining it."""
     root = Path(__file__).resolve().parents[1]
-    found = []
+    found: dict[str, list[str]] = {}
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root.parent).with_suffix("").parts
         if "exercises" in parts or "grading" in parts:
@@ -71,11 +71,16 @@ def defining_modules(name: str) -> list[str]:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
+        module = ".".join(p for p in parts if p != "__init__")
         for stmt in tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and stmt.name == name:
-                found.append(".".join(p for p in parts if p != "__init__"))
-                break
-    return found
+            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                found.setdefault(stmt.name, []).append(module)
+    return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
+
+
+def defining_modules(name: str) -> list[str]:
+    """The ``companion`` modules whose source defines ``name`` at the top level (read, not imported)."""
+    return list(_definitions().get(name, ()))
 
 
 def _stand_in(name: str, kind: str) -> Any:
@@ -210,7 +215,6 @@ def serve(rfd: int, wfd: int) -> None:
         refused: list[str] = []
     else:
         refused = hide_reference(name, init["defining"])
-        gc.collect()
     for module_name in init.get("preload", []):  # the modules the answer imports, loaded before the limits
         try:
             importlib.import_module(module_name)
@@ -253,8 +257,83 @@ def serve(rfd: int, wfd: int) -> None:
             wire.write(wfd, {"op": "result", **_raised(e)} | {"message": f"the result could not be sent: {e}"})
 
 
+def zygote(sock_fd: int) -> None:
+    """The fork server: import what every answer's process needs once, then fork one process per answer.
+
+    Each request (on the socket ``sock_fd``) brings four descriptors: the answer's two message pipes, its output
+    pipe and a status pipe. A monitor process is forked, which forks the answer's process (in a session of its
+    own, its output on the output pipe, in its own folder), writes its pid on the status pipe, waits for it and
+    writes its exit status there. This process never runs an answer itself.
+    """
+    import json
+    import socket
+
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+
+    sock = socket.socket(fileno=sock_fd)
+    first = json.loads(sock.recv(1 << 16) or b"{}")
+    for module_name in first.get("preload", []):
+        try:
+            importlib.import_module(module_name)
+        except Exception:
+            pass
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 4)
+        if not message:
+            return
+        request = json.loads(message)
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        if os.fork() == 0:
+            sock.close()
+            _monitor(request, *fds)
+        for fd in fds:
+            os.close(fd)
+
+
+def _monitor(request: dict[str, Any], rfd: int, wfd: int, out: int, status: int) -> None:
+    try:
+        child = os.fork()
+        if child == 0:
+            os.close(status)
+            os.setsid()
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.close(out)
+            folder = request["folder"]
+            os.chdir(folder)
+            os.environ.update(HOME=folder, TMPDIR=folder, MPLCONFIGDIR=folder)
+            import tempfile
+
+            tempfile.tempdir = folder
+            try:
+                serve(rfd, wfd)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+        for fd in (rfd, wfd, out):
+            os.close(fd)
+        os.write(status, f"{child}\n".encode())
+        _, code = os.waitpid(child, 0)
+        os.write(status, f"{os.waitstatus_to_exitcode(code)}\n".encode())
+    finally:
+        os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--zygote":
+        zygote(int(args[1]))
+        return
     rfd, wfd = int(args[0]), int(args[1])
     try:
         serve(rfd, wfd)
