@@ -453,6 +453,23 @@ def test_exercise_time_limit(tmp_path):
     )
 
 
-if __name__ == "__main__":  # python tests/test_grade.py FOLDER: write the synthetic class, to grade it by hand
-    build_class(Path(sys.argv[1]))
-    print(f"{len(EXPECTED)} submissions in {sys.argv[1]}")
+def build_copies(folder: Path, count: int) -> None:
+    """``count`` solved chapter-1 notebooks with small variations (the speed measurement in the README): each
+    student takes each answer from one of the right sets or the mistakes, with a comment of their own."""
+    folder.mkdir(parents=True)
+    sets = [RIGHT, RIGHT_TOO, RIGHT, RIGHT_TOO, NAMED_MISTAKES, OTHER_MISTAKES]
+    for k in range(count):
+        answers = {name: sets[(k + 3 * i) % len(sets)][name] for i, name in enumerate(EXERCISES)}
+        answers = {name: f"# written by student {k}\n{code}" for name, code in answers.items()}
+        if k % 8 == 7:
+            del answers["Embedding"]  # not attempted
+        (folder / f"student{k:02d}.ipynb").write_text(json.dumps(answered(answers)))
+
+
+if __name__ == "__main__":  # python tests/test_grade.py FOLDER [COPIES]: a synthetic class to grade by hand
+    if len(sys.argv) > 2:
+        build_copies(Path(sys.argv[1]), int(sys.argv[2]))
+        print(f"{sys.argv[2]} copies in {sys.argv[1]}")
+    else:
+        build_class(Path(sys.argv[1]))
+        print(f"{len(EXPECTED)} submissions in {sys.argv[1]}")

@@ -80,9 +80,9 @@ def grade(
     from tqdm.auto import tqdm
 
     from . import remote, report, worker
-    from .sandbox import defining_modules
     from .answers import book_solutions
     from .chapters import detect_chapter
+    from .sandbox import defining_modules
 
     if not submissions.exists():
         raise UsageError(f"the submissions folder {submissions} does not exist")
