@@ -294,6 +294,12 @@ companion.checking.Checker.verdict = lambda self, student: companion.checking.Ve
     )
     save("trent.ipynb", answered({**RIGHT, "encode": greedy}))
 
+    # an answer that needs a variable set by a statement the grader does not run
+    needs = (
+        "EPS = torch.tensor(1e-12)\n\n\ndef cosine_similarity(u, v):\n    return u @ v / (u.norm() * v.norm() + EPS)\n"
+    )
+    save("uma.ipynb", answered({"cosine_similarity": needs}))
+
     # JSON, but not a notebook
     save("victor.ipynb", json.dumps({"hello": "world"}))
 
@@ -323,6 +329,7 @@ EXPECTED = {
     "oscar": (CHAPTER, [N, N, N, N], []),
     "peggy": (CHAPTER, [W, W, W, W], []),
     "trent": (CHAPTER, [W, P, P, P], []),
+    "uma": (CHAPTER, [N, N, N, W], []),
     "victor": ("", [E, E, E, E], ["not a Jupyter notebook"]),
     "walter": (CHAPTER, [P, P, P, P], ["no chapter's homework recognised", "graded as chapter 1"]),
 }
@@ -386,6 +393,8 @@ def test_gradebook_cell_by_cell(graded):
     # Embedding's checker needs the class itself: it is checked in the answer's process, and the row says so
     assert "`Embedding` checked in the answer's own process (weaker)" in book["alice"]["flags"]
     assert "allocate" in (graded / "feedback" / "trent.md").read_text()  # the memory limit, in the verdict
+    uma = (graded / "feedback" / "uma.md").read_text()
+    assert "NameError" in uma and "`EPS` is set by other statements of the notebook, which it does not run" in uma
 
 
 @pytest.mark.slow

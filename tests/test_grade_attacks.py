@@ -222,6 +222,27 @@ def write_everywhere():
         pass
 """
 
+COPY_NEIGHBOUR = """\
+import glob, json, os
+
+
+def neighbours_answer():
+    pid = os.getpid()
+    while pid > 1:
+        args = open(f"/proc/{pid}/cmdline").read().split("\\0")
+        if "companion.grade" in args:
+            folder = args[args.index("companion.grade") + 1]
+            for path in sorted(glob.glob(os.path.join(folder, "*.ipynb"))):
+                for cell in json.load(open(path))["cells"]:
+                    text = "".join(cell["source"])
+                    if "def weightless_self_attention" in text and "softmax" in text:
+                        namespace = {}
+                        exec("import torch\\n" + text, namespace)
+                        return namespace["weightless_self_attention"]
+        pid = int(next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("PPid:")))
+    return None
+"""
+
 
 def answer_calling(helper: str, call: str, body: str = WRONG_BODY) -> str:
     """The helper's code, then the answer: the helper runs when the answer is defined and when it is called."""
@@ -277,6 +298,7 @@ ATTACKS: dict[str, tuple[str, str]] = {
         "    return namespace['weightless_' + 'self_attention'](x)\n",
     ),
     "neighbours_files": (NEIGHBOUR, answer_calling(NEIGHBOUR, "write_everywhere()")),
+    "copies_neighbour": ("", f"{COPY_NEIGHBOUR}\n\ndef {NAME}(x):\n    return neighbours_answer()(x)\n"),
 }
 
 # right answers, written in several styles (independently of the book's solution)

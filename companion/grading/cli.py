@@ -106,6 +106,7 @@ def grade(
     assignment = _assignment(chapter, chapters, [p for _, p in found], detect_chapter)
     book = (homework or default_homework_dir()).resolve().parent
     limits = {"seconds": timeout, "memory_bytes": int(memory_gb * 2**30), "output_bytes": int(output_mb * 2**20)}
+    limits["private"] = (str(submissions.resolve()), str(out.resolve()))
     base = {
         "chapters": [c.to_json() for c in chapters],
         "assignment": assignment.key,

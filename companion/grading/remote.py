@@ -41,6 +41,7 @@ class Limits:
     memory_bytes: int = 4 * 2**30
     output_bytes: int = 10 * 2**20
     startup_seconds: float = 120.0  # starting Python and importing torch: not the student's time
+    private: tuple[str, ...] = ()  # folders the answer may not open at all (the submissions, the results)
 
 
 class Stopped(BaseException):
@@ -63,8 +64,8 @@ class Sandbox:
     deadline: float = 0.0
 
     def start(self, init: dict[str, Any]) -> dict[str, Any]:
-        """Start the process (forked by the fork server), send it the answer; its reply once the answer is
-        defined."""
+        """Start the process (forked by the fork server) and send it the answer; return once it is ready to run
+        the answer's code (imports and limits done: the time after this is the answer's)."""
         self.tmp = tempfile.TemporaryDirectory(prefix="companion-answer-")
         to_child, from_child, out, status = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         self._rfd, self._wfd, self._out, self._status = from_child[0], to_child[1], out[0], status[0]
@@ -81,6 +82,7 @@ class Sandbox:
         self.pid = int(line)
         cpu = self.limits.seconds + 1
         init = {**init, "memory_bytes": self.limits.memory_bytes, "cpu_seconds": cpu}
+        init["private"] = [os.path.realpath(p) for p in self.limits.private]
         init["file_bytes"] = self.limits.output_bytes
         self._send(init, deadline)
         return self._receive(deadline, starting=True)
@@ -156,6 +158,7 @@ class Sandbox:
         return self._receive(self.deadline)
 
     def verdict(self) -> dict[str, Any]:
+        """The next message of the answer's process, by the deadline."""
         return self._receive(self.deadline)
 
     def kill(self) -> None:
@@ -335,8 +338,9 @@ def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[s
     init = {"name": exercise.name, "code": code, "mode": mode, "module": exercise.module}
     init |= {"checker": exercise.checker, "preload": preload, "defining": defining_modules(exercise.name)}
     try:
-        defined = box.start(init)
+        box.start(init)
         box.deadline = time.monotonic() + limits.seconds
+        defined = box.verdict()  # the answer's code has run: its definitions, or what it raised
         if "raised" in defined:
             return {"status": "defining", "error": f"{defined['raised']}: {defined.get('message', '')}"[:500]}
         out: dict[str, Any] = {"module": defined.get("module", ""), "mro": defined.get("mro", [])}

@@ -159,7 +159,14 @@ def summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], chapter: 
     return per
 
 
-def summary_markdown(per: dict[str, Any], rows: list[dict[str, Any]], chapter: Chapter, times: list[float]) -> str:
+def summary_markdown(
+    per: dict[str, Any],
+    rows: list[dict[str, Any]],
+    chapter: Chapter,
+    times: list[float],
+    weaker: list[str] = (),
+    flagged: int = 0,
+) -> str:
     head = "| exercise | passed | wrong | not attempted | error | timeout | most common mistake (students) |"
     lines = [
         f"# Summary: chapter {chapter.number}, {chapter.title}",
@@ -176,6 +183,11 @@ def summary_markdown(per: dict[str, Any], rows: list[dict[str, Any]], chapter: C
             mistake = f"{mistake} ({p['mistake_count']})"
         counts = " | ".join(str(c[s]) for s in STATUSES)
         lines.append(f"| `{name}` | {counts} | {mistake} |")
+    if weaker:
+        names = ", ".join(f"`{n}`" for n in weaker)
+        lines += ["", f"Checked in the answer's own process (weaker: the checker needs the object itself): {names}."]
+    if flagged:
+        lines += ["", f"Answers equal to the book's published solution (flagged, not counted): {flagged}."]
     if times:
         mean = sum(times) / len(times)
         lines += ["", f"Time per notebook: mean {mean:.1f} s, max {max(times):.1f} s."]
@@ -236,7 +248,10 @@ def write_all(
         write_atomically(paths["feedback"] / f"{safe_name(r['student'])}.md", feedback(r, by_key, assignment))
     per = summary(rows, results, assignment)
     times = [r.get("seconds", 0.0) for r in results if not r.get("unreadable")]
-    write_atomically(paths["summary"], summary_markdown(per, rows, assignment, times))
+    own = [r.get("exercises", {}) for r in results if r.get("chapter") == assignment.key]
+    weaker = [e.name for e in assignment.exercises if any(x.get(e.name, {}).get("weaker") for x in own)]
+    flagged = sum(1 for r in rows for e in assignment.exercises if r[e.name] == BOOK_SOLUTION)
+    write_atomically(paths["summary"], summary_markdown(per, rows, assignment, times, weaker, flagged))
     chart = paths["chart"].with_name(f".{paths['chart'].name}.tmp.png")
     summary_chart(chart, per, assignment)
     os.replace(chart, paths["chart"])

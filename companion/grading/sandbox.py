@@ -141,7 +141,7 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
     return files
 
 
-def _audit(allowed_dir: str, refused_files: list[str]):
+def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = ()):
     refused = set(refused_files)
     caches = {os.path.join(os.path.dirname(f), "__pycache__", Path(f).stem) for f in refused_files}
 
@@ -164,6 +164,8 @@ def _audit(allowed_dir: str, refused_files: list[str]):
                 real = ""
             if real in refused or any(real.startswith(c) for c in caches):
                 raise PermissionError(f"the companion's source of the exercise cannot be read here: {real}")
+            if any(real == p or real.startswith(p + os.sep) for p in private):
+                raise PermissionError(f"the class's notebooks and results cannot be read here: {real}")
             mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
@@ -221,7 +223,8 @@ def serve(rfd: int, wfd: int) -> None:
         except Exception:
             pass
     _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
-    sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused))
+    sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", []))))
+    wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
     namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
     try:
         exec(compile(init["code"], "<your answer>", "exec"), namespace)
