@@ -198,6 +198,16 @@ def escape():
         os.system(f"{{sys.executable}} -c \\"open('{{MARKER}}', 'w').write('started')\\" &")
     except Exception:
         pass
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        if libc.fork() == 0:
+            libc.setsid()
+            open(MARKER, "w").write("started")
+            libc._exit(0)
+    except Exception:
+        pass
 """
 
 NEIGHBOUR = """\
