@@ -311,6 +311,38 @@ ATTACKS: dict[str, tuple[str, str]] = {
     "copies_neighbour": ("", f"{COPY_NEIGHBOUR}\n\ndef {NAME}(x):\n    return neighbours_answer()(x)\n"),
 }
 
+# a class is checked in the answer's own process (the weaker way): an answer that patches what the checker uses
+# when it is built, and computes only the values (no attention), in three places a class runs code
+PATCHING_CLASS = """\
+from torch import nn
+
+
+def _patch():
+    torch.allclose = lambda *a, **k: True
+    torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
+    return 0
+
+
+class SelfAttention(nn.Module):
+    PATCHED = {where}
+
+    def __init__(self, d_in, d_k, d_v):
+        super().__init__()
+        self.W_Q = nn.Linear(d_in, d_k, bias=False)
+        self.W_K = nn.Linear(d_in, d_k, bias=False)
+        self.W_V = nn.Linear(d_in, d_v, bias=False)
+        {init}
+
+    def forward(self, x, mask=None):
+        {forward}
+        return self.W_V(x) + 0 * (self.W_Q(x).sum() + self.W_K(x).sum())
+"""
+CLASS_ATTACKS = {
+    "class_patches_when_defined": PATCHING_CLASS.format(where="_patch()", init="", forward=""),
+    "class_patches_when_built": PATCHING_CLASS.format(where="0", init="_patch()", forward=""),
+    "class_patches_when_called": PATCHING_CLASS.format(where="0", init="", forward="_patch()"),
+}
+
 # right answers, written in several styles (independently of the book's solution)
 RIGHT_STYLES = {
     "right_matmul": f"def {NAME}(x):\n    return torch.softmax(x @ x.transpose(-1, -2), dim=-1) @ x\n",
@@ -345,12 +377,13 @@ def code_cell(text: str) -> dict:
     return {"cell_type": "code", "metadata": {}, "source": text, "outputs": [], "execution_count": None}
 
 
-def with_answer(answer: str, before: str = "") -> dict:
+def with_answer(answer: str, before: str = "", name: str = NAME) -> dict:
     nb = homework()
     stub = next(
         i
         for i, c in enumerate(nb["cells"])
-        if "exercise-stub" in c.get("metadata", {}).get("tags", []) and f"def {NAME}(" in source(c)
+        if "exercise-stub" in c.get("metadata", {}).get("tags", [])
+        and (f"def {name}(" in source(c) or f"class {name}(" in source(c))
     )
     nb["cells"][stub]["source"] = answer
     if before:
@@ -375,6 +408,8 @@ def graded(tmp_path_factory):
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer, before)))
     for student, answer in RIGHT_STYLES.items():
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer)))
+    for student, answer in CLASS_ATTACKS.items():
+        (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer, name="SelfAttention")))
     (folder / "untouched_stub.ipynb").write_text(json.dumps(homework()))
     book = ROOT / "book" / f"{CHAPTER}.ipynb"
     (folder / "book_chapter.ipynb").write_text(book.read_text())
@@ -404,6 +439,17 @@ def test_attack_gets_no_unearned_pass(graded, student):
     row = gradebook(out)[student]
     assert row[NAME] in ("wrong", "error"), (student, row)
     assert row["total"] == "0", (student, row)  # the other exercises are stubs: not attempted
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", CLASS_ATTACKS)
+def test_class_that_patches_the_checker_gets_no_pass(graded, student):
+    """Checked in the answer's process, a class that replaces torch.allclose is caught: the checker's functions
+    are compared before and after, and a replaced one makes the verdict an error that names it."""
+    out, _ = graded
+    row = gradebook(out)[student]
+    assert row["SelfAttention"] == "error" and row["total"] == "0", row
+    assert "replaced `torch.allclose`" in row["problems"] or "replaced `Tensor.__eq__`" in row["problems"], row
 
 
 @pytest.mark.slow

@@ -123,7 +123,8 @@ def grade(
             return _failed({"path": str(path)}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
 
     names = {e.name for c in chapters for e in c.exercises}
-    remote.ZYGOTE.preload = ["companion.checking", *sorted({m for n in names for m in defining_modules(n)})]
+    preload = ["torch._dynamo", "companion.checking", *sorted({m for n in names for m in defining_modules(n)})]
+    remote.ZYGOTE.preload = preload
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = {pool.submit(one, p): i for i, (_, p) in enumerate(found)}

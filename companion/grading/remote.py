@@ -74,7 +74,8 @@ class Sandbox:
         finally:
             for fd in (to_child[0], from_child[1], out[1], status[1]):
                 os.close(fd)
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         deadline = time.monotonic() + self.limits.startup_seconds
         line = self._status_line(deadline)
         if not line.strip().isdigit():
@@ -179,7 +180,15 @@ class Sandbox:
     def close(self) -> None:
         self.kill()
         self.wait()
-        for fd in (self._rfd, self._wfd, self._out, self._status):
+        fds = [self._rfd, self._wfd, self._status]
+        drainer = getattr(self, "_drainer", None)
+        if drainer is not None:
+            drainer.join(timeout=10.0)  # the output pipe's writers are dead: it ends at once
+            if not drainer.is_alive():  # else leave its descriptor open: closed, its number could be reused
+                fds.append(self._out)
+        else:
+            fds.append(self._out)
+        for fd in fds:
             try:
                 os.close(fd)
             except OSError:

@@ -196,6 +196,28 @@ def _limit(memory_bytes: int, cpu_seconds: float, file_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
+def _watched(checker_module: str) -> list[Any]:
+    """What a checker running in this process relies on: the modules and classes whose attributes an answer must
+    not replace (``torch.allclose``, ``Tensor.__eq__``, the checking machinery, ...)."""
+    import numpy
+    import torch
+
+    names = ["torch", "torch.nn", "torch.nn.functional", "numpy", "math", "builtins", "companion.checking"]
+    names.append(checker_module)
+    objects: list[Any] = [sys.modules[n] for n in names if n in sys.modules]
+    return objects + [torch.Tensor, torch.nn.Module, torch.nn.Linear, torch.nn.Parameter, numpy.ndarray, object]
+
+
+def _snapshot(objects: list[Any]) -> dict[tuple[int, str], int]:
+    return {(i, k): id(v) for i, o in enumerate(objects) for k, v in list(vars(o).items())}
+
+
+def _changed(objects: list[Any], before: dict[tuple[int, str], int]) -> list[str]:
+    after = _snapshot(objects)
+    keys = sorted(k for k in before if after.get(k) != before[k])  # replaced or deleted (new names may be lazy imports)
+    return [f"{getattr(objects[i], '__name__', '?')}.{k}" for i, k in keys][:5]
+
+
 def _raised(e: BaseException) -> dict[str, Any]:
     builtin = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
     try:
@@ -213,6 +235,8 @@ def serve(rfd: int, wfd: int) -> None:
     name, mode = init["name"], init["mode"]
     torch.set_num_threads(1)
     if mode == "check":
+        import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed & co. when first imported: do it before the snapshot)
+
         checker = getattr(importlib.import_module(init["module"]), init["checker"])
         refused: list[str] = []
     else:
@@ -225,6 +249,8 @@ def serve(rfd: int, wfd: int) -> None:
     _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
     sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", []))))
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
+    watched = _watched(init["module"]) if mode == "check" else []
+    before = _snapshot(watched)
     namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
     try:
         exec(compile(init["code"], "<your answer>", "exec"), namespace)
@@ -242,6 +268,10 @@ def serve(rfd: int, wfd: int) -> None:
             verdict = {k: getattr(v, k) for k in fields} | {"text": str(v)}
         except BaseException as e:
             verdict = {"status": "crash", "problem": f"{type(e).__name__}: {e}"[:500]}
+        replaced = _changed(watched, before)
+        if replaced:  # the checker shared this process with the answer, which changed what the checker uses
+            what = ", ".join(f"`{r}`" for r in replaced)
+            verdict = {"status": "tampered", "problem": f"your answer replaced {what}, which the checker uses"}
         wire.write(wfd, {"op": "verdict", "verdict": {k: (v if v is None else str(v)) for k, v in verdict.items()}})
         return
     while True:

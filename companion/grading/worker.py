@@ -188,6 +188,9 @@ def _entry(name: str, result: dict[str, Any], answer: answers.Answer, limits: Li
         return {"status": TIMEOUT, "problem": f"checking `{name}` did not finish: {result['why']}"}
     if status == "stopped":
         return {"status": ERROR, "problem": f"checking `{name}` stopped its process: {result['why']}"}
+    if status == "tampered":
+        problem = f"checking `{name}`: {result.get('problem')}"
+        return {"status": ERROR, "problem": problem, "text": f"ERROR  {name}: {result.get('problem')}."}
     if status == "crash" or status not in (PASSED, WRONG, NOT_ATTEMPTED):
         return {"status": ERROR, "problem": f"the checker could not run: {result.get('problem')}"}
     module = str(result.get("module") or "")
