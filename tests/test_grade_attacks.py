@@ -335,7 +335,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x, mask=None):
         {forward}
-        return self.W_V(x) + 0 * (self.W_Q(x).sum() + self.W_K(x).sum())
+        return self.W_V(x) + 1e-20 * (self.W_Q(x).sum() + self.W_K(x).sum())
 """
 CLASS_ATTACKS = {
     "class_patches_when_defined": PATCHING_CLASS.format(where="_patch()", init="", forward=""),
