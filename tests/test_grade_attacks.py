@@ -311,8 +311,8 @@ ATTACKS: dict[str, tuple[str, str]] = {
     "copies_neighbour": ("", f"{COPY_NEIGHBOUR}\n\ndef {NAME}(x):\n    return neighbours_answer()(x)\n"),
 }
 
-# a class is checked in the answer's own process (the weaker way): an answer that patches what the checker uses
-# when it is built, and computes only the values (no attention), in three places a class runs code
+# a class: an answer that patches what a checker would use, in the three places a class runs code (when defined,
+# built, called), and computes only the values (no attention), with gradients reaching every projection
 PATCHING_CLASS = """\
 from torch import nn
 
@@ -336,6 +336,18 @@ class SelfAttention(nn.Module):
     def forward(self, x, mask=None):
         {forward}
         return self.W_V(x) + 1e-20 * (self.W_Q(x).sum() + self.W_K(x).sum())
+"""
+CHAPTER_2 = "02_embedding_language_model"
+TRAIN_PATCH = """\
+def train(model, ids, steps, lr):
+    import math
+
+    math.isclose = lambda *a, **k: True
+    torch.allclose = lambda *a, **k: True
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    return [1.0] * steps
 """
 CLASS_ATTACKS = {
     "class_patches_when_defined": PATCHING_CLASS.format(where="_patch()", init="", forward=""),
@@ -377,8 +389,10 @@ def code_cell(text: str) -> dict:
     return {"cell_type": "code", "metadata": {}, "source": text, "outputs": [], "execution_count": None}
 
 
-def with_answer(answer: str, before: str = "", name: str = NAME) -> dict:
-    nb = homework()
+def with_answer(answer: str, before: str = "", name: str = NAME, chapter: str = CHAPTER) -> dict:
+    nb = json.loads((HOMEWORK / f"{chapter}.ipynb").read_text())
+    if chapter != CHAPTER:
+        name = "train"
     stub = next(
         i
         for i, c in enumerate(nb["cells"])
@@ -410,6 +424,7 @@ def graded(tmp_path_factory):
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer)))
     for student, answer in CLASS_ATTACKS.items():
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer, name="SelfAttention")))
+    (folder / "train_patches_isclose.ipynb").write_text(json.dumps(with_answer(TRAIN_PATCH, chapter=CHAPTER_2)))
     (folder / "untouched_stub.ipynb").write_text(json.dumps(homework()))
     book = ROOT / "book" / f"{CHAPTER}.ipynb"
     (folder / "book_chapter.ipynb").write_text(book.read_text())
@@ -444,12 +459,23 @@ def test_attack_gets_no_unearned_pass(graded, student):
 @pytest.mark.slow
 @pytest.mark.parametrize("student", CLASS_ATTACKS)
 def test_class_that_patches_the_checker_gets_no_pass(graded, student):
-    """Checked in the answer's process, a class that replaces torch.allclose is caught: the checker's functions
-    are compared before and after, and a replaced one makes the verdict an error that names it."""
+    """A class is built and run in the answer's process and compared in the grader's: its patches stay there."""
     out, _ = graded
     row = gradebook(out)[student]
-    assert row["SelfAttention"] == "error" and row["total"] == "0", row
-    assert "replaced `torch.allclose`" in row["problems"] or "replaced `Tensor.__eq__`" in row["problems"], row
+    assert row["SelfAttention"] == "wrong" and row["total"] == "0", row
+    assert "checked in the answer's own process" not in row["flags"], row
+
+
+@pytest.mark.slow
+def test_checked_in_process_answer_that_patches_the_checker_gets_an_error(graded):
+    """Chapter 2's ``train`` receives a model, so its checker runs in the answer's process (the weaker way): an
+    answer that replaces ``math.isclose`` and ``torch.allclose`` there, and only nudges the weights, is caught by
+    comparing what the checker uses before and after, and gets an error naming it."""
+    out, _ = graded
+    row = gradebook(out)["train_patches_isclose"]
+    assert "0/4 passed" in row["problems"], row
+    feedback = (out / "feedback" / "train_patches_isclose.md").read_text()
+    assert "## `train`: error" in feedback and "replaced `math.isclose`" in feedback, feedback
 
 
 @pytest.mark.slow

@@ -155,7 +155,10 @@ class Sandbox:
         return Stopped("error", f"its process ended (exit status {code})")
 
     def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-        self._send({"op": "call", "args": list(args), "kwargs": kwargs}, self.deadline, strict=True)
+        return self.request({"op": "call", "args": list(args), "kwargs": kwargs})
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._send(message, self.deadline, strict=True)
         return self._receive(self.deadline)
 
     def verdict(self) -> dict[str, Any]:
@@ -317,6 +320,139 @@ def remote_function(box: Sandbox, name: str):
     return student
 
 
+def _request(box: Sandbox, op: str, meta: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    reply = box.request({"op": op, "value": meta, "args": list(args), "kwargs": kwargs or {}})
+    if "raised" in reply:
+        raise _rebuild(reply)
+    return reply
+
+
+def _torch_class(spec: str) -> type | None:
+    """``torch.nn.modules.linear:Linear`` -> the class, for torch's own modules only."""
+    module, _, qualname = spec.partition(":")
+    if not module.startswith("torch.") or not qualname:
+        return None
+    import importlib
+
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj if isinstance(obj, type) and issubclass(obj, torch.nn.Module) else None
+
+
+class _NotHere(torch.nn.Module):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a sub-module of your class cannot be called on its own by the grader")
+
+
+def _mirror(box: Sandbox, name: str, description: dict[str, Any]) -> torch.nn.Module:
+    """A module of the grader's with the structure and weights of the student's (built in its process); calling
+    it runs the student's forward there, with the mirror's current weights, gradients coming back as data."""
+    ident = description["module"]
+    built: dict[str, torch.nn.Module] = {}
+    for node in description["tree"]:
+        path = node["path"]
+        cls = _torch_class(node["type"]) if path else None
+        if path == "":
+            cls = type(name, (_RemoteModule,), {})
+        elif cls is None:
+            cls = type(str(node["type"]), (_NotHere,), {})
+        m = cls.__new__(cls)
+        torch.nn.Module.__init__(m)
+        for k, v in node["attrs"].items():
+            if k != "training":
+                try:
+                    object.__setattr__(m, k, v)
+                except Exception:
+                    pass
+        for k, v in node["params"].items():
+            m.register_parameter(k, None if v is None else torch.nn.Parameter(v.detach(), v.requires_grad))
+        for k, v in node["buffers"].items():
+            m.register_buffer(k, None if v is None else v.detach())
+        m.training = bool(node["training"])
+        built[path] = m
+        if path:
+            parent, _, leaf = path.rpartition(".")
+            built[parent].add_module(leaf, m)
+    root = built[""]
+    root._remote = (box, ident)
+    return root
+
+
+class _RemoteModule(torch.nn.Module):
+    """The root of a mirror (see :func:`_mirror`)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        box, ident = self._remote
+        named = list(self.named_parameters(remove_duplicate=False))
+        state = {n: p.detach() for n, p in named} | {n: b for n, b in self.named_buffers(remove_duplicate=False)}
+        training = {n: m.training for n, m in self.named_modules(remove_duplicate=False)}
+        params = [p for _, p in named]
+        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in params + inputs)
+        meta = {"module": ident, "state": state, "training": training, "grad": grad}
+        if not grad:
+            reply = _request(box, "forward", meta, args, kwargs)["value"]
+            self._load_buffers(reply["buffers"])
+            return reply["out"]
+        return _RemoteCall.apply(self, meta, args, kwargs, len(params), *params, *inputs)
+
+    def _load_buffers(self, buffers: dict[str, Any]) -> None:
+        with torch.no_grad():
+            for n, b in self.named_buffers(remove_duplicate=False):
+                new = buffers.get(n)
+                if isinstance(new, torch.Tensor) and new.shape == b.shape:
+                    b.copy_(new)
+
+
+class _RemoteCall(torch.autograd.Function):
+    """forward and backward of a student's module, both run in the answer's process."""
+
+    @staticmethod
+    def forward(ctx, module, meta, args, kwargs, n_params, *tensors):  # noqa: ANN001
+        box, _ = module._remote
+        reply = _request(box, "forward", meta, args, kwargs)["value"]
+        module._load_buffers(reply["buffers"])
+        out = reply["out"]
+        if isinstance(out, torch.Tensor):
+            outs = [out.detach()]
+        elif isinstance(out, tuple) and out and all(isinstance(o, torch.Tensor) for o in out):
+            outs = [o.detach() for o in out]
+        else:
+            raise TypeError(f"the forward of your class returned {type(out).__name__}, not a tensor")
+        ctx.box, ctx.n_params = box, n_params
+        ctx.names = [n for n, _ in module.named_parameters(remove_duplicate=False)]
+        for o, requires in zip(outs, reply["requires"], strict=False):
+            if not requires or not (o.is_floating_point() or o.is_complex()):
+                ctx.mark_non_differentiable(o)
+        return tuple(outs) if isinstance(out, tuple) else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):  # noqa: ANN001
+        reply = _request(ctx.box, "backward", {"grads": list(grads)})["value"]
+        params = [reply["params"].get(n) for n in ctx.names]
+        return (None, None, None, None, None, *params, *reply["inputs"])
+
+
+def remote_class(box: Sandbox, name: str, has_forward: bool) -> type:
+    """A class standing for the student's ``name``: calling it builds the student's module in the answer's
+    process and returns a mirror of it (see :func:`_mirror`)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        value = _request(box, "new", None, args, kwargs)["value"]
+        if isinstance(value, dict) and "tree" in value:
+            return _mirror(box, name, value)
+        return value
+
+    namespace: dict[str, Any] = {"__new__": __new__}
+    if has_forward:
+        namespace["forward"] = _RemoteModule.forward
+    return type(name, (torch.nn.Module,), namespace)
+
+
 def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str], remote: bool) -> dict[str, Any]:
     """Grade ``code`` (an answer) against ``exercise`` (a :class:`~companion.grading.chapters.Exercise`).
 
@@ -357,7 +493,10 @@ def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[s
             reply = box.verdict()
             return {**out, **dict(reply.get("verdict") or {}), "how": "in process"}
         checker = getattr(importlib.import_module(exercise.module), exercise.checker)
-        student = remote_function(box, exercise.name)
+        if defined.get("kind") == "class":
+            student = remote_class(box, exercise.name, bool(defined.get("forward")))
+        else:
+            student = remote_function(box, exercise.name)
         with CHECK_LOCK:
             box.deadline = time.monotonic() + limits.seconds
             try:

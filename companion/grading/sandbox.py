@@ -260,7 +260,11 @@ def serve(rfd: int, wfd: int) -> None:
     student = namespace.get(name)
     module = str(getattr(student, "__module__", "") or "")
     mro = [f"{c.__module__}.{c.__qualname__}" for c in getattr(student, "__mro__", ())]
-    wire.write(wfd, {"op": "defined", "module": module, "mro": mro})
+    import torch
+
+    kind = "class" if isinstance(student, type) else "function"
+    forward = isinstance(student, type) and getattr(student, "forward", None) is not torch.nn.Module.forward
+    wire.write(wfd, {"op": "defined", "module": module, "mro": mro, "kind": kind, "forward": forward})
     if mode == "check":
         try:
             v = checker.verdict(student)
@@ -274,13 +278,22 @@ def serve(rfd: int, wfd: int) -> None:
             verdict = {"status": "tampered", "problem": f"your answer replaced {what}, which the checker uses"}
         wire.write(wfd, {"op": "verdict", "verdict": {k: (v if v is None else str(v)) for k, v in verdict.items()}})
         return
+    modules = ModuleServer()
     while True:
         request = wire.read(rfd)
-        if request.get("op") != "call":
+        op = request.get("op")
+        if op not in ("call", "new", "forward", "backward"):
             return
-        args, kwargs = list(request["args"]), dict(request["kwargs"])
+        args, kwargs = list(request.get("args", [])), dict(request.get("kwargs", {}))
         try:
-            value = student(*args, **kwargs)
+            if op == "call":
+                value = student(*args, **kwargs)
+            elif op == "new":
+                value = modules.new(student, args, kwargs)
+            elif op == "forward":
+                value = modules.forward(request["value"], args, kwargs)
+            else:
+                value = modules.backward(request["value"])
         except BaseException as e:
             wire.write(wfd, {"op": "result", **_raised(e)})
             continue
@@ -288,6 +301,86 @@ def serve(rfd: int, wfd: int) -> None:
             wire.write(wfd, {"op": "result", "value": value, "args": args, "kwargs": kwargs})
         except BaseException as e:
             wire.write(wfd, {"op": "result", **_raised(e)} | {"message": f"the result could not be sent: {e}"})
+
+
+class ModuleServer:
+    """The answer's side of a class exercise: build the student's modules, run them with the weights the grader
+    sends, send back outputs, gradients and the modules' structure, all as data."""
+
+    def __init__(self) -> None:
+        self.objects: list[Any] = []
+        self.last: tuple | None = None
+
+    def new(self, cls: type, args: list, kwargs: dict) -> Any:
+        import torch
+
+        obj = cls(*args, **kwargs)
+        if not isinstance(obj, torch.nn.Module):
+            return obj
+        self.objects.append(obj)
+        tree = []
+        for path, m in obj.named_modules(remove_duplicate=False):
+            own = type(m).__module__.startswith("torch.")
+            attrs = {k: v for k, v in vars(m).items() if not k.startswith("_") and type(v) in (int, float, bool, str)}
+            tree.append(
+                {
+                    "path": path,
+                    "type": f"{type(m).__module__}:{type(m).__qualname__}" if own else type(m).__name__,
+                    "params": dict(m._parameters),
+                    "buffers": dict(m._buffers),
+                    "attrs": attrs,
+                    "training": m.training,
+                }
+            )
+        return {"module": len(self.objects) - 1, "tree": tree}
+
+    def forward(self, meta: dict, args: list, kwargs: dict) -> Any:
+        import torch
+
+        obj = self.objects[meta["module"]]
+        with torch.no_grad():
+            for name, value in meta["state"].items():
+                owner, _, leaf = name.rpartition(".")
+                holder = obj.get_submodule(owner) if owner else obj
+                current = holder._parameters.get(leaf) if leaf in holder._parameters else holder._buffers.get(leaf)
+                if current is None:
+                    continue
+                if current.shape == value.shape and current.dtype == value.dtype:
+                    current.copy_(value)
+                else:
+                    current.data = value.to(current.device).clone()
+        for path, training in meta["training"].items():
+            (obj.get_submodule(path) if path else obj).training = training
+        grad = bool(meta["grad"])
+        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        if grad:
+            for t in inputs:
+                if t.is_floating_point():
+                    t.requires_grad_(True)
+        for p in obj.parameters():
+            p.grad = None
+        with torch.set_grad_enabled(grad):
+            out = obj(*args, **kwargs)
+        outs = (
+            [out]
+            if isinstance(out, torch.Tensor)
+            else [o for o in out if isinstance(o, torch.Tensor)]
+            if (isinstance(out, tuple))
+            else []
+        )
+        self.last = (obj, outs, inputs)
+        buffers = {n: b for n, b in obj.named_buffers(remove_duplicate=False)}
+        return {"out": out, "requires": [o.requires_grad for o in outs], "buffers": buffers}
+
+    def backward(self, meta: dict) -> Any:
+        import torch
+
+        obj, outs, inputs = self.last
+        pairs = [(o, g) for o, g in zip(outs, meta["grads"], strict=True) if o.requires_grad and g is not None]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        params = {n: p.grad for n, p in obj.named_parameters(remove_duplicate=False)}
+        return {"params": params, "inputs": [t.grad if t.requires_grad else None for t in inputs]}
 
 
 def zygote(sock_fd: int) -> None:

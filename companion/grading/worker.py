@@ -155,7 +155,7 @@ def _grade_answer(answer: answers.Answer, exercise: Exercise, limits: Limits, nb
         return {"status": NOT_ATTEMPTED, "problem": "", "text": checker.not_attempted_message(), "how": "stub"}
     if answers.mentions(answer, name):
         return _imported(name, "companion")
-    result = check_exercise(exercise, answer.code, limits, answers.imported_modules(answer), checker.kind == "function")
+    result = check_exercise(exercise, answer.code, limits, answers.imported_modules(answer), remote=True)
     entry = _entry(name, result, answer, limits)
     entry["output_bytes"] = result.get("output_bytes", 0)
     entry["seconds"] = result.get("seconds", 0.0)
