@@ -475,7 +475,8 @@ def test_checked_in_process_answer_that_patches_the_checker_gets_an_error(graded
     row = gradebook(out)["train_patches_isclose"]
     assert "0/4 passed" in row["problems"], row
     feedback = (out / "feedback" / "train_patches_isclose.md").read_text()
-    assert "## `train`: error" in feedback and "replaced `math.isclose`" in feedback, feedback
+    assert "## `train`: error" in feedback and "your answer replaced" in feedback, feedback
+    assert "`math.isclose`" in feedback and "`torch.allclose`" in feedback, feedback
 
 
 @pytest.mark.slow

@@ -175,6 +175,41 @@ def test_malformed_messages_are_refused():
     os.close(read)
 
 
+# ----- the answer's process ----------------------------------------------------------------------------------
+
+HIDE = """\
+import gc, sys, torch
+import companion.attention, companion.transformer
+from companion.grading import sandbox
+
+alias = companion.transformer.EncoderBlock
+for name in ("EncoderBlock", "weightless_self_attention"):
+    sandbox.hide_reference(name, sandbox.defining_modules(name))
+reached = {
+    "module": companion.transformer.EncoderBlock,
+    "alias": alias,
+    "subclass": companion.transformer.CausalBlock.__mro__[1],
+    "function": companion.attention.weightless_self_attention,
+}
+reached |= {f"gc{i}": o for i, o in enumerate(gc.get_objects())
+            if callable(o) and getattr(o, "__name__", "") == "weightless_self_attention"}
+for how, obj in reached.items():
+    try:
+        obj(8, 2, 16) if "attention" not in getattr(obj, "__name__", "") else obj(torch.ones(2, 3))
+        print(how, "CALLED")
+    except Exception as e:
+        print(how, type(e).__name__, "write this one yourself" in str(e))
+"""
+
+
+def test_the_reference_cannot_be_reached_in_the_answers_process():
+    """Through its module, an alias made before, a subclass's __mro__ or the garbage collector: it raises."""
+    run = subprocess.run([sys.executable, "-I", "-c", HIDE], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0 and len(lines) >= 4, run.stderr[-2000:]
+    assert all(line.endswith("True") for line in lines), lines
+
+
 # ----- submissions, command line, reports ----------------------------------------------------------------------
 
 

@@ -120,6 +120,7 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
         files.append(os.path.realpath(module.__file__))
         if original is None:
             continue
+        kept = (original,)  # a tuple: never rewritten below (a dict of locals holding `original` may be)
         stand_in = _stand_in(name, "class" if isinstance(original, type) else "function")
         for loaded in list(sys.modules.values()):
             namespace = getattr(loaded, "__dict__", None)
@@ -137,8 +138,27 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
                 holder[:] = [stand_in if v is original else v for v in holder]
             elif isinstance(holder, types.CellType):
                 holder.cell_contents = stand_in
-        del original
+        _disable(kept[0], name)
+        del original, kept
     return files
+
+
+def _disable(original: Any, name: str) -> None:
+    """Make the reference itself raise, for whatever still reaches it (a subclass's ``__mro__``,
+    ``__subclasses__()``, ``gc.get_objects()``): a function's code, a class's ``__init__`` and ``forward``."""
+    message = f"the companion's `{name}` is not available while your answer is graded: write this one yourself"
+    namespace: dict[str, Any] = {}
+    exec(f"def blocked(*args, **kwargs):\n    raise PermissionError({message!r})\n", namespace)
+    blocked = namespace["blocked"]
+    if isinstance(original, types.FunctionType) and not original.__closure__:
+        original.__code__ = blocked.__code__
+    elif isinstance(original, type):
+        for attr in ("__init__", "forward", "__call__"):
+            if attr in vars(original) or attr == "__init__":
+                try:
+                    setattr(original, attr, blocked)
+                except (TypeError, AttributeError):
+                    pass
 
 
 def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = ()):
