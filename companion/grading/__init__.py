@@ -4,9 +4,9 @@ Nothing of a notebook is executed as a notebook. For each exercise, :mod:`.answe
 cells and takes the function or class the exercise names with the helpers, imports and literal constants it
 uses; :mod:`.remote` runs that code alone in a fresh process (:mod:`.sandbox`: forked from a server that imported
 torch once, a session of its own, limits on time, memory and output, an audit hook, the companion's reference
-replaced by a stand-in) and, for a function, calls it from the checker running in the grader's own process, the
-arguments and results going both ways as data (:mod:`.wire`, never a pickle). Classes, and functions whose
-checker passes a model, are checked inside the answer's process (weaker; flagged). :mod:`.worker` grades one
+replaced by a stand-in) and calls it from the checker running in the grader's own process, the arguments and
+results going both ways as data (:mod:`.wire`, never a pickle; a class through a mirror module). Functions whose
+checker hands them a model are checked inside the answer's process (weaker; flagged). :mod:`.worker` grades one
 notebook, :mod:`.cli` a folder (``--jobs`` notebooks at once), :mod:`.report` writes ``gradebook.csv``,
 ``feedback/STUDENT.md``, ``summary.md``/``.png`` and ``results.json`` once every answer's process has ended.
 

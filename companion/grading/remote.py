@@ -3,8 +3,9 @@
 :func:`check_exercise` grades one answer. For a function the checker runs here, in the grader's process, on a
 stand-in for the student's function that sends the arguments to the answer's process as data and returns what
 came back (see :mod:`companion.grading.sandbox`): the inputs, the expected values, the comparison, the named
-mistakes and the verdict never exist in the student's process. A class, or a function whose checker passes
-arguments that are not data (a model, a callable), is checked in the answer's process instead, the weaker way.
+mistakes and the verdict never exist in the student's process. A class is checked the same way through a mirror
+(:func:`remote_class`). A function whose checker passes arguments that are not data (a model, a callable) is
+checked in the answer's process instead, the weaker way.
 Whatever happens, the process and everything it started are killed (its process group) before this returns.
 """
 

@@ -132,7 +132,10 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
         if entry.get("flag"):
             lines += ["", f"Flagged for the instructor: {entry['flag']}."]
         if entry.get("weaker"):
-            lines += ["", "(Checked in your answer's own process: this exercise's checker needs the object itself.)"]
+            lines += [
+                "",
+                "(Checked in your answer's own process: this exercise's checker hands your function a model.)",
+            ]
     if result.get("written"):
         lines += ["", "## Written answers (for the instructor to read)"]
         for w in result["written"]:
@@ -185,7 +188,7 @@ def summary_markdown(
         lines.append(f"| `{name}` | {counts} | {mistake} |")
     if weaker:
         names = ", ".join(f"`{n}`" for n in weaker)
-        lines += ["", f"Checked in the answer's own process (weaker: the checker needs the object itself): {names}."]
+        lines += ["", f"Checked in the answer's own process (weaker: the checker hands the answer a model): {names}."]
     if flagged:
         lines += ["", f"Answers equal to the book's published solution (flagged, not counted): {flagged}."]
     if times:
