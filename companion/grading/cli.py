@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def grade(
     """
     from tqdm.auto import tqdm
 
-    from . import remote, report, worker
+    from . import report
     from .answers import book_solutions
     from .chapters import detect_chapter
     from .sandbox import defining_modules
@@ -114,33 +115,51 @@ def grade(
         "solutions": {c.key: book_solutions(book / f"{c.key}.md") for c in chapters},
     }
     results: list[dict[str, Any] | None] = [None] * len(found)
-
-    def one(path: Path) -> dict[str, Any]:
-        start = time.monotonic()
-        try:
-            return worker.grade({**base, "path": str(path)})
-        except Exception as e:  # a failure of the grader itself: that notebook's row says so
-            return _failed({"path": str(path)}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
-
     names = {e.name for c in chapters for e in c.exercises}
     preload = ["torch._dynamo", "companion.checking", *sorted({m for n in names for m in defining_modules(n)})]
-    remote.ZYGOTE.preload = preload
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(one, p): i for i, (_, p) in enumerate(found)}
-            bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
-            bar.close()
-    finally:
-        remote.ZYGOTE.stop()  # every answer's process is already gone; now the fork server too
+    # Processes, not threads: each grading process has its own random generator for the checkers' cases and its
+    # own fork server; none of them ever runs a student's code (the answers' processes do).
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=(preload,)) as pool:
+        futures = {pool.submit(_grade_one, base, str(p)): i for i, (_, p) in enumerate(found)}
+        bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
+        for future in as_completed(futures):
+            i = futures[future]
+            try:
+                results[i] = json.loads(future.result())
+            except Exception as e:  # the grading process itself died
+                results[i] = _failed({"path": str(found[i][1])}, f"the grader failed ({type(e).__name__}: {e})", 0.0)
+            bar.update(1)
+        bar.close()
+    # here every grading process has ended, each after its fork server and every answer's process
     root = submissions if submissions.is_dir() else submissions.parent
     for (student, path), result in zip(found, results, strict=True):
         result["student"] = student
         result["file"] = str(path.relative_to(root))
         result["problems"] = [n for n in notes if _note_student(n, root, path)] + result["problems"]
     return report.write_all(out, results, chapters, assignment)
+
+
+def _start_worker(preload: list[str]) -> None:
+    """In each grading process: the fork server's preloads, and its end when this process ends."""
+    from multiprocessing.util import Finalize
+
+    from . import remote
+
+    remote.ZYGOTE.preload = preload
+    Finalize(remote.ZYGOTE, remote.ZYGOTE.stop, exitpriority=100)
+
+
+def _grade_one(base: dict[str, Any], path: str) -> str:
+    """Grade one notebook (in a grading process); the result as JSON text."""
+    from . import worker
+
+    start = time.monotonic()
+    try:
+        result = worker.grade({**base, "path": path})
+    except Exception as e:  # a failure of the grader itself: that notebook's row says so
+        result = _failed({"path": path}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
+    return json.dumps(result, default=str)
 
 
 def _note_student(note: str, root: Path, path: Path) -> bool:
