@@ -279,11 +279,25 @@ def test_formulas_are_escaped_in_the_gradebook(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["g.csv"]  # written through a temporary file, renamed
 
 
+def test_book_solutions_count_only_when_few():
+    """Most of a notebook equal to the book's solutions: flagged and not counted. One short answer that happens to
+    be the book's: flagged for the instructor, and counted."""
+    chapter = Chapter("01_x", 1, "X", tuple(Exercise(n, f"check_{n}", "m") for n in "fgh"))
+    book = {"status": "passed", "flag": "the book's published solution"}
+    own = {"status": "passed"}
+    result = {"student": "a", "file": "a.ipynb", "chapter": "01_x", "problems": [], "seconds": 1.0}
+    copied = report.row({**result, "exercises": {"f": book, "g": book, "h": own}}, chapter)
+    assert [copied[n] for n in "fgh"] == ["passed (book's solution)"] * 2 + ["passed"] and copied["total"] == 1
+    once = report.row({**result, "exercises": {"f": book, "g": own, "h": own}}, chapter)
+    assert [once[n] for n in "fgh"] == ["passed"] * 3 and once["total"] == 3 and "published" in once["flags"]
+
+
 def test_rerun_clears_stale_feedback_and_writes_atomically(tmp_path):
-    chapter = Chapter("01_x", 1, "X", (Exercise("f", "check_f", "m"),))
+    chapter = Chapter("01_x", 1, "X", (Exercise("f", "check_f", "m"), Exercise("g", "check_g", "m")))
     result = {"path": "a", "file": "a.ipynb", "chapter": "01_x", "problems": [], "seconds": 1.0}
     entry = {"status": "passed", "text": "PASSED  f", "flag": "`f` is the book's published solution"}
-    first = [{**result, "student": "alice", "exercises": {"f": entry}}, {**result, "student": "bob", "exercises": {}}]
+    both = {"f": entry, "g": entry}
+    first = [{**result, "student": "alice", "exercises": both}, {**result, "student": "bob", "exercises": {}}]
     first[1]["written"] = [{"exercise": "Exercise 1.2", "answer": "**Your answer:** four"}]
     report.write_all(tmp_path, first, [chapter], chapter)
     assert (tmp_path / "feedback" / "bob.md").exists()

@@ -31,13 +31,17 @@ def row(result: dict[str, Any], chapter: Chapter) -> dict[str, Any]:
     graded = result.get("chapter")
     own = graded == chapter.key
     statuses, flags = {}, []
+    entries = result.get("exercises", {}) if own else {}
+    copied = [n for n, x in entries.items() if x.get("flag") and x["status"] == PASSED]
+    # one short answer may coincide with the book's; most of a notebook's cannot
+    notebook_copied = len(copied) >= 2 and 2 * len(copied) >= len(chapter.exercises)
     for e in chapter.exercises:
-        entry = result.get("exercises", {}).get(e.name) if own else None
+        entry = entries.get(e.name)
         if entry is not None:
             statuses[e.name] = entry["status"]
             if entry.get("flag"):
                 flags.append(entry["flag"])
-                if entry["status"] == PASSED:
+                if notebook_copied and entry["status"] == PASSED:
                     statuses[e.name] = BOOK_SOLUTION  # for the instructor to judge; not counted in the total
             if entry.get("weaker"):
                 flags.append(f"`{e.name}` checked in the answer's own process (weaker)")
