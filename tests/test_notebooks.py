@@ -353,6 +353,10 @@ SAMPLE_HOMEWORK = [
         "companion's reference implementations, and the cell after each checker puts back any of the chapter's "
         "variables (`x`, `model`, `emb`, `torch`, …) that your experiments replaced, so the cells below still run. "
         "Keep the name the exercise asks for (`def one_hot(...)`, say): the checker looks for it.\n\n"
+        "When your notebook is graded, each exercise is checked on its own: the grader takes your function or class, "
+        "the helper functions and classes it uses, your imports, and constants set to a plain value (`D = 64`); "
+        "nothing else of the notebook is run. Whatever your answer needs must therefore be inside it, not in a "
+        "variable set by another cell (`W = torch.randn(3, 3)`).\n\n"
         "The full chapter, with solutions, is at https://github.com/someone/a-book.",
         None,
         None,

@@ -466,6 +466,15 @@ def homework_notebook(md: Path) -> str:
     return nbformat.writes(out) + "\n"
 
 
+# How the instructor's grader (companion-grade) reads an answer; see README, "Grading homework".
+GRADING_NOTE = (
+    "When your notebook is graded, each exercise is checked on its own: the grader takes your function or class, "
+    "the helper functions and classes it uses, your imports, and constants set to a plain value (`D = 64`); "
+    "nothing else of the notebook is run. Whatever your answer needs must therefore be inside it, not in a "
+    "variable set by another cell (`W = torch.randn(3, 3)`)."
+)
+
+
 def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> str:
     repo = repository()
     plural = "s" if exercises != 1 else ""
@@ -480,6 +489,7 @@ def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> st
         "companion's reference implementations, and the cell after each checker puts back any of the chapter's "
         "variables (`x`, `model`, `emb`, `torch`, …) that your experiments replaced, so the cells below still "
         "run. Keep the name the exercise asks for (`def one_hot(...)`, say): the checker looks for it.\n\n"
+        f"{GRADING_NOTE}\n\n"
         f"The full chapter, with solutions, is at {repo.url}."
     )
 

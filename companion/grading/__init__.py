@@ -1,29 +1,19 @@
-"""Grade a folder of submitted homework notebooks: ``python -m companion.grade SUBMISSIONS --out RESULTS``.
+"""Grade a folder of submitted homework notebooks: ``companion-grade SUBMISSIONS --out RESULTS``.
 
-Each notebook runs in a fresh kernel of its own (a process per notebook, ``--jobs`` at once), under a time
-limit per cell, one per notebook, and a memory limit (``RLIMIT_AS``, where the platform has it). After the
-student's cells, the grader runs its own cells in the same kernel: they import the checkers fresh from the
-installed ``companion.exercises``, look up the student's functions and classes by the exercises' names and
-call ``checker.verdict(obj)``. The verdicts come back through a file whose random name the student's code never
-saw, each line carrying a random nonce. What the notebook printed, and the outputs stored in the file, are never
-read. Outputs: ``gradebook.csv`` (one row per student, one column per exercise: passed / wrong / not attempted /
-error / timeout, the total, the problems), ``feedback/STUDENT.md``, ``summary.md`` and ``summary.png``, and
-``results.json`` with everything.
+Nothing of a notebook is executed as a notebook. For each exercise, :mod:`.answers` parses the student's code
+cells and takes the function or class the exercise names with the helpers, imports and literal constants it
+uses; :mod:`.remote` runs that code alone in a fresh process (:mod:`.sandbox`: forked from a server that imported
+torch once, a session of its own, limits on time, memory and output, an audit hook, the companion's reference
+replaced by a stand-in) and calls it from the checker running in the grader's own process, the arguments and
+results going both ways as data (:mod:`.wire`, never a pickle; a class through a mirror module). Functions whose
+checker hands them a model are checked inside the answer's process (weaker; flagged). :mod:`.worker` grades one
+notebook, :mod:`.cli` a folder (``--jobs`` notebooks at once), :mod:`.report` writes ``gradebook.csv``,
+``feedback/STUDENT.md``, ``summary.md``/``.png`` and ``results.json`` once every answer's process has ended.
 
-Which exercises a chapter has is read from the homework notebooks (``book/homework``): each checker cell
-``check_x(name)`` is one exercise. Which chapter a submission is comes from its content (title, imports,
-checker cells), not its file name.
-
-Threat model: honest mistakes and casual tampering, not a security sandbox. A notebook that prints "PASSED",
-whose stored outputs were edited, that redefines ``check_*`` or replaces a checker inside ``companion`` does not
-pass; a notebook that loops forever, kills its kernel, prints gigabytes, or is empty, malformed, reordered,
-of another chapter, or saved by Colab or JupyterLab gets a row saying why. The student's code still runs with
-the instructor's user rights: it can read and write files, reach the network if there is one, and code written
-to defeat the grader (inspecting the grader's frames while a checker calls it, patching ``torch`` or builtins)
-can succeed. Run submissions you do not trust in a container or a throw-away virtual machine.
-
-The grader needs the ``test`` extra (``pip install -e ".[test]"``: nbformat, nbclient with jupyter_client, and
-ipykernel through nbval); ``import companion`` never imports any of it.
+Which exercises a chapter has is read from the homework notebooks (``book/homework``, :mod:`.chapters`); an
+answer equal to the book's published solution (``book/NN_name.md``) is flagged. The grader needs the ``grade``
+extra (``pip install -e ".[grade]"``: nbformat, safetensors); ``import companion`` never imports any of it.
+See README, "Grading homework", for the threat model and a container recipe.
 """
 
 from __future__ import annotations

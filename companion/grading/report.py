@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import re
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,9 @@ from .chapters import Chapter
 from .worker import ERROR, NOT_ATTEMPTED, PASSED, STATUSES, TIMEOUT, WRONG
 
 FIXED = ("student", "file", "chapter")
-TAIL = ("total", "out_of", "problems", "seconds")
+TAIL = ("total", "out_of", "problems", "flags", "seconds")
+BOOK_SOLUTION = "passed (book's solution)"
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def exercise_columns(chapter: Chapter) -> list[str]:
@@ -25,11 +30,21 @@ def row(result: dict[str, Any], chapter: Chapter) -> dict[str, Any]:
     problems = list(result.get("problems", []))
     graded = result.get("chapter")
     own = graded == chapter.key
-    statuses = {}
+    statuses, flags = {}, []
+    entries = result.get("exercises", {}) if own else {}
+    copied = [n for n, x in entries.items() if x.get("flag") and x["status"] == PASSED]
+    # one short answer may coincide with the book's; most of a notebook's cannot
+    notebook_copied = len(copied) >= 2 and 2 * len(copied) >= len(chapter.exercises)
     for e in chapter.exercises:
-        entry = result.get("exercises", {}).get(e.name) if own else None
+        entry = entries.get(e.name)
         if entry is not None:
             statuses[e.name] = entry["status"]
+            if entry.get("flag"):
+                flags.append(entry["flag"])
+                if notebook_copied and entry["status"] == PASSED:
+                    statuses[e.name] = BOOK_SOLUTION  # for the instructor to judge; not counted in the total
+            if entry.get("weaker"):
+                flags.append(f"`{e.name}` checked in the answer's own process (weaker)")
         elif result.get("unreadable") or (not own and graded is None):
             statuses[e.name] = ERROR  # nothing could be run
         else:
@@ -54,18 +69,39 @@ def row(result: dict[str, Any], chapter: Chapter) -> dict[str, Any]:
         "total": total,
         "out_of": len(chapter.exercises),
         "problems": "; ".join(problems),
+        "flags": "; ".join(flags),
         "seconds": f"{result.get('seconds', 0.0):.1f}",
     }
+
+
+def cell(value: Any) -> Any:
+    """A value safe in a spreadsheet: text that would start a formula (``=``, ``+``, ``-``, ``@``) gets a ``'``."""
+    if isinstance(value, str) and value.startswith(_FORMULA):
+        return "'" + value
+    return value
+
+
+def write_atomically(path: Path, data: str | bytes, encoding: str = "utf-8") -> None:
+    """Write ``path`` whole or not at all: a new file in the same folder, then renamed over the old one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode(encoding))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_gradebook(path: Path, rows: list[dict[str, Any]], chapter: Chapter) -> None:
     """The gradebook: UTF-8 with a byte-order mark (Excel reads accents right), comma-separated, one header row."""
     columns = [*FIXED, *exercise_columns(chapter), *TAIL]
-    with path.open("w", newline="", encoding="utf-8-sig") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        for r in rows:
-            writer.writerow(r)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: cell(v) for k, v in r.items()})
+    write_atomically(path, text.getvalue(), encoding="utf-8-sig")
 
 
 def read_gradebook(path: Path) -> list[dict[str, str]]:
@@ -97,6 +133,17 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
         text = entry.get("text") or entry.get("problem") or ""
         if text:
             lines += ["```text", text, "```"]
+        if entry.get("flag"):
+            lines += ["", f"Flagged for the instructor: {entry['flag']}."]
+        if entry.get("weaker"):
+            lines += [
+                "",
+                "(Checked in your answer's own process: this exercise's checker hands your function a model.)",
+            ]
+    if result.get("written"):
+        lines += ["", "## Written answers (for the instructor to read)"]
+        for w in result["written"]:
+            lines += ["", f"### {w['exercise'] or '(before any heading)'}", "", w["answer"]]
     return "\n".join(lines) + "\n"
 
 
@@ -104,7 +151,7 @@ def summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], chapter: 
     """Per exercise: how many students got each status, and the most common named mistake (hint) among the wrong."""
     per: dict[str, Any] = {}
     for e in chapter.exercises:
-        counts = Counter(r[e.name] for r in rows)
+        counts = Counter(PASSED if r[e.name] == BOOK_SOLUTION else r[e.name] for r in rows)
         mistakes = Counter()
         for res in results:
             entry = res.get("exercises", {}).get(e.name) if res.get("chapter") == chapter.key else None
@@ -119,7 +166,14 @@ def summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], chapter: 
     return per
 
 
-def summary_markdown(per: dict[str, Any], rows: list[dict[str, Any]], chapter: Chapter, times: list[float]) -> str:
+def summary_markdown(
+    per: dict[str, Any],
+    rows: list[dict[str, Any]],
+    chapter: Chapter,
+    times: list[float],
+    weaker: list[str] = (),
+    flagged: int = 0,
+) -> str:
     head = "| exercise | passed | wrong | not attempted | error | timeout | most common mistake (students) |"
     lines = [
         f"# Summary: chapter {chapter.number}, {chapter.title}",
@@ -136,6 +190,11 @@ def summary_markdown(per: dict[str, Any], rows: list[dict[str, Any]], chapter: C
             mistake = f"{mistake} ({p['mistake_count']})"
         counts = " | ".join(str(c[s]) for s in STATUSES)
         lines.append(f"| `{name}` | {counts} | {mistake} |")
+    if weaker:
+        names = ", ".join(f"`{n}`" for n in weaker)
+        lines += ["", f"Checked in the answer's own process (weaker: the checker hands the answer a model): {names}."]
+    if flagged:
+        lines += ["", f"Answers equal to the book's published solution (flagged, not counted): {flagged}."]
     if times:
         mean = sum(times) / len(times)
         lines += ["", f"Time per notebook: mean {mean:.1f} s, max {max(times):.1f} s."]
@@ -189,15 +248,23 @@ def write_all(
         "results": out / "results.json",
         "feedback": out / "feedback",
     }
-    write_gradebook(paths["gradebook"], rows, assignment)
     paths["feedback"].mkdir(exist_ok=True)
+    for stale in paths["feedback"].glob("*.md"):  # a previous run's feedback, of students perhaps not here now
+        stale.unlink()
     for r in results:
-        (paths["feedback"] / f"{safe_name(r['student'])}.md").write_text(feedback(r, by_key, assignment))
+        write_atomically(paths["feedback"] / f"{safe_name(r['student'])}.md", feedback(r, by_key, assignment))
     per = summary(rows, results, assignment)
     times = [r.get("seconds", 0.0) for r in results if not r.get("unreadable")]
-    paths["summary"].write_text(summary_markdown(per, rows, assignment, times))
-    summary_chart(paths["chart"], per, assignment)
-    paths["results"].write_text(json.dumps({"assignment": assignment.key, "results": results}, indent=1, default=str))
+    own = [r.get("exercises", {}) for r in results if r.get("chapter") == assignment.key]
+    weaker = [e.name for e in assignment.exercises if any(x.get(e.name, {}).get("weaker") for x in own)]
+    flagged = sum(1 for r in rows for e in assignment.exercises if r[e.name] == BOOK_SOLUTION)
+    write_atomically(paths["summary"], summary_markdown(per, rows, assignment, times, weaker, flagged))
+    chart = paths["chart"].with_name(f".{paths['chart'].name}.tmp.png")
+    summary_chart(chart, per, assignment)
+    os.replace(chart, paths["chart"])
+    results_json = json.dumps({"assignment": assignment.key, "results": results}, indent=1, default=str)
+    write_atomically(paths["results"], results_json)
+    write_gradebook(paths["gradebook"], rows, assignment)  # last: its presence says the run finished
     return paths
 
 

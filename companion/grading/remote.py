@@ -1,0 +1,510 @@
+"""The grader's side of an answer's process: start it, call the student's function through it, end it.
+
+:func:`check_exercise` grades one answer. For a function the checker runs here, in the grader's process, on a
+stand-in for the student's function that sends the arguments to the answer's process as data and returns what
+came back (see :mod:`companion.grading.sandbox`): the inputs, the expected values, the comparison, the named
+mistakes and the verdict never exist in the student's process. A class is checked the same way through a mirror
+(:func:`remote_class`). A function whose checker passes arguments that are not data (a model, a callable) is
+checked in the answer's process instead, the weaker way.
+Whatever happens, the process and everything it started are killed (its process group) before this returns.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import wire
+from .sandbox import defining_modules
+
+#: the checkers share the grader's random generator (each forks and seeds it): one checker at a time
+CHECK_LOCK = threading.Lock()
+
+
+@dataclass
+class Limits:
+    """Per exercise: wall-clock seconds of checking (also the CPU-time limit), memory, printed output."""
+
+    seconds: float = 60.0
+    memory_bytes: int = 4 * 2**30
+    output_bytes: int = 10 * 2**20
+    startup_seconds: float = 120.0  # starting Python and importing torch: not the student's time
+    private: tuple[str, ...] = ()  # folders the answer may not open at all (the submissions, the results)
+
+
+class Stopped(BaseException):
+    """The answer's process stopped answering: past its time, killed by a limit, or gone."""
+
+    def __init__(self, status: str, why: str) -> None:
+        super().__init__(why)
+        self.status, self.why = status, why
+
+
+@dataclass
+class Sandbox:
+    """One answer's process (see :mod:`companion.grading.sandbox`)."""
+
+    limits: Limits
+    pid: int = 0
+    code: int | None = None
+    output: int = 0
+    over_output: bool = False
+    deadline: float = 0.0
+
+    def start(self, init: dict[str, Any]) -> dict[str, Any]:
+        """Start the process (forked by the fork server) and send it the answer; return once it is ready to run
+        the answer's code (imports and limits done: the time after this is the answer's)."""
+        self.tmp = tempfile.TemporaryDirectory(prefix="companion-answer-")
+        to_child, from_child, out, status = os.pipe(), os.pipe(), os.pipe(), os.pipe()
+        self._rfd, self._wfd, self._out, self._status = from_child[0], to_child[1], out[0], status[0]
+        try:
+            ZYGOTE.fork({"folder": self.tmp.name}, [to_child[0], from_child[1], out[1], status[1]])
+        finally:
+            for fd in (to_child[0], from_child[1], out[1], status[1]):
+                os.close(fd)
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        deadline = time.monotonic() + self.limits.startup_seconds
+        line = self._status_line(deadline)
+        if not line.strip().isdigit():
+            raise Stopped("error", "the grader could not start a process for the answer")
+        self.pid = int(line)
+        cpu = self.limits.seconds + 1
+        init = {**init, "memory_bytes": self.limits.memory_bytes, "cpu_seconds": cpu}
+        init["private"] = [os.path.realpath(p) for p in self.limits.private]
+        init["file_bytes"] = self.limits.output_bytes
+        self._send(init, deadline)
+        return self._receive(deadline, starting=True)
+
+    def _status_line(self, deadline: float) -> str:
+        """One line from the monitor: the pid, then the exit status; "" at the deadline or at its end."""
+        data = b""
+        while not data.endswith(b"\n"):
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([self._status], [], [], wait)[0]:
+                return ""
+            chunk = os.read(self._status, 1)
+            if not chunk:
+                return ""
+            data += chunk
+        return data.decode()
+
+    def _drain(self) -> None:
+        """Read and count what the answer prints; past the output limit, stop the process."""
+        while True:
+            try:
+                chunk = os.read(self._out, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output += len(chunk)
+            if self.output > self.limits.output_bytes and not self.over_output:
+                self.over_output = True
+                self.kill()
+
+    def _send(self, message: dict[str, Any], deadline: float, strict: bool = False) -> None:
+        data = wire.dumps(message, strict=strict)
+        try:
+            os.set_blocking(self._wfd, False)
+            view = memoryview(data)
+            while view:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([], [self._wfd], [], wait)[1]:
+                    raise self._stopped(True)
+                view = view[os.write(self._wfd, view[: 1 << 16]) :]
+        except OSError:
+            raise self._stopped(False) from None
+
+    def _receive(self, deadline: float, starting: bool = False) -> dict[str, Any]:
+        try:
+            return wire.read(self._rfd, deadline)
+        except TimeoutError:
+            self.kill()
+            raise self._stopped(not starting) from None
+        except wire.WireError as e:
+            self.kill()
+            if "cut short" in str(e):
+                raise self._stopped(False) from None
+            raise Stopped("error", f"its process sent something that is not an answer ({e})") from None
+
+    def _stopped(self, timed_out: bool) -> Stopped:
+        self.kill()
+        code = self.wait()
+        mb = self.limits.output_bytes / 2**20
+        if self.over_output:
+            return Stopped("error", f"it printed more than the {mb:g} MB output limit")
+        if timed_out:
+            return Stopped("timeout", f"it ran past the {self.limits.seconds:g} s limit")
+        if code == -signal.SIGXCPU:
+            return Stopped("timeout", f"it used more than {self.limits.seconds:g} s of CPU time")
+        if code is not None and code < 0:
+            return Stopped("error", f"its process was killed ({signal.Signals(-code).name})")
+        return Stopped("error", f"its process ended (exit status {code})")
+
+    def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return self.request({"op": "call", "args": list(args), "kwargs": kwargs})
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._send(message, self.deadline, strict=True)
+        return self._receive(self.deadline)
+
+    def verdict(self) -> dict[str, Any]:
+        """The next message of the answer's process, by the deadline."""
+        return self._receive(self.deadline)
+
+    def kill(self) -> None:
+        """Kill the process and everything it started (its process group)."""
+        if self.pid:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def wait(self) -> int | None:
+        """The process's exit status (negative: the signal that ended it), once it has ended."""
+        if self.code is None and self.pid:
+            line = self._status_line(time.monotonic() + 30.0)
+            self.code = int(line) if line.strip().lstrip("-").isdigit() else None
+        return self.code
+
+    def close(self) -> None:
+        self.kill()
+        self.wait()
+        fds = [self._rfd, self._wfd, self._status]
+        drainer = getattr(self, "_drainer", None)
+        if drainer is not None:
+            drainer.join(timeout=10.0)  # the output pipe's writers are dead: it ends at once
+            if not drainer.is_alive():  # else leave its descriptor open: closed, its number could be reused
+                fds.append(self._out)
+        else:
+            fds.append(self._out)
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.tmp.cleanup()
+
+
+class Zygote:
+    """The fork server (:func:`companion.grading.sandbox.zygote`): one per grading run, started on first use.
+
+    Starting Python and importing torch takes seconds; forking a process that has done it takes milliseconds.
+    The server runs in a session of its own, with a minimal environment, and never runs an answer itself.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.preload: list[str] = []
+
+    def fork(self, request: dict[str, Any], fds: list[int]) -> None:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+            except OSError:
+                self._start()
+                socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+
+    def _start(self) -> None:
+        self.stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": tempfile.gettempdir(),
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "LANG": "C.UTF-8",
+        }
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "companion.grading.sandbox", "--zygote", str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                cwd=tempfile.gettempdir(),
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        ours.send(json.dumps({"preload": self.preload}).encode())
+
+    def stop(self) -> None:
+        """End the server (the answers' processes it forked are ended one by one by their :class:`Sandbox`)."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.proc = None
+
+
+ZYGOTE = Zygote()
+
+
+def _rebuild(reply: dict[str, Any]) -> BaseException:
+    """The exception the student's code raised, as an exception of this process (builtin type where it was one)."""
+    name, base, message = str(reply.get("raised")), str(reply.get("builtin")), str(reply.get("message", ""))
+    cls = getattr(builtins, base, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = Exception
+    if name != cls.__name__:
+        cls = type(name, (cls,), {})
+    try:
+        return cls(message)
+    except Exception:
+        return Exception(message)
+
+
+def _write_back(original: Any, after: Any) -> None:
+    """Make the grader's argument look as the student's was after the call (so a change in place is seen)."""
+    if isinstance(original, torch.Tensor) and isinstance(after, torch.Tensor):
+        with torch.no_grad():
+            if original.shape == after.shape and original.dtype == after.dtype:
+                original.copy_(after)
+            elif not original.requires_grad:
+                original.data = after
+    elif isinstance(original, list) and isinstance(after, list):
+        if len(original) != len(after) or any(type(a) is not type(b) for a, b in zip(original, after, strict=True)):
+            original[:] = after
+        else:
+            for a, b in zip(original, after, strict=True):
+                _write_back(a, b)
+    elif isinstance(original, dict) and isinstance(after, dict):
+        if original.keys() != after.keys():
+            original.clear()
+            original.update(after)
+        else:
+            for k in original:
+                _write_back(original[k], after[k])
+
+
+def remote_function(box: Sandbox, name: str):
+    """A function that calls the student's ``name`` in its process, with arguments and result as data."""
+
+    def student(*args: Any, **kwargs: Any) -> Any:
+        reply = box.call(args, kwargs)
+        if "raised" in reply:
+            raise _rebuild(reply)
+        for a, b in zip(args, reply.get("args", []), strict=False):
+            _write_back(a, b)
+        for k, v in kwargs.items():
+            _write_back(v, reply.get("kwargs", {}).get(k))
+        return reply.get("value")
+
+    student.__name__ = student.__qualname__ = name
+    return student
+
+
+def _request(box: Sandbox, op: str, meta: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    reply = box.request({"op": op, "value": meta, "args": list(args), "kwargs": kwargs or {}})
+    if "raised" in reply:
+        raise _rebuild(reply)
+    return reply
+
+
+def _torch_class(spec: str) -> type | None:
+    """``torch.nn.modules.linear:Linear`` -> the class, for torch's own modules only."""
+    module, _, qualname = spec.partition(":")
+    if not module.startswith("torch.") or not qualname:
+        return None
+    import importlib
+
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj if isinstance(obj, type) and issubclass(obj, torch.nn.Module) else None
+
+
+class _NotHere(torch.nn.Module):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a sub-module of your class cannot be called on its own by the grader")
+
+
+def _mirror(box: Sandbox, name: str, description: dict[str, Any]) -> torch.nn.Module:
+    """A module of the grader's with the structure and weights of the student's (built in its process); calling
+    it runs the student's forward there, with the mirror's current weights, gradients coming back as data."""
+    ident = description["module"]
+    built: dict[str, torch.nn.Module] = {}
+    for node in description["tree"]:
+        path = node["path"]
+        cls = _torch_class(node["type"]) if path else None
+        if path == "":
+            cls = type(name, (_RemoteModule,), {})
+        elif cls is None:
+            cls = type(str(node["type"]), (_NotHere,), {})
+        m = cls.__new__(cls)
+        torch.nn.Module.__init__(m)
+        for k, v in node["attrs"].items():
+            if k != "training":
+                try:
+                    object.__setattr__(m, k, v)
+                except Exception:
+                    pass
+        for k, v in node["params"].items():
+            m.register_parameter(k, None if v is None else torch.nn.Parameter(v.detach(), v.requires_grad))
+        for k, v in node["buffers"].items():
+            m.register_buffer(k, None if v is None else v.detach())
+        m.training = bool(node["training"])
+        built[path] = m
+        if path:
+            parent, _, leaf = path.rpartition(".")
+            built[parent].add_module(leaf, m)
+    root = built[""]
+    root._remote = (box, ident)
+    return root
+
+
+class _RemoteModule(torch.nn.Module):
+    """The root of a mirror (see :func:`_mirror`)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        box, ident = self._remote
+        named = list(self.named_parameters(remove_duplicate=False))
+        state = {n: p.detach() for n, p in named} | {n: b for n, b in self.named_buffers(remove_duplicate=False)}
+        training = {n: m.training for n, m in self.named_modules(remove_duplicate=False)}
+        params = [p for _, p in named]
+        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in params + inputs)
+        meta = {"module": ident, "state": state, "training": training, "grad": grad}
+        if not grad:
+            reply = _request(box, "forward", meta, args, kwargs)["value"]
+            self._load_buffers(reply["buffers"])
+            return reply["out"]
+        return _RemoteCall.apply(self, meta, args, kwargs, len(params), *params, *inputs)
+
+    def _load_buffers(self, buffers: dict[str, Any]) -> None:
+        with torch.no_grad():
+            for n, b in self.named_buffers(remove_duplicate=False):
+                new = buffers.get(n)
+                if isinstance(new, torch.Tensor) and new.shape == b.shape:
+                    b.copy_(new)
+
+
+class _RemoteCall(torch.autograd.Function):
+    """forward and backward of a student's module, both run in the answer's process."""
+
+    @staticmethod
+    def forward(ctx, module, meta, args, kwargs, n_params, *tensors):  # noqa: ANN001
+        box, _ = module._remote
+        reply = _request(box, "forward", meta, args, kwargs)["value"]
+        module._load_buffers(reply["buffers"])
+        out = reply["out"]
+        if isinstance(out, torch.Tensor):
+            outs = [out.detach()]
+        elif isinstance(out, tuple) and out and all(isinstance(o, torch.Tensor) for o in out):
+            outs = [o.detach() for o in out]
+        else:
+            raise TypeError(f"the forward of your class returned {type(out).__name__}, not a tensor")
+        ctx.box, ctx.n_params = box, n_params
+        ctx.names = [n for n, _ in module.named_parameters(remove_duplicate=False)]
+        for o, requires in zip(outs, reply["requires"], strict=False):
+            if not requires or not (o.is_floating_point() or o.is_complex()):
+                ctx.mark_non_differentiable(o)
+        return tuple(outs) if isinstance(out, tuple) else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):  # noqa: ANN001
+        reply = _request(ctx.box, "backward", {"grads": list(grads)})["value"]
+        params = [reply["params"].get(n) for n in ctx.names]
+        return (None, None, None, None, None, *params, *reply["inputs"])
+
+
+def remote_class(box: Sandbox, name: str, has_forward: bool) -> type:
+    """A class standing for the student's ``name``: calling it builds the student's module in the answer's
+    process and returns a mirror of it (see :func:`_mirror`)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        value = _request(box, "new", None, args, kwargs)["value"]
+        if isinstance(value, dict) and "tree" in value:
+            return _mirror(box, name, value)
+        return value
+
+    namespace: dict[str, Any] = {"__new__": __new__}
+    if has_forward:
+        namespace["forward"] = _RemoteModule.forward
+    return type(name, (torch.nn.Module,), namespace)
+
+
+def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str], remote: bool) -> dict[str, Any]:
+    """Grade ``code`` (an answer) against ``exercise`` (a :class:`~companion.grading.chapters.Exercise`).
+
+    Returns the verdict's fields (``status``, ``problem``, …, ``text``) plus ``module`` and ``mro`` of the
+    student's object and ``how`` (``"remote"``: checked here; ``"in process"``: checked in the answer's process);
+    a process that stopped gives ``status`` ``"timeout"`` or ``"stopped"`` with ``why``.
+    """
+    if remote:
+        result = _check(exercise, code, limits, preload, "serve")
+        if result.get("how") != "unportable":
+            return result
+    return _check(exercise, code, limits, preload, "check")
+
+
+def _check(exercise: Any, code: str, limits: Limits, preload: list[str], mode: str) -> dict[str, Any]:
+    box = Sandbox(limits)
+    start = time.monotonic()
+    try:
+        result = _run(box, exercise, code, limits, preload, mode)
+    finally:
+        box.close()  # the process group is dead before anything is reported
+    return {**result, "output_bytes": box.output, "seconds": round(time.monotonic() - start, 2)}
+
+
+def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[str], mode: str) -> dict[str, Any]:
+    import importlib
+
+    init = {"name": exercise.name, "code": code, "mode": mode, "module": exercise.module}
+    init |= {"checker": exercise.checker, "preload": preload, "defining": defining_modules(exercise.name)}
+    try:
+        box.start(init)
+        box.deadline = time.monotonic() + limits.seconds
+        defined = box.verdict()  # the answer's code has run: its definitions, or what it raised
+        if "raised" in defined:
+            return {"status": "defining", "error": f"{defined['raised']}: {defined.get('message', '')}"[:500]}
+        out: dict[str, Any] = {"module": defined.get("module", ""), "mro": defined.get("mro", [])}
+        if mode == "check":
+            reply = box.verdict()
+            return {**out, **dict(reply.get("verdict") or {}), "how": "in process"}
+        checker = getattr(importlib.import_module(exercise.module), exercise.checker)
+        if defined.get("kind") == "class":
+            student = remote_class(box, exercise.name, bool(defined.get("forward")))
+        else:
+            student = remote_function(box, exercise.name)
+        with CHECK_LOCK:
+            box.deadline = time.monotonic() + limits.seconds
+            try:
+                v = checker.verdict(student)
+            except wire.Unportable:
+                return {"how": "unportable"}
+        fields = ("status", "problem", "input", "expected", "got", "hint", "cases")
+        return {**out, **{k: getattr(v, k) for k in fields}, "text": str(v), "how": "remote"}
+    except Stopped as s:
+        return {"status": "stopped" if s.status != "timeout" else "timeout", "why": s.why}
