@@ -86,7 +86,7 @@ GENSIM_DATA_SHA256 = {
 
 
 def gensim_data_path(name: str) -> Path:
-    """The path of a file shipped in gensim's test data, checked against :data:`GENSIM_DATA_SHA256` if listed."""
+    """The path of a file shipped in gensim's test data, checked against ``GENSIM_DATA_SHA256`` if listed."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str file name, got {describe(name)}")
     from gensim.test.utils import datapath

@@ -1,16 +1,17 @@
 """Grade a folder of submitted homework notebooks: ``companion-grade SUBMISSIONS --out RESULTS``.
 
-Nothing of a notebook is executed as a notebook. For each exercise, :mod:`.answers` parses the student's code
+Nothing of a notebook is executed as a notebook. For each exercise, ``grading.answers`` parses the student's code
 cells and takes the function or class the exercise names with the helpers, imports and literal constants it
-uses; :mod:`.remote` runs that code alone in a fresh process (:mod:`.sandbox`: forked from a server that imported
+uses; ``grading.remote`` runs that code alone in a fresh process (``grading.sandbox``: forked from a server that
+imported
 torch once, a session of its own, limits on time, memory and output, an audit hook, the companion's reference
 replaced by a stand-in) and calls it from the checker running in the grader's own process, the arguments and
-results going both ways as data (:mod:`.wire`, never a pickle; a class through a mirror module). Functions whose
-checker hands them a model are checked inside the answer's process (weaker; flagged). :mod:`.worker` grades one
-notebook, :mod:`.cli` a folder (``--jobs`` notebooks at once), :mod:`.report` writes ``gradebook.csv``,
+results going both ways as data (``grading.wire``, never a pickle; a class through a mirror module). Functions whose
+checker hands them a model are checked inside the answer's process (weaker; flagged). ``grading.worker`` grades one
+notebook, ``grading.cli`` a folder (``--jobs`` notebooks at once), ``grading.report`` writes ``gradebook.csv``,
 ``feedback/STUDENT.md``, ``summary.md``/``.png`` and ``results.json`` once every answer's process has ended.
 
-Which exercises a chapter has is read from the homework notebooks (``book/homework``, :mod:`.chapters`); an
+Which exercises a chapter has is read from the homework notebooks (``book/homework``, ``grading.chapters``); an
 answer equal to the book's published solution (``book/NN_name.md``) is flagged. The grader needs the ``grade``
 extra (``pip install -e ".[grade]"``: nbformat, safetensors); ``import companion`` never imports any of it.
 See README, "Grading homework", for the threat model and a container recipe.
