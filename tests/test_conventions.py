@@ -51,4 +51,3 @@ def test_citation_file(root):
     assert citation["repository-code"] == book_config(root)["repository"]["url"]
     licences = citation["license"] if isinstance(citation["license"], list) else [citation["license"]]
     assert "MIT" in licences and "CC-BY-4.0" in licences
-
