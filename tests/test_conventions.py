@@ -2,8 +2,10 @@
 and alt text on every figure. The workflows cannot run here; their YAML is read and checked for what they must do."""
 
 import ast
+import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 CFF_REQUIRED = ("cff-version", "message", "title", "authors", "version", "license", "repository-code", "type")
@@ -51,3 +53,56 @@ def test_citation_file(root):
     assert citation["repository-code"] == book_config(root)["repository"]["url"]
     licences = citation["license"] if isinstance(citation["license"], list) else [citation["license"]]
     assert "MIT" in licences and "CC-BY-4.0" in licences
+
+
+def workflow(root: Path, name: str) -> dict:
+    parsed = yaml.safe_load((root / ".github" / "workflows" / name).read_text())
+    # YAML 1.1 (PyYAML) reads the key `on` as the boolean True; GitHub reads it as "on".
+    parsed["on"] = parsed.pop(True, parsed.get("on"))
+    return parsed
+
+
+def steps(job: dict) -> list[dict]:
+    return job["steps"]
+
+
+def uses(job: dict, action: str) -> list[dict]:
+    return [step for step in steps(job) if step.get("uses", "").split("@")[0] == action]
+
+
+def test_ci_workflow_runs_ci_run_on_every_push_and_pull_request(root):
+    ci = workflow(root, "ci.yml")
+    assert "push" in ci["on"] and "pull_request" in ci["on"]
+    (job,) = ci["jobs"].values()
+    assert uses(job, "actions/checkout")
+    (python,) = uses(job, "actions/setup-python")
+    assert str(python["with"]["python-version"]) == "3.11"
+    runs = [step["run"] for step in steps(job) if "run" in step]
+    assert runs[-1].strip() == "bash .ci/run", runs
+    assert "make test" in (root / ".ci" / "run").read_text()
+
+
+def test_pages_workflow_publishes_release_tags(root):
+    pages = workflow(root, "pages.yml")
+    assert pages["on"]["push"] == {"tags": ["v*"]}, "the book is published from release tags only"
+    assert "workflow_dispatch" in pages["on"]
+    assert pages["permissions"]["pages"] == "write" and pages["permissions"]["id-token"] == "write"
+    build, deploy = pages["jobs"]["build"], pages["jobs"]["deploy"]
+    assert uses(build, "actions/checkout")
+    runs = [step["run"].strip() for step in steps(build) if "run" in step]
+    assert "make book" in runs, runs
+    (upload,) = uses(build, "actions/upload-pages-artifact")
+    assert upload["with"]["path"] == "_build/html"
+    assert steps(build).index(upload) > max(i for i, step in enumerate(steps(build)) if "run" in step)
+    assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
+    assert uses(deploy, "actions/deploy-pages")
+    makefile = (root / "Makefile").read_text()
+    assert "HTML   := _build/html" in makefile, "make book no longer writes _build/html"
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "pages.yml"])
+def test_every_action_is_pinned_to_a_version(root, name):
+    actions = [step["uses"] for job in workflow(root, name)["jobs"].values() for step in steps(job) if "uses" in step]
+    assert actions
+    for action in actions:
+        assert re.fullmatch(r"[\w.-]+/[\w./-]+@v\d+(\.\d+)*", action), f"{name}: {action!r} names no version tag"
