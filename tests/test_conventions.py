@@ -5,6 +5,7 @@ import ast
 import re
 from pathlib import Path
 
+import jupytext
 import pytest
 import yaml
 
@@ -106,3 +107,46 @@ def test_every_action_is_pinned_to_a_version(root, name):
     assert actions
     for action in actions:
         assert re.fullmatch(r"[\w.-]+/[\w./-]+@v\d+(\.\d+)*", action), f"{name}: {action!r} names no version tag"
+
+
+MIN_ALT = 20  # characters: a sentence saying what the figure shows, not a placeholder
+
+
+def figure_cells(root: Path) -> list[tuple[str, int, dict]]:
+    """(chapter, cell index, metadata) of every chapter code cell that draws a figure (calls plt.show())."""
+    cells = []
+    for chapter in sorted((root / "book").glob("[0-9][0-9]_*.md")):
+        for index, cell in enumerate(jupytext.read(chapter).cells):
+            if cell.cell_type == "code" and "plt.show()" in cell.source:
+                cells.append((chapter.name, index, cell.metadata))
+    return cells
+
+
+def alt_text(metadata: dict) -> str:
+    """MyST-NB's alt text of a cell's image output: metadata mystnb.image.alt."""
+    return str(((metadata.get("mystnb") or {}).get("image") or {}).get("alt") or "").strip()
+
+
+def test_every_figure_has_alt_text(root):
+    cells = figure_cells(root)
+    assert len(cells) >= 10, "no figure cells found: has plt.show() gone?"
+    missing = [f"{chapter} cell {index}" for chapter, index, metadata in cells if len(alt_text(metadata)) < MIN_ALT]
+    assert not missing, (
+        f"figure cells without alt text of at least {MIN_ALT} characters (add ':mystnb:' / ':  image:' / "
+        f"':    alt: \"...\"' to the cell's options): {missing}"
+    )
+    alts = [alt_text(metadata) for _, _, metadata in cells]
+    assert len(set(alts)) == len(alts), "two figures share one alt text"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({}, ""),
+        ({"tags": ["hide-input"]}, ""),
+        ({"mystnb": {"image": {"width": "50%"}}}, ""),
+        ({"mystnb": {"image": {"alt": "  A plot of y against x.  "}}}, "A plot of y against x."),
+    ],
+)
+def test_alt_text_reads_mystnb_image_alt(metadata, expected):
+    assert alt_text(metadata) == expected
