@@ -124,7 +124,7 @@ def test_sdpa_naive_softmax_overflows_on_huge_scores():
         e = torch.exp(s)
         return e / e.sum(-1, keepdim=True) @ v
 
-    assert_wrong(check_scaled_dot_product_attention.verdict(naive), "scores as large as 1e4", "NaN or infinity")
+    assert_wrong(check_scaled_dot_product_attention.verdict(naive), "scores as large as 1e4", "contains NaN")
 
 
 # --- causal mask --------------------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_loss_log_of_sigmoid_is_named():
         neg = torch.log(torch.sigmoid(-torch.einsum("bkd,bd->bk", u_neg, v))).sum(-1)
         return -(pos + neg).mean()
 
-    assert_wrong(check_negative_sampling_loss.verdict(naive), "NaN or infinite", "logsigmoid stays finite", "-200")
+    assert_wrong(check_negative_sampling_loss.verdict(naive), "The loss is infinite", "logsigmoid stays finite", "-200")
 
 
 def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):

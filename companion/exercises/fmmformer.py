@@ -133,7 +133,7 @@ MEMORY_N = 2048
 
 
 def _banded_memory(student) -> int:
-    count = _banded_values._cases(student)
+    count, hidden = _banded_values._cases(student)
     n, d, b = MEMORY_N, 8, 16
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(n, d, generator=g) for _ in range(3))
@@ -164,7 +164,7 @@ def _banded_memory(student) -> int:
             hint="Compute only the scores inside the band: pad k and v with b - 1 rows in front and gather, for "
             "each query, its b keys (k_pad.unfold(-2, b, 1) is a view), then softmax over those b.",
         )
-    return count + 1
+    return count + 1, hidden
 
 
 check_banded_softmax = Checker("banded_softmax", _banded_memory, kind="function")
