@@ -611,7 +611,7 @@ def _difference(got: Any, expected: Any, atol: float, rtol: float) -> tuple[str,
     if isinstance(expected, torch.Tensor) and (expected.ndim > 0 or isinstance(got, torch.Tensor) and got.numel() != 1):
         return _tensor_difference(got, expected, atol, rtol)
     if isinstance(expected, (numbers.Real, torch.Tensor)) and not isinstance(expected, bool):
-        e = float(expected)
+        e = float(expected.detach() if isinstance(expected, torch.Tensor) else expected)
         g = _number(got)
         if g is None:
             return "should be a single number", f"{e:.6g}", show(got), None
@@ -1094,7 +1094,8 @@ def compare(
         hidden: a function drawing hidden random cases, run after the shown ones under a seed drawn afresh
             from ``os.urandom`` on every run (a failing one is shown with its seed); by default ``cases``
             drawn again when it is a function; ``None`` for none.
-        withhold: the dotted names of the companion's own answer, unavailable while the student's code runs.
+        withhold: the dotted names of the companion's own answer, unavailable while the student's code runs
+            (``reference`` itself is withheld when it is a function of the companion).
         same_dtype: the result must have the reference's dtype exactly (float32 in, float32 out).
         differentiable: the result is a loss to train with: it must carry gradients, and the gradients it
             gives the parameters of every model argument must be the reference's.
@@ -1104,6 +1105,7 @@ def compare(
     buffers) is told so.
     """
     extra = (cases if callable(cases) else None) if hidden is _REDRAW else hidden
+    withhold = (*_own_name(reference), *withhold)
 
     def run(student: Callable[..., Any]) -> tuple[int, int]:
         trials = draw_trials(reference, cases, extra)  # type: ignore[arg-type]
@@ -1129,7 +1131,7 @@ def compare(
             if same_dtype:
                 _expect_dtype(t.got, t.expected, label, what)
             if differentiable:
-                _expect_gradients(t, reference, label, what, atol, rtol)
+                _expect_gradient_kept(t.got, label, what)
             if _safe_difference(t.got, t.expected, atol, rtol) is not None:
                 values = _mistake_answers(trials)
                 named = confirmed(
@@ -1140,6 +1142,8 @@ def compare(
                 )
                 here = [(lambda v=values[i][k]: v, h) for k, (_, h) in enumerate(mistakes) if h in named]
                 expect(t.got, t.expected, input=label, what=what, hint=hint, atol=atol, rtol=rtol, mistakes=here)
+            if differentiable:
+                _expect_gradients(t, label, atol, rtol)
 
     def _mistake_answers(trials: Sequence[Trial]) -> list[list[Any]]:
         out = []
@@ -1155,6 +1159,13 @@ def compare(
         return out
 
     return Checker(exercise, run, seed=seed, kind="function", withhold=withhold)
+
+
+def _own_name(reference: Callable[..., Any]) -> tuple[str, ...]:
+    """``("companion.module.name",)`` when ``reference`` is a top-level function of the companion, else ``()``."""
+    module, name = getattr(reference, "__module__", "") or "", getattr(reference, "__qualname__", "")
+    public = module.startswith("companion.") and not module.startswith("companion.exercises") and "." not in name
+    return (f"{module}.{name}",) if public and "<" not in name else ()
 
 
 def _expect_dtype(got: Any, expected: Any, label: str, what: str) -> None:
@@ -1175,27 +1186,24 @@ _NO_GRADIENT_HINT = (
 )
 
 
-def _expect_gradients(t: Trial, reference: Callable[..., Any], label: str, what: str, atol: float, rtol: float) -> None:
-    got = t.got
+def _expect_gradient_kept(got: Any, label: str, what: str) -> None:
+    """A loss to train with must be a tensor that carries gradient: not a number, not computed under no_grad."""
     if not isinstance(got, torch.Tensor):
         if _number(got) is not None:
-            raise Mismatch(
-                f"{what} {_agree(what, 'is a plain number')}, with no gradient.",
-                input=label,
-                got=show(got),
-                hint=_NO_GRADIENT_HINT,
-            )
+            problem = _agree(what, "is a plain number")
+            raise Mismatch(f"{what} {problem}, with no gradient.", input=label, got=show(got), hint=_NO_GRADIENT_HINT)
         return  # the comparison of values says what is wrong
-    if not got.requires_grad or got.grad_fn is None or got.numel() != 1:
-        if got.numel() == 1:
-            raise Mismatch(
-                f"{what} {_agree(what, 'carries no gradient')}.", input=label, got=show(got), hint=_NO_GRADIENT_HINT
-            )
-        return
+    if got.numel() == 1 and (not got.requires_grad or got.grad_fn is None):
+        problem = _agree(what, "carries no gradient")
+        raise Mismatch(f"{what} {problem}.", input=label, got=show(got), hint=_NO_GRADIENT_HINT)
+
+
+def _expect_gradients(t: Trial, label: str, atol: float, rtol: float) -> None:
+    """Backpropagate the student's result and the reference's: every model argument gets the same gradients."""
     theirs = [a for a in (*t.student_args[0], *t.student_args[1].values()) if isinstance(a, nn.Module)]
     ours = [a for a in (*t.reference_args[0], *t.reference_args[1].values()) if isinstance(a, nn.Module)]
     try:
-        got.backward()
+        t.got.backward()
     except Exception as e:
         raise Mismatch(
             f"Calling .backward() on your result raised {type(e).__name__}: {_safe_str(e)}",
@@ -1211,10 +1219,9 @@ def _expect_gradients(t: Trial, reference: Callable[..., Any], label: str, what:
                 raise Mismatch(
                     f"The gradient of your result with respect to `{name}` is not the reference loss's.",
                     input=label,
-                    hint="The value may be right while the computation graph is not: compute the loss from the "
-                    "model's output with differentiable operations only.",
+                    hint="The value is right but the computation graph is not: compute the loss from the model's "
+                    "output with differentiable operations only.",
                 )
-    t.expected = t.expected.detach()
 
 
 def _arguments(reference: Callable[..., Any], c: Case, args: list[Any], kwargs: dict[str, Any]):
