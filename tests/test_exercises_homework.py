@@ -59,6 +59,29 @@ def test_no_homework_contains_the_code_it_asks_for(path):
             assert f"def {giveaway}(" not in everything
 
 
+def _withheld_names(nb: nbformat.NotebookNode) -> set[str]:
+    """The short names of what the notebook's checkers withhold (the companion's own answers)."""
+    names = set()
+    for cell in nb.cells:
+        call = notebooks.checker_call(cell.source) if cell.cell_type == "code" else None
+        if call:
+            for dotted in notebooks._checker(call).withhold:
+                parts = dotted.split(".")
+                names.add(parts[-2] if parts[-2][:1].isupper() else parts[-1])  # a method: its class
+    return names
+
+
+@pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
+def test_no_homework_lists_the_companions_own_answer(path):
+    """What a checker withholds while the student's code runs is not listed in the homework either."""
+    nb = nbformat.read(path, as_version=4)
+    listed = set()
+    for cell in nb.cells:
+        for source in [cell.source] if cell.cell_type == "code" else _fenced_code(cell.source):
+            listed |= {name for name, real in _real_definitions(source).items() if real}
+    assert listed & _withheld_names(nb) == set()
+
+
 def test_the_leak_detector_finds_a_listing_and_a_cell():
     nb = nbformat.v4.new_notebook()
     nb.cells = [
