@@ -247,15 +247,20 @@ def homework_notebook(md: Path) -> str:
     exercise = 0
     skipped_title = False
     keep: list[str] = []
+    pen_and_paper = False
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            text, in_solution, exercise = _strip_markdown(cell.source, in_solution, exercise, chapter)
-            if not skipped_title:
-                text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
-                skipped_title = True
-            text = for_jupyter(text, md.parent, hide=hidden, citations=citations)
-            if text.strip():
-                out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
+            pieces, pen_and_paper = _answer_points(cell.source, pen_and_paper)
+            for piece, answer_after in pieces:
+                text, in_solution, exercise = _strip_markdown(piece, in_solution, exercise, chapter)
+                if not skipped_title:
+                    text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
+                    skipped_title = True
+                text = for_jupyter(text, md.parent, hide=hidden, citations=citations)
+                if text.strip():
+                    out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
+                if answer_after:
+                    out.cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL, metadata={"tags": [ANSWER_TAG]}))
             continue
         tags = list(cell.metadata.get("tags", []))
         stub = stub_from_solution(cell.source)
@@ -296,6 +301,37 @@ def homework_notebook(md: Path) -> str:
     for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
         cell["id"] = f"cell-{i}"
     return nbformat.writes(out) + "\n"
+
+
+# A pen-and-paper question gets a markdown cell for the answer right after it; the grader collects the cells
+# that start with "**Your answer" into the instructor's feedback.
+ANSWER_CELL = (
+    "**Your answer:**\n\n"
+    "*(Double-click to write your answer here, in words and math between dollar signs: $\\partial L / \\partial E$.)*"
+)
+ANSWER_TAG = "homework-answer"
+_PEN_AND_PAPER_START = re.compile(r"^(`{3,})\{exercise-start\}(.*)$")
+_EXERCISE_END = re.compile(r"^(`{3,})\{exercise-end\}")
+
+
+def _answer_points(source: str, pending: bool) -> tuple[list[tuple[str, bool]], bool]:
+    """``source`` cut after the end of each pen-and-paper exercise: ``(piece, answer cell after it)`` pairs,
+    and whether a pen-and-paper exercise is still open at the end (its end comes in a later cell)."""
+    lines, pieces, start, i = source.split("\n"), [], 0, 0
+    while i < len(lines):
+        opened, ended = _PEN_AND_PAPER_START.match(lines[i]), _EXERCISE_END.match(lines[i])
+        if opened:
+            pending = "pen and paper" in opened.group(2).lower()
+        elif ended and pending:
+            fence, j = ended.group(1), i + 1
+            while j < len(lines) and lines[j].strip() != fence:
+                j += 1
+            pieces.append(("\n".join(lines[start : j + 1]), True))
+            start, i, pending = j + 1, j, False
+        i += 1
+    if start < len(lines) or not pieces:
+        pieces.append(("\n".join(lines[start:]), False))
+    return pieces, pending
 
 
 def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> str:
