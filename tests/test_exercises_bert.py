@@ -410,3 +410,19 @@ def test_mlm_boundaries_are_exact_and_shown():
     verdict = check_mlm_masking.verdict(lambda ids, chosen, u, r, m: (ids, ids))
     assert_wrong(verdict, "u = tensor(", "0.8000", "0.9000")
     assert check_mlm_masking.verdict(mlm_float32).passed  # float32 or float64, the bands come out the same
+
+
+def test_the_block_parameters_question_states_the_count():
+    """Chapter 7's pen-and-paper answer: 12d² + 13d for BERT-large, recomputed from a block's layers."""
+    from torch import nn
+
+    from tools import notebooks
+
+    d = 1024
+    layers = [nn.Linear(d, d) for _ in range(4)] + [nn.Linear(d, 4 * d), nn.Linear(4 * d, d)]
+    layers += [nn.LayerNorm(d), nn.LayerNorm(d)]
+    count = sum(p.numel() for layer in layers for p in layer.parameters())
+    assert count == 12 * d**2 + 13 * d
+    text = (notebooks.BOOK / "07_bert.md").read_text()
+    answer = text[text.index("{solution-start} ex-block-parameters") :].split("{solution-end}")[0]
+    assert f"{count:,}".replace(",", "{,}") in answer

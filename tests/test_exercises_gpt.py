@@ -364,3 +364,18 @@ def test_top_k_messages_tell_minus_inf_from_nan():
     assert_wrong(verdict, "The filtered logits contain an infinity where a finite value is expected")
     assert "NaN" not in verdict.problem
     assert_wrong(check_top_k_logits.verdict(gpt.top_k_logits), "the companion's own")
+
+
+def test_the_kv_cache_question_states_gpt3s_numbers():
+    """Chapter 6's pen-and-paper answer: its byte counts, recomputed from the companion's GPT-3 configuration."""
+    from tools import notebooks
+
+    text = (notebooks.BOOK / "06_gpt.md").read_text()
+    answer = text[text.index("{solution-start} ex-kv-cache-bytes") :].split("{solution-end}")[0]
+    config = gpt.GPTConfig.gpt3()
+    per_token = 2 * config.n_layers * config.d_model * 2  # keys and values, every block, 2 bytes a number
+    assert (config.n_layers, config.d_model) == (96, 12288)
+    assert f"{per_token:,}".replace(",", "{,}") in answer
+    assert f"{per_token * 2048:,}".replace(",", "{,}") in answer
+    assert f"{per_token * 2048 / 2**30:.1f} GiB" in answer and f"{per_token / 2**20:.1f} MiB" in answer
+    assert f" {round(175e9 * 2 / (per_token * 2048))} full sequences" in answer
