@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
 from torch import nn
 
 from companion import attention as ref
@@ -17,6 +17,8 @@ from companion.exercises.attention import (
     check_weightless_self_attention,
 )
 from companion.masks import causal_mask
+
+ref = unwithheld(ref)  # the companion's functions, as other objects than those the checkers withhold
 
 
 def _raises(*args, **kwargs):
