@@ -27,3 +27,23 @@ def assert_passes(checker, student):
     """The checker says PASSED to ``student``, and prints it."""
     verdict = checker.verdict(student)
     assert verdict.passed, str(verdict)
+
+
+def unwithheld(module):
+    """``module``'s functions wrapped in ``functools.partial`` (classes and other names as they are).
+
+    The checkers withhold the companion's own answer while a student's code runs, found by identity; a test that
+    builds an answer (right or deliberately wrong) on the companion's function uses these wrappers, which are
+    other objects. (A student could do the same on purpose: the threat model is honest mistakes and casual
+    copying, not a sandbox.)
+    """
+    import functools
+    import inspect
+    import types
+
+    names = {
+        k: functools.partial(v) if inspect.isfunction(v) else v
+        for k, v in vars(module).items()
+        if not k.startswith("__")
+    }
+    return types.SimpleNamespace(**names)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
 from torch import nn
 
 from companion import attention as ref
@@ -17,6 +17,8 @@ from companion.exercises.attention import (
     check_weightless_self_attention,
 )
 from companion.masks import causal_mask
+
+ref = unwithheld(ref)  # the companion's functions, as other objects than those the checkers withhold
 
 
 def _raises(*args, **kwargs):
@@ -124,7 +126,7 @@ def test_sdpa_naive_softmax_overflows_on_huge_scores():
         e = torch.exp(s)
         return e / e.sum(-1, keepdim=True) @ v
 
-    assert_wrong(check_scaled_dot_product_attention.verdict(naive), "scores as large as 1e4", "NaN or infinity")
+    assert_wrong(check_scaled_dot_product_attention.verdict(naive), "scores as large as 1e4", "contains NaN")
 
 
 # --- causal mask --------------------------------------------------------------------------------------------

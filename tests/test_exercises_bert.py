@@ -107,15 +107,41 @@ def squad_f1_regex(prediction, gold):
     return 0.0 if common == 0 else 2 * precision * recall / (precision + recall)
 
 
+def wordpiece_prefixes(word, vocab):
+    out, rest, first = [], word, True
+    while rest:
+        prefixes = [rest[:e] for e in range(len(rest), 0, -1)]
+        piece = next((p if first else "##" + p for p in prefixes if (p if first else "##" + p) in vocab), None)
+        if piece is None:
+            return ["[UNK]"]
+        out.append(piece)
+        rest, first = rest[len(piece) - (0 if first else 2) :], False
+    return out
+
+
+def _normalised(text):
+    table = str.maketrans("", "", string.punctuation)
+    return [w for w in text.lower().translate(table).split() if w not in {"a", "an", "the"}]
+
+
+def squad_f1_translate(prediction, gold):
+    p, g = _normalised(prediction), _normalised(gold)
+    if len(p) == 0 or len(g) == 0:
+        return 1.0 if p == g else 0.0
+    common = Counter(p) & Counter(g)
+    n = sum(common.values())
+    return 0.0 if n == 0 else 2 * n / (len(p) + len(g))
+
+
 @correct_answers(
-    (check_wordpiece, lambda word, vocab: wordpiece.wordpiece(word, vocab)),
+    (check_wordpiece, wordpiece_prefixes),
     (check_wordpiece, wordpiece_recursive),
     (check_wordpiece, wordpiece_loop),
     (check_mlm_masking, mlm_with_indexing),
     (check_mlm_masking, mlm_loop),
     (check_bert_embeddings, embeddings_with_layer_norm_module),
     (check_bert_embeddings, embeddings_with_torch),
-    (check_squad_f1, lambda p, g: metrics.squad_f1(p, g)),
+    (check_squad_f1, squad_f1_translate),
     (check_squad_f1, squad_f1_by_hand),
     (check_squad_f1, squad_f1_regex),
 )
@@ -280,7 +306,7 @@ def squad_no_normalisation(prediction, gold):
 
 
 def squad_sets(prediction, gold):
-    p, g = metrics.normalize_answer(prediction).split(), metrics.normalize_answer(gold).split()
+    p, g = _normalised(prediction), _normalised(gold)
     if not p or not g:
         return float(p == g)
     common = len(set(p) & set(g))
@@ -288,7 +314,7 @@ def squad_sets(prediction, gold):
 
 
 def squad_precision(prediction, gold):
-    p, g = metrics.normalize_answer(prediction).split(), metrics.normalize_answer(gold).split()
+    p, g = _normalised(prediction), _normalised(gold)
     if not p or not g:
         return float(p == g)
     return sum((Counter(p) & Counter(g)).values()) / len(p)
@@ -300,8 +326,103 @@ def squad_precision(prediction, gold):
         (squad_no_normalisation, "Normalise both answers first"),
         (squad_sets, "with multiplicity"),
         (squad_precision, "not the precision alone"),
-        (lambda p, g: metrics.squad_exact_match(p, g), "The F1"),
+        (lambda p, g: float(_normalised(p) == _normalised(g)), "The F1"),
     ],
 )
 def test_squad_f1_mistakes(student, fragment):
     assert_wrong(check_squad_f1.verdict(student), fragment)
+
+
+# --- issue 17: each class of gap, with answers written to slip through it -------------------------------------
+
+
+def wordpiece_end_off_by_one(word, vocab):  # the longest piece is never the whole rest of the word
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word) - 1 if len(word) - start > 1 else len(word), start, -1):
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+        else:
+            return ["[UNK]"]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+def squad_split_on_punctuation(prediction, gold):  # "don't" becomes "don t", not "dont"
+    def norm(s):
+        return [w for w in re.findall(r"[a-z0-9]+", s.lower()) if w not in {"a", "an", "the"}]
+
+    p, g = norm(prediction), norm(gold)
+    if not p or not g:
+        return float(p == g)
+    n = sum((Counter(p) & Counter(g)).values())
+    return 0.0 if n == 0 else 2 * n / (len(p) + len(g))
+
+
+def squad_one_empty_is_one(prediction, gold):
+    p, g = _normalised(prediction), _normalised(gold)
+    if not p or not g:
+        return 1.0
+    return squad_f1_translate(prediction, gold)
+
+
+def squad_unnormalised_lookup(prediction, gold):  # a table of the shown cases, 0.5 elsewhere
+    return {("the Eiffel Tower", "Eiffel Tower"): 1.0, ("Denver Broncos", "The Denver Broncos!"): 1.0}.get(
+        (prediction, gold), 0.5
+    )
+
+
+def embeddings_default_eps(ids, token_types, E, P, T, gamma, beta):
+    x = E[ids] + P[: ids.shape[1]] + T[token_types]
+    return torch.nn.functional.layer_norm(x, (E.shape[1],), gamma, beta)  # eps = 1e-5
+
+
+def mlm_float32(ids, chosen, u, random_ids, mask_id):  # compares a float32 copy of u: 0.8 rounds up
+    return mlm_with_indexing(ids, chosen, u.float(), random_ids, mask_id)
+
+
+@pytest.mark.parametrize(
+    ("checker", "student", "fragments"),
+    [
+        (check_wordpiece, wordpiece.wordpiece, ["the companion's own"]),
+        (check_wordpiece, lambda w, v: wordpiece.wordpiece(w, v), ["write this one yourself"]),
+        (check_wordpiece, wordpiece_end_off_by_one, ["The list of pieces"]),
+        (check_squad_f1, lambda p, g: metrics.squad_f1(p, g), ["write this one yourself"]),
+        (check_squad_f1, lambda p, g: squad_f1_translate(metrics.normalize_answer(p), g), ["write this one yourself"]),
+        (check_squad_f1, squad_split_on_punctuation, ["don't stop"]),
+        (check_squad_f1, squad_one_empty_is_one, ["only the prediction is empty"]),
+        (check_squad_f1, squad_unnormalised_lookup, ["The F1"]),
+        (check_bert_embeddings, embeddings_default_eps, ["nearly constant rows", "eps = 1e-12"]),
+    ],
+)
+def test_issue_17_gaps_are_closed(checker, student, fragments):
+    assert_wrong(checker.verdict(student), *fragments)
+
+
+def test_wordpiece_off_by_one_does_not_get_an_unrelated_hint():
+    verdict = check_wordpiece.verdict(wordpiece_end_off_by_one)
+    assert verdict.status == "wrong" and "looked up with the prefix" not in (verdict.hint or "")
+
+
+def test_mlm_boundaries_are_exact_and_shown():
+    verdict = check_mlm_masking.verdict(lambda ids, chosen, u, r, m: (ids, ids))
+    assert_wrong(verdict, "u = tensor(", "0.8000", "0.9000")
+    assert check_mlm_masking.verdict(mlm_float32).passed  # float32 or float64, the bands come out the same
+
+
+def test_the_block_parameters_question_states_the_count():
+    """Chapter 7's pen-and-paper answer: 12d² + 13d for BERT-large, recomputed from a block's layers."""
+    from torch import nn
+
+    from tools import notebooks
+
+    d = 1024
+    layers = [nn.Linear(d, d) for _ in range(4)] + [nn.Linear(d, 4 * d), nn.Linear(4 * d, d)]
+    layers += [nn.LayerNorm(d), nn.LayerNorm(d)]
+    count = sum(p.numel() for layer in layers for p in layer.parameters())
+    assert count == 12 * d**2 + 13 * d
+    text = (notebooks.BOOK / "07_bert.md").read_text()
+    answer = text[text.index("{solution-start} ex-block-parameters") :].split("{solution-end}")[0]
+    assert f"{count:,}".replace(",", "{,}") in answer

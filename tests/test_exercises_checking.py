@@ -91,7 +91,8 @@ def test_a_named_mistake_wins_over_the_nan_hint_and_the_nan_hint_over_the_defaul
 
 
 def test_compare_passes_counts_and_names_arguments():
-    assert CHECK_TWICE.verdict(lambda x, factor=2.0: factor * x).cases == 3
+    verdict = CHECK_TWICE.verdict(lambda x, factor=2.0: factor * x)
+    assert (verdict.cases, verdict.hidden) == (4, 1)  # the random case is drawn again, hidden; fixed ones are not
     assert_wrong(
         CHECK_TWICE.verdict(lambda x, factor=2.0: x + factor),
         "input:    x=tensor([1.0, -2.0])",
@@ -206,3 +207,198 @@ def test_restore_puts_back_what_the_student_replaced(capsys):
     assert "`emb`, `x`, `torch`" in capsys.readouterr().out
     assert restore(namespace, saved, keep=["one_hot"]) == []
     assert capsys.readouterr().out == ""
+
+
+# --- the machinery closes whole classes of gaps (issue 17) ----------------------------------------------------
+
+import signal  # noqa: E402
+
+import companion.masks  # noqa: E402
+from companion.checking import RAISED, confirmed, peak_bytes  # noqa: E402
+from companion.masks import causal_mask as imported_alias  # noqa: E402
+
+
+class _Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
+        self.register_buffer("offset", torch.zeros(3))
+
+    def forward(self, x):
+        return x * self.weight + self.offset
+
+
+def _apply(model, x):
+    return model(x).sum()
+
+
+CHECK_APPLY = compare(
+    "apply",
+    _apply,
+    lambda: [case(_Scale(), torch.randn(3)), case(_Scale(), torch.ones(3))],
+    what="The sum",
+    differentiable=True,
+)
+
+
+def test_a_student_who_changes_the_models_weights_before_a_right_computation_is_told():
+    def doubles_first(model, x):
+        with torch.no_grad():
+            model.weight.mul_(2)
+        return (model(x) / 2).sum()  # right value on the changed model... the expectation was computed before
+
+    def shifts_buffer(model, x):
+        model.offset += 1
+        return (model(x) - 1).sum()
+
+    assert_wrong(CHECK_APPLY.verdict(doubles_first), "changed its argument `model` in place")
+    assert_wrong(CHECK_APPLY.verdict(shifts_buffer), "changed its argument `model` in place")
+    assert CHECK_APPLY.verdict(lambda model, x: (x * model.weight).sum() + model.offset.sum()).passed
+    assert CHECK_APPLY.verdict(lambda model, x: model(x).sum()).passed
+
+
+def test_a_loss_must_stay_differentiable():
+    assert_wrong(CHECK_APPLY.verdict(lambda model, x: model(x).sum().item()), "is a plain number", ".item()")
+
+    def no_grad(model, x):
+        with torch.no_grad():
+            return model(x).sum()
+
+    assert_wrong(CHECK_APPLY.verdict(no_grad), "carries no gradient", "torch.no_grad()")
+    assert_wrong(CHECK_APPLY.verdict(lambda model, x: model(x).sum().detach()), "carries no gradient")
+    wrong_graph = lambda model, x: model(x).sum().detach() + 0 * model.weight.sum()  # noqa: E731
+    assert_wrong(CHECK_APPLY.verdict(wrong_graph), "gradient of your result with respect to `weight`")
+
+
+def test_a_named_mistake_must_hold_on_every_case():
+    # the mistake x + factor equals the answer 2·x on x = [2, ...] only; a student wrong elsewhere is not named
+    check = compare(
+        "twice",
+        _twice,
+        [case(torch.tensor([2.0])), case(torch.tensor([5.0]))],
+        mistakes=[(lambda x, factor=2.0: x + factor, "Multiply, do not add.")],
+        hint="default",
+    )
+    assert_wrong(check.verdict(lambda x, factor=2.0: x + 2), "Multiply, do not add.")  # the mistake itself
+    coincidence = lambda x, factor=2.0: torch.where(x == 2, 4.0, 7.0)  # noqa: E731 -- matches it on case 1 only
+    verdict = check.verdict(lambda x, factor=2.0: coincidence(x) + 1)
+    assert_wrong(verdict, "hint:     default")
+    verdict = check.verdict(lambda x, factor=2.0: torch.where(x == 2, 4.0, 0.0))  # right, then unrelated
+    assert_wrong(verdict, "x=tensor([5.0])", "hint:     default")
+    assert confirmed([(1.0, 2.0, [1.0]), (RAISED, 3.0, [RAISED])], ["m"]) == ["m"]
+    assert confirmed([(1.0, 2.0, [1.0]), (5.0, 3.0, [4.0])], ["m"]) == []
+    assert confirmed([(1.0, 2.0, [1.0]), (3.0, 3.0, [RAISED])], ["m"]) == ["m"]  # right where it does not apply
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        raise RuntimeError("no eq")
+
+
+def _raises(exception):
+    def student(*a, **k):
+        raise exception
+
+    return student
+
+
+@pytest.mark.parametrize(
+    ("student", "fragment"),
+    [
+        (lambda x, factor=2.0: torch.empty(x.shape, device="meta"), "meta device"),
+        (lambda x, factor=2.0: (x * factor).to_sparse(), "dense tensor"),
+        (lambda x, factor=2.0: _BadRepr(), "repr() raises"),
+        (_raises(SystemExit(3)), "raised SystemExit"),
+        (_raises(KeyboardInterrupt()), "raised KeyboardInterrupt"),
+        (_raises(GeneratorExit()), "raised GeneratorExit"),
+        (_raises(RuntimeError()), "raised RuntimeError"),
+    ],
+)
+def test_no_verdict_raises(student, fragment):
+    verdict = CHECK_TWICE.verdict(student)
+    assert_wrong(verdict, fragment)
+    str(verdict)
+
+
+def test_the_stop_button_still_stops_a_check():
+    def presses_stop(x, factor=2.0):
+        signal.raise_signal(signal.SIGINT)  # what Jupyter's stop button (or the grader's time limit) sends
+        return x * factor
+
+    with pytest.raises(KeyboardInterrupt):
+        CHECK_TWICE.verdict(presses_stop)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_hidden_random_cases_defeat_a_table_of_shown_answers():
+    table = {}
+    torch.manual_seed(0)
+    for c in [case(torch.tensor([1.0, -2.0])), case(torch.randn(3, 2)), case(torch.ones(2), factor=3.0)]:
+        table[tuple(c.args[0].flatten().tolist())] = _twice(*c.args, **c.kwargs)
+
+    def lookup(x, factor=2.0):
+        return table.get(tuple(x.flatten().tolist()), torch.zeros_like(x))
+
+    verdict = CHECK_TWICE.verdict(lookup)
+    assert_wrong(verdict, "a hidden random case, seed")
+    seeds = {str(CHECK_TWICE.verdict(lookup)).split("seed ")[1].split("]")[0] for _ in range(3)}
+    assert len(seeds) > 1  # drawn afresh on every run
+
+
+def _withholding_checker():
+    return compare(
+        "causal_mask",
+        companion.masks.causal_mask,
+        [case(3), case(2, 4)],
+        withhold=["companion.masks.causal_mask"],
+        atol=0,
+        rtol=0,
+    )
+
+
+def test_the_companions_answer_is_withheld_while_the_students_code_runs():
+    check = _withholding_checker()
+    original = companion.masks.causal_mask
+    assert_wrong(check.verdict(lambda n, m=None: companion.masks.causal_mask(n, m)), "write this one yourself")
+    assert_wrong(check.verdict(lambda n, m=None: imported_alias(n, m)), "write this one yourself")  # an alias
+    assert_wrong(check.verdict(original), "the companion's own `companion.masks.causal_mask`")
+    assert companion.masks.causal_mask is original and imported_alias is original  # put back
+    assert check.verdict(lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril()).passed
+
+
+def test_messages_agree_with_plural_subjects_and_tell_inf_from_nan():
+    with pytest.raises(Mismatch) as info:
+        expect(torch.ones(3), torch.ones(2), input="-", what="The logits")
+    assert "The logits have the wrong shape" in info.value.problem
+    with pytest.raises(Mismatch) as info:
+        expect(torch.ones(3), torch.ones(2), input="-", what="The loss")
+    assert "The loss has the wrong shape" in info.value.problem
+    minus_inf = torch.tensor([1.0, float("-inf")])
+    with pytest.raises(Mismatch) as info:
+        expect(minus_inf, torch.tensor([1.0, 0.5]), input="-", what="The logits")
+    assert "contain an infinity where a finite value is expected (first at index (1,))" in info.value.problem
+    assert "division by zero" in info.value.hint and "NaN" not in info.value.problem
+    with pytest.raises(Mismatch) as info:
+        expect(torch.tensor([1.0, 0.5]), minus_inf, input="-", what="The logits")
+    assert "should be -inf at index (1,)" in info.value.problem
+    expect(minus_inf, minus_inf.clone(), input="-")  # -inf where -inf is expected is right
+
+
+def test_same_dtype_is_checked_when_asked():
+    check = compare("twice", _twice, [case(torch.ones(2, dtype=torch.float64))], same_dtype=True)
+    assert_wrong(check.verdict(lambda x, factor=2.0: (x * factor).float()), "wrong dtype", "torch.float64")
+    assert check.verdict(lambda x, factor=2.0: x * factor).passed
+
+
+def test_peak_bytes_counts_numpy_as_well_as_torch():
+    n = 512
+    numpy_square = peak_bytes(lambda: np.ones((n, n)).sum())
+    torch_square = peak_bytes(lambda: torch.ones(n, n, dtype=torch.float64).sum())
+    vector = peak_bytes(lambda: np.ones(n).sum())
+    assert numpy_square >= n * n * 8 and torch_square >= n * n * 8
+    assert vector < n * n * 8 / 50

@@ -8,6 +8,9 @@ import torch
 import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
+from companion import banded_attention as ba
+from companion import fmmformer as fmm
+from companion import linear_attention as la
 from companion.exercises.fmmformer import (
     check_banded_softmax,
     check_causal_band_mask,
@@ -92,7 +95,50 @@ def rank_by_numpy(a, eps):
     return int(np.linalg.matrix_rank(m, tol=eps * np.linalg.norm(m, 2)))
 
 
+def mask_by_broadcast(n, b):
+    d = torch.arange(n)[:, None] - torch.arange(n)[None, :]
+    return (d >= 0) & (d <= b - 1)
+
+
+def banded_by_chunks_of_keys(q, k, v, b):
+    """Per query block of b rows, the scores against the 2b - 1 keys that can reach it: O(n·b) memory."""
+    n, d = q.shape[-2], q.shape[-1]
+    out = []
+    for start in range(0, n, b):
+        lo, end = max(0, start - b + 1), min(start + b, n)
+        s = q[..., start:end, :] @ k[..., lo:end, :].transpose(-2, -1) / math.sqrt(d)
+        i = torch.arange(start, end)[:, None]
+        j = torch.arange(lo, end)[None, :]
+        s = s.masked_fill(~((i - j >= 0) & (i - j < b)), -math.inf)
+        out.append(torch.softmax(s, -1) @ v[..., lo:end, :])
+    return torch.cat(out, -2)
+
+
+def blend_by_parts(q, k, v, b, w_near, w_far):
+    near = banded_by_chunks_of_keys(q, k, v, b)
+    far = blend_by_cumsum(q, k, v, b, 0.0, 1.0)
+    return w_near * near + w_far * far
+
+
+def rank_by_ratio(a, eps):
+    s = torch.linalg.svdvals(a)
+    return int((s / s.max() > eps).sum())
+
+
+def banded_numpy_dense(q, k, v, b):  # right values, but the dense n × n scores in NumPy
+    n = q.shape[-2]
+    s = q.numpy() @ k.numpy().swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+    i = np.arange(n)
+    s = np.where((i[:, None] - i >= 0) & (i[:, None] - i < b), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return torch.from_numpy((w / w.sum(-1, keepdims=True)) @ v.numpy()).to(q.dtype)
+
+
 @correct_answers(
+    (check_causal_band_mask, mask_by_broadcast),
+    (check_banded_softmax, banded_by_chunks_of_keys),
+    (check_fmm_blend, blend_by_parts),
+    (check_numerical_rank, rank_by_ratio),
     (check_causal_band_mask, mask_by_loops),
     (check_causal_band_mask, mask_by_triangles),
     (check_banded_softmax, banded_by_loop),
@@ -213,3 +259,38 @@ def test_blend_rejects_a_shared_denominator_and_a_non_causal_far_field():
 )
 def test_numerical_rank_rejects(student, fragments):
     assert_wrong(check_numerical_rank.verdict(student), *fragments)
+
+
+# --- issue 17 -----------------------------------------------------------------------------------------------------
+
+
+def blend_near_wrong(q, k, v, b, w_near, w_far):  # a near field with b + 1 keys, the far field right
+    return w_near * banded_by_unfold(q, k, v, b + 1) + w_far * blend_by_cumsum(q, k, v, b, 0.0, 1.0)
+
+
+def blend_far_wrong(q, k, v, b, w_near, w_far):  # the near field right, the far field 1 % too large
+    return blend_by_cumsum(q, k, v, b, w_near, 0.0) + w_far * 1.01 * blend_by_cumsum(q, k, v, b, 0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("checker", "student", "fragments"),
+    [
+        (check_banded_softmax, banded_numpy_dense, ["MiB", "NumPy arrays count too"]),
+        (check_fmm_blend, blend_near_wrong, ["w_far = 0: banded attention alone"]),
+        (check_fmm_blend, blend_far_wrong, ["w_near = 0: the far field alone"]),
+        (
+            check_fmm_blend,
+            lambda q, k, v, b, wn, wf: fmm.fmmformer_attention(q, k, v, causal=True, bandwidth=b, w_near=wn, w_far=wf),
+            ["write this one yourself"],
+        ),  # fmt: skip
+        (check_causal_band_mask, lambda n, b: ba.band_mask(n, n, b, causal=True), ["write this one yourself"]),
+        (check_numerical_rank, lambda a, eps: la.numerical_rank(a, rtol=eps), ["write this one yourself"]),
+        (
+            check_banded_softmax,
+            lambda q, k, v, b: ba.banded_attention(q, k, v, causal=True, bandwidth=b),
+            ["write this one yourself"],
+        ),  # fmt: skip
+    ],
+)
+def test_issue_17_gaps_are_closed(checker, student, fragments):
+    assert_wrong(checker.verdict(student), *fragments)

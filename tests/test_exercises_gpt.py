@@ -99,6 +99,13 @@ def forward_loop(model, ids):
     return model.lm_head(model.norm(x))
 
 
+def forward_lm_head(model, ids):
+    x = model.pos(model.embed(ids))
+    for i in range(len(model.blocks)):
+        x = model.blocks[i](x)
+    return torch.nn.functional.linear(model.norm(x), model.embed.weight)
+
+
 def forward_einsum(model, ids):
     x = model.embed.weight[ids] + model.pos.embedding.weight[: ids.shape[1]]
     for block in model.blocks:
@@ -107,18 +114,15 @@ def forward_einsum(model, ids):
 
 
 @correct_answers(
-    (check_merge, bpe.merge),
     (check_merge, merge_while),
     (check_merge, merge_iterator),
     (check_merge, merge_bytes),
-    (check_next_token_loss, gpt.next_token_loss),
     (check_next_token_loss, loss_full_logits),
     (check_next_token_loss, loss_log_softmax),
     (check_next_token_loss, loss_loop),
-    (check_top_k_logits, gpt.top_k_logits),
     (check_top_k_logits, top_k_sort),
     (check_top_k_logits, top_k_kthvalue),
-    (check_gpt_forward, lambda model, ids: model(ids)),
+    (check_gpt_forward, forward_lm_head),
     (check_gpt_forward, forward_loop),
     (check_gpt_forward, forward_einsum),
 )
@@ -153,7 +157,7 @@ def merge_first(ids, pair, new_id):
 
 
 def merge_in_place(ids, pair, new_id):
-    result = bpe.merge(ids, pair, new_id)
+    result = merge_while(ids, pair, new_id)
     ids[:] = result
     return result
 
@@ -163,9 +167,9 @@ def merge_in_place(ids, pair, new_id):
     [
         (merge_overlapping, ["may not overlap", "aaabdaaabac"]),
         (merge_first, ["every occurrence"]),
-        (lambda ids, pair, new_id: bpe.merge(ids, pair[::-1], new_id), ["The pair is ordered"]),
+        (lambda ids, pair, new_id: merge_while(ids, pair[::-1], new_id), ["The pair is ordered"]),
         (merge_in_place, ["changed its argument `ids` in place"]),
-        (lambda ids, pair, new_id: bpe.merge(ids, pair, new_id)[:-1], ["The merged list"]),
+        (lambda ids, pair, new_id: merge_while(ids, pair, new_id)[:-1], ["The merged list"]),
     ],
 )
 def test_merge_rejects_wrong_answers(student, fragments):
@@ -219,7 +223,7 @@ def top_k_indices(logits, k):
 
 
 def top_k_keep_k_plus_one(logits, k):
-    return gpt.top_k_logits(logits, min(k + 1, logits.shape[-1]))
+    return top_k_sort(logits, min(k + 1, logits.shape[-1]))
 
 
 @pytest.mark.parametrize(
@@ -260,8 +264,118 @@ def forward_no_blocks(model, ids):
         (forward_no_positions, ["Add the positions"]),
         (forward_no_blocks, ["every block"]),
         (lambda model, ids: model.norm(model.pos(model.embed(ids))), ["wrong shape", "(2, 6, 13)"]),
-        (lambda model, ids: model(ids).softmax(-1), ["The logits", "wrong values"]),
+        (lambda model, ids: forward_loop(model, ids).softmax(-1), ["The logits have the wrong values"]),
     ],
 )
 def test_forward_rejects_wrong_answers(student, fragments):
     assert_wrong(check_gpt_forward.verdict(student), *fragments)
+
+
+# --- issue 17: each class of gap, with answers written to slip through it -------------------------------------
+
+
+def merge_string_replace(ids, pair, new_id):  # digits of other ids can contain the pair's
+    text = " " + " ".join(map(str, ids)) + " "
+    text = text.replace(f"{pair[0]} {pair[1]}", str(new_id))
+    return [int(t) for t in text.split()]
+
+
+def merge_lookup(ids, pair, new_id):  # a table of the shown cases' expected answers
+    shown = {(97, 97): [256, 97, 98, 100, 256, 97, 98, 97, 99], (97, 98): [256, 257, 100, 256, 257, 97, 99]}
+    return shown.get(tuple(pair), list(ids))
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (bpe.merge, ["the companion's own `companion.bpe.merge`"]),
+        (lambda ids, pair, new_id: bpe.merge(ids, pair, new_id), ["write this one yourself"]),
+        (merge_string_replace, ["The merged list", "digits"]),
+        (merge_lookup, ["The merged list"]),
+    ],
+)
+def test_merge_closes_issue_17(student, fragments):
+    assert_wrong(check_merge.verdict(student), *fragments)
+
+
+def forward_blocks_not_chained(model, ids):
+    x = model.pos(model.embed(ids))
+    out = x
+    for block in model.blocks:
+        out = block(x)
+    return model.norm(out) @ model.embed.weight.T
+
+
+def forward_corrupts_weights(model, ids):
+    with torch.no_grad():
+        model.norm.weight.mul_(2)
+    return forward_loop(model, ids)
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda model, ids: model(ids), ["not call model(ids)"]),
+        (lambda model, ids: gpt.GPT.forward(model, ids), ["write this one yourself"]),
+        (forward_blocks_not_chained, ["Chain the blocks", "3-layer"]),
+        (forward_corrupts_weights, ["changed its argument `model` in place"]),
+    ],
+)
+def test_forward_closes_issue_17(student, fragments):
+    assert_wrong(check_gpt_forward.verdict(student), *fragments)
+
+
+def loss_item(model, ids):
+    return loss_log_softmax(model, ids).item()
+
+
+def loss_no_grad(model, ids):
+    with torch.no_grad():
+        return loss_log_softmax(model, ids)
+
+
+def loss_corrupts_weights(model, ids):
+    with torch.no_grad():
+        model.embed.weight.zero_()
+    return loss_log_softmax(model, ids)
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (gpt.next_token_loss, ["the companion's own"]),
+        (lambda model, ids: gpt.next_token_loss(model, ids), ["write this one yourself"]),
+        (loss_item, ["is a plain number", ".item()"]),
+        (loss_no_grad, ["carries no gradient", "torch.no_grad()"]),
+        (lambda model, ids: loss_log_softmax(model, ids).detach(), ["carries no gradient"]),
+        (loss_corrupts_weights, ["changed its argument `model` in place"]),
+    ],
+)
+def test_loss_closes_issue_17(student, fragments):
+    assert_wrong(check_next_token_loss.verdict(student), *fragments)
+
+
+def top_k_minus_inf_in_kept(logits, k):  # drops one of the k largest: -inf where a finite logit is expected
+    return top_k_sort(logits, max(k - 1, 1)) if k > 1 else top_k_sort(logits, k)
+
+
+def test_top_k_messages_tell_minus_inf_from_nan():
+    verdict = check_top_k_logits.verdict(top_k_minus_inf_in_kept)
+    assert_wrong(verdict, "The filtered logits contain an infinity where a finite value is expected")
+    assert "NaN" not in verdict.problem
+    assert_wrong(check_top_k_logits.verdict(gpt.top_k_logits), "the companion's own")
+
+
+def test_the_kv_cache_question_states_gpt3s_numbers():
+    """Chapter 6's pen-and-paper answer: its byte counts, recomputed from the companion's GPT-3 configuration."""
+    from tools import notebooks
+
+    text = (notebooks.BOOK / "06_gpt.md").read_text()
+    answer = text[text.index("{solution-start} ex-kv-cache-bytes") :].split("{solution-end}")[0]
+    config = gpt.GPTConfig.gpt3()
+    per_token = 2 * config.n_layers * config.d_model * 2  # keys and values, every block, 2 bytes a number
+    assert (config.n_layers, config.d_model) == (96, 12288)
+    assert f"{per_token:,}".replace(",", "{,}") in answer
+    assert f"{per_token * 2048:,}".replace(",", "{,}") in answer
+    assert f"{per_token * 2048 / 2**30:.1f} GiB" in answer and f"{per_token / 2**20:.1f} MiB" in answer
+    assert f" {round(175e9 * 2 / (per_token * 2048))} full sequences" in answer

@@ -59,6 +59,29 @@ def test_no_homework_contains_the_code_it_asks_for(path):
             assert f"def {giveaway}(" not in everything
 
 
+def _withheld_names(nb: nbformat.NotebookNode) -> set[str]:
+    """The short names of what the notebook's checkers withhold (the companion's own answers)."""
+    names = set()
+    for cell in nb.cells:
+        call = notebooks.checker_call(cell.source) if cell.cell_type == "code" else None
+        if call:
+            for dotted in notebooks._checker(call).withhold:
+                parts = dotted.split(".")
+                names.add(parts[-2] if parts[-2][:1].isupper() else parts[-1])  # a method: its class
+    return names
+
+
+@pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
+def test_no_homework_lists_the_companions_own_answer(path):
+    """What a checker withholds while the student's code runs is not listed in the homework either."""
+    nb = nbformat.read(path, as_version=4)
+    listed = set()
+    for cell in nb.cells:
+        for source in [cell.source] if cell.cell_type == "code" else _fenced_code(cell.source):
+            listed |= {name for name, real in _real_definitions(source).items() if real}
+    assert listed & _withheld_names(nb) == set()
+
+
 def test_the_leak_detector_finds_a_listing_and_a_cell():
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -227,3 +250,31 @@ def test_a_synthetic_chapter_with_markers(tmp_path, monkeypatch):
     assert "**1 exercise**" in sources[0]
     assert any("As (Vaswani et al., 2017) wrote." in s for s in sources)
     assert sources[-1].startswith("## References\n\n- Ashish Vaswani")
+
+
+@pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
+def test_every_pen_and_paper_question_has_an_answer_cell_right_after_it(path):
+    md = notebooks.BOOK / f"{path.stem}.md"
+    questions = len(re.findall(r"^`{3,}\{exercise-start\}.*pen and paper", md.read_text(), re.M | re.I))
+    nb = nbformat.read(path, as_version=4)
+    answers = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("**Your answer")]
+    assert len(answers) == questions
+    for i in answers:
+        assert nb.cells[i].source.split("\n", 1)[0] == "**Your answer:**"
+        before = "\n".join(c.source for c in nb.cells[:i] if c.cell_type == "markdown")
+        heading = before.rsplit("### Exercise", 1)[1].split("\n", 1)[0]
+        assert "pen and paper" in heading.lower(), heading  # the question is the last exercise above
+
+
+def test_an_answer_cell_follows_a_question_that_ends_in_a_later_cell(tmp_path, monkeypatch):
+    text = (
+        "# Title\n\n```{exercise-start} Pen and paper: a proof\n:label: ex-a\n```\n\nProve it.\n\n"
+        "```{code-cell} ipython3\nx = 1\n```\n\nStill the question.\n\n```{exercise-end}\n```\n\n"
+        "```{solution-start} ex-a\n:class: dropdown\n```\n\nThe proof.\n\n```{solution-end}\n```\n\n## Next\n"
+    )
+    pieces, pending = notebooks._answer_points(text.split("```{code-cell}")[0], False)
+    assert pending and pieces == [(text.split("```{code-cell}")[0], False)]
+    rest = "Still the question.\n\n```{exercise-end}\n```\n\nThe rest."
+    pieces, pending = notebooks._answer_points(rest, True)
+    assert not pending and pieces == [("Still the question.\n\n```{exercise-end}\n```", True), ("\nThe rest.", False)]
+    assert notebooks._answer_points("```{exercise-start} Code\n```\n```{exercise-end}\n```", False)[0][0][1] is False

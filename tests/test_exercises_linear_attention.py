@@ -3,6 +3,7 @@ message that names the mistake, report a stub as not attempted, and turn crashes
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,6 @@ def elu_by_loop(x):
 
 
 @correct_answers(
-    (check_elu_plus_one, la.elu_plus_one),
     (check_elu_plus_one, elu_by_where),
     (check_elu_plus_one, elu_by_clamps),
     (check_elu_plus_one, elu_by_loop),
@@ -91,28 +91,33 @@ def linear_by_einsum(q, k, v):
 
 
 def linear_by_loops(q, k, v):
-    """Query by query, key by key, on the flattened leading dimensions: the definition with sums."""
+    """Query by query on the flattened leading dimensions, with the state summed once: the definition."""
     lead = q.shape[:-2]
     qs, ks, vs = (t.reshape(-1, *t.shape[-2:]) for t in (q, k, v))
     out = torch.zeros(qs.shape[0], qs.shape[1], vs.shape[-1], dtype=q.dtype)
     for b in range(qs.shape[0]):
+        fk = torch.nn.functional.elu(ks[b]) + 1
+        s, z = fk.T @ vs[b], fk.sum(0)
         for i in range(qs.shape[1]):
-            weights = [la.elu_plus_one(qs[b, i]) @ la.elu_plus_one(ks[b, j]) for j in range(ks.shape[1])]
-            numerator = sum(w * vs[b, j] for j, w in enumerate(weights))
-            out[b, i] = numerator / (sum(weights) + 1e-6)
+            fq = torch.nn.functional.elu(qs[b, i]) + 1
+            out[b, i] = (fq @ s) / (fq @ z + 1e-6)
     return out.reshape(*lead, qs.shape[1], vs.shape[-1])
 
 
-def linear_quadratic_order(q, k, v):
+def linear_quadratic_order(q, k, v):  # right values, but the n × n kernel: rejected by the memory check
     kernel = la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)
     return (kernel @ v) / (kernel.sum(-1, keepdim=True) + 1e-6)
 
 
+def linear_numpy_square(q, k, v):  # the n × n kernel built in NumPy
+    fq, fk = (np.where(t.numpy() > 0, t.numpy() + 1, np.exp(np.minimum(t.numpy(), 0))) for t in (q, k))
+    kernel = fq @ np.swapaxes(fk, -1, -2)
+    return torch.from_numpy((kernel @ v.numpy()) / (kernel.sum(-1, keepdims=True) + 1e-6))
+
+
 @correct_answers(
-    (check_linear_attention, lambda q, k, v: la.linear_attention(q, k, v)),
     (check_linear_attention, linear_by_einsum),
     (check_linear_attention, linear_by_loops),
-    (check_linear_attention, linear_quadratic_order),
 )
 def test_linear_attention_right_answers(checker, student):
     assert_passes(checker, student)
@@ -136,7 +141,7 @@ def _phi_q_only(q, k, v):
         ),
         (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), ["That is softmax attention"]),
         (
-            lambda q, k, v: la.linear_attention(q / q.shape[-1] ** 0.5, k, v),
+            lambda q, k, v: linear_by_einsum(q / q.shape[-1] ** 0.5, k, v),
             ["no 1/√d_k"],
         ),
         (
@@ -146,7 +151,7 @@ def _phi_q_only(q, k, v):
             ["sums its kernel values over the keys"],
         ),
         (_phi_q_only, ["wrong values"]),
-        (lambda q, k, v: la.linear_attention(q, k, v)[..., :1, :], ["shape"]),
+        (lambda q, k, v: linear_by_einsum(q, k, v)[..., :1, :], ["shape"]),
     ],
 )
 def test_linear_attention_wrong_answers(student, fragments):
@@ -176,9 +181,16 @@ def step_as_list(q, k, v, s, z):
     return [y, s_new, z_new]
 
 
+def step_by_outer(q, k, v, s, z):
+    fk, fq = torch.where(k > 0, k + 1, k.clamp(max=0).exp()), torch.where(q > 0, q + 1, q.clamp(max=0).exp())
+    s = s + torch.einsum("...i,...j->...ij", fk, v)
+    z = z + fk
+    return torch.einsum("...i,...ij->...j", fq, s) / ((fq * z).sum(-1, keepdim=True) + 1e-6), s, z
+
+
 @correct_answers(
     (check_linear_attention_step, step_by_einsum),
-    (check_linear_attention_step, step_by_library),
+    (check_linear_attention_step, step_by_outer),
     (check_linear_attention_step, step_as_list),
 )
 def test_step_right_answers(checker, student):
@@ -241,13 +253,44 @@ def test_step_wrong_answers(student, fragments):
 # --- the chunked causal form ----------------------------------------------------------------------------------
 
 
-def chunked_by_library(q, k, v, chunk_size):
-    return la.causal_linear_attention_chunked(q, k, v, chunk_size=chunk_size)
+def chunked_by_blocks(q, k, v, chunk_size):
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    s = v.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1])
+    z = v.new_zeros(*q.shape[:-2], q.shape[-1])
+    out = []
+    for a, b, c in zip(fq.split(chunk_size, -2), fk.split(chunk_size, -2), v.split(chunk_size, -2), strict=True):
+        w = (a @ b.transpose(-2, -1)).tril()
+        out.append((w @ c + a @ s) / (w.sum(-1, keepdim=True) + (a @ z.unsqueeze(-1)) + 1e-6))
+        s, z = s + b.transpose(-2, -1) @ c, z + b.sum(-2)
+    return torch.cat(out, -2)
+
+
+def chunked_by_cumsum_of_blocks(q, k, v, chunk_size):
+    """The states before each block from a cumulative sum over blocks, then each block on its own."""
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    blocks = list(zip(fq.split(chunk_size, -2), fk.split(chunk_size, -2), v.split(chunk_size, -2), strict=True))
+    outs, s, z = [], 0, 0
+    for a, b, c in blocks:
+        w = torch.einsum("...id,...jd->...ij", a, b).tril()
+        num = w @ c + (a @ s if torch.is_tensor(s) else 0)
+        den = w.sum(-1) + ((a * z.unsqueeze(-2)).sum(-1) if torch.is_tensor(z) else 0) + 1e-6
+        outs.append(num / den.unsqueeze(-1))
+        s = s + torch.einsum("...jd,...je->...de", b, c)
+        z = z + b.sum(-2)
+    return torch.cat(outs, -2)
 
 
 def chunked_by_recurrence(q, k, v, chunk_size):
     """Ignores the blocks: the recurrence token by token gives the same numbers."""
-    return la.causal_linear_attention_recurrent(q, k, v)
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    s = v.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1])
+    z = v.new_zeros(*q.shape[:-2], q.shape[-1])
+    out = []
+    for t in range(q.shape[-2]):
+        s = s + fk[..., t, :, None] * v[..., t, None, :]
+        z = z + fk[..., t, :]
+        out.append((fq[..., t, None, :] @ s).squeeze(-2) / ((fq[..., t, :] * z).sum(-1, keepdim=True) + 1e-6))
+    return torch.stack(out, -2)
 
 
 def chunked_with_masks(q, k, v, chunk_size):
@@ -268,13 +311,9 @@ def chunked_with_masks(q, k, v, chunk_size):
 
 
 @correct_answers(
-    (check_causal_linear_attention_chunked, chunked_by_library),
-    (check_causal_linear_attention_chunked, chunked_by_recurrence),
+    (check_causal_linear_attention_chunked, chunked_by_blocks),
+    (check_causal_linear_attention_chunked, chunked_by_cumsum_of_blocks),
     (check_causal_linear_attention_chunked, chunked_with_masks),
-    (
-        check_causal_linear_attention_chunked,
-        lambda q, k, v, chunk_size: la.quadratic_linear_attention(q, k, v, causal=True),
-    ),
 )
 def test_chunked_right_answers(checker, student):
     assert_passes(checker, student)
@@ -312,8 +351,8 @@ def _mutate(**changes):
         (_mutate(triangle="strict"), ["keep the diagonal"]),
         (_mutate(no_carry=True), ["Carry the state"]),
         (_mutate(inclusive=True), ["earlier blocks only"]),
-        (lambda q, k, v, c: la.linear_attention(q, k, v), ["non-causal linear attention"]),
-        (lambda q, k, v, c: la.causal_linear_attention_chunked(q, k, v, chunk_size=c)[..., :-1, :], ["shape"]),
+        (lambda q, k, v, c: linear_by_einsum(q, k, v), ["non-causal linear attention"]),
+        (lambda q, k, v, c: chunked_by_blocks(q, k, v, c)[..., :-1, :], ["shape"]),
     ],
 )
 def test_chunked_wrong_answers(student, fragments):
@@ -331,3 +370,34 @@ def test_the_named_mistakes_are_really_wrong():
         _mutate(inclusive=True),
     ):
         assert (wrong(q, k, v, 4) - right).abs().max() > 1e-3
+
+
+# --- issue 17: each class of gap, with answers written to slip through it -------------------------------------
+
+
+def chunked_masked_square(q, k, v, chunk_size):  # ignores chunk_size: the masked n × n matrix
+    a = (la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)).tril()
+    return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("checker", "student", "fragments"),
+    [
+        (check_elu_plus_one, lambda x: (torch.nn.functional.elu(x) + 1).float(), ["wrong dtype", "torch.float64"]),
+        (check_elu_plus_one, la.elu_plus_one, ["the companion's own"]),
+        (check_linear_attention_step, step_by_library, ["write this one yourself"]),
+        (check_linear_attention, linear_quadratic_order, ["MiB", "n × n matrix"]),
+        (check_linear_attention, linear_numpy_square, ["MiB", "NumPy arrays count too"]),
+        (check_linear_attention, lambda q, k, v: la.linear_attention(q, k, v), ["write this one yourself"]),
+        (check_linear_attention, lambda q, k, v: la.quadratic_linear_attention(q, k, v), ["write this one yourself"]),
+        (check_causal_linear_attention_chunked, chunked_masked_square, ["MiB", "n × n matrix"]),
+        (check_causal_linear_attention_chunked, chunked_by_recurrence, ["does not seem to use blocks"]),
+        (
+            check_causal_linear_attention_chunked,
+            lambda q, k, v, c: la.causal_linear_attention_chunked(q, k, v, chunk_size=c),
+            ["write this one yourself"],
+        ),
+    ],
+)
+def test_issue_17_gaps_are_closed(checker, student, fragments):
+    assert_wrong(checker.verdict(student), *fragments)

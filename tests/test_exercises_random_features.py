@@ -118,19 +118,21 @@ def positive_log(x, w):
     return torch.exp(x @ w - torch.einsum("...d,...d->...", x, x)[..., None] / 2 - 0.5 * math.log(w.shape[1]))
 
 
+def cos_sin_shifted(x, w):
+    a = x @ w
+    return torch.cat([torch.cos(a), torch.cos(a - math.pi / 2)], -1) / math.sqrt(w.shape[1])
+
+
 @correct_answers(
-    (check_monte_carlo_kernel, rf.monte_carlo_kernel),
     (check_monte_carlo_kernel, mc_loop),
     (check_monte_carlo_kernel, mc_complex),
     (check_monte_carlo_kernel, mc_product),
-    (check_random_fourier_features, rf.random_fourier_features),
     (check_random_fourier_features, cos_loop),
     (check_random_fourier_features, cos_einsum),
     (check_random_fourier_features, cos_from_sin),
-    (check_random_fourier_features_cos_sin, rf.random_fourier_features_cos_sin),
+    (check_random_fourier_features_cos_sin, cos_sin_shifted),
     (check_random_fourier_features_cos_sin, cos_sin_loop),
     (check_random_fourier_features_cos_sin, cos_sin_complex),
-    (check_positive_softmax_features, rf.positive_softmax_features),
     (check_positive_softmax_features, positive_loop),
     (check_positive_softmax_features, positive_factored),
     (check_positive_softmax_features, positive_log),
@@ -220,6 +222,30 @@ def test_an_answer_that_changes_its_input_is_told():
         x.mul_(1.0)
         x += 0.0
         x[..., 0] = 0.0
-        return rf.random_fourier_features(x, w, b)
+        return cos_einsum(x, w, b)
 
     assert_wrong(check_random_fourier_features.verdict(in_place), "changed its argument `x` in place")
+
+
+# --- issue 17 -----------------------------------------------------------------------------------------------------
+
+
+def test_two_over_r_is_not_named_one_over_root_r():
+    """2/R equals 1/√R at R = 4 only: the mistake 1/√R must not be named for it (confirmed on every case)."""
+    verdict = check_random_fourier_features.verdict(lambda x, w, b: 2 / w.shape[1] * torch.cos(x @ w + b))
+    assert verdict.status == "wrong" and "not 1/√R" not in (verdict.hint or "")
+    verdict = check_random_fourier_features.verdict(lambda x, w, b: torch.cos(x @ w + b) / math.sqrt(w.shape[1]))
+    assert_wrong(verdict, "not 1/√R")
+
+
+@pytest.mark.parametrize(
+    ("checker", "student"),
+    [
+        (check_monte_carlo_kernel, rf.monte_carlo_kernel),
+        (check_random_fourier_features, lambda x, w, b: rf.random_fourier_features(x, w, b)),
+        (check_positive_softmax_features, lambda x, w: rf.positive_softmax_features(x, w)),
+    ],
+)
+def test_the_companions_own_functions_are_withheld(checker, student):
+    verdict = checker.verdict(student)
+    assert verdict.status == "wrong" and ("companion's own" in verdict.problem or "yourself" in verdict.problem)

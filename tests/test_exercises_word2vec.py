@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
 
 from companion import glove
 from companion import word2vec as w2v
@@ -16,6 +16,9 @@ from companion.exercises.word2vec import (
     check_negative_sampling_loss,
     check_skipgram_pairs,
 )
+
+glove = unwithheld(glove)
+w2v = unwithheld(w2v)  # the companion's functions, as other objects than those the checkers withhold
 
 
 def _garbage_students(shape_fn):
@@ -112,7 +115,7 @@ def test_loss_log_of_sigmoid_is_named():
         neg = torch.log(torch.sigmoid(-torch.einsum("bkd,bd->bk", u_neg, v))).sum(-1)
         return -(pos + neg).mean()
 
-    assert_wrong(check_negative_sampling_loss.verdict(naive), "NaN or infinite", "logsigmoid stays finite", "-200")
+    assert_wrong(check_negative_sampling_loss.verdict(naive), "The loss is infinite", "logsigmoid stays finite", "-200")
 
 
 def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):

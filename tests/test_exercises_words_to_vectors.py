@@ -4,11 +4,13 @@ import pytest
 import torch
 
 # --- encode -----------------------------------------------------------------------------------------------
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
 from torch import nn
 
 from companion import embeddings as ref
 from companion.exercises.words_to_vectors import check_cosine, check_embedding, check_encode, check_one_hot
+
+ref = unwithheld(ref)  # the companion's functions, as other objects than those the checkers withhold
 
 
 def good_encode(tokens, stoi):

@@ -375,7 +375,10 @@ GIVEAWAYS = {
     "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
     "causal_band_mask": {"band_mask"},
     "banded_softmax": {"banded_attention"},
-    "fmm_blend": {"fmmformer_attention"},
+    "fmm_blend": {"fmmformer_attention", "FMMAttention"},  # chapter 9: the function and the module that calls it
+    "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
+    "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
+    "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
 }
 
 
@@ -415,15 +418,20 @@ def homework_notebook(md: Path) -> str:
     exercise = 0
     skipped_title = False
     keep: list[str] = []
+    pen_and_paper = False
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            text, in_solution, exercise = _strip_markdown(cell.source, in_solution, exercise, chapter)
-            if not skipped_title:
-                text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
-                skipped_title = True
-            text = render.markdown(text)
-            if text.strip():
-                out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
+            pieces, pen_and_paper = _answer_points(cell.source, pen_and_paper)
+            for piece, answer_after in pieces:
+                text, in_solution, exercise = _strip_markdown(piece, in_solution, exercise, chapter)
+                if not skipped_title:
+                    text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
+                    skipped_title = True
+                text = render.markdown(text)
+                if text.strip():
+                    out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
+                if answer_after:
+                    out.cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL, metadata={"tags": [ANSWER_TAG]}))
             continue
         tags = list(cell.metadata.get("tags", []))
         stub = stub_from_solution(cell.source)
@@ -473,6 +481,36 @@ GRADING_NOTE = (
     "nothing else of the notebook is run. Whatever your answer needs must therefore be inside it, not in a "
     "variable set by another cell (`W = torch.randn(3, 3)`)."
 )
+
+# A pen-and-paper question gets a markdown cell for the answer right after it; the grader collects the cells
+# that start with "**Your answer" into the instructor's feedback.
+ANSWER_CELL = (
+    "**Your answer:**\n\n"
+    "*(Double-click to write your answer here, in words and math between dollar signs: $\\partial L / \\partial E$.)*"
+)
+ANSWER_TAG = "homework-answer"
+_PEN_AND_PAPER_START = re.compile(r"^(`{3,})\{exercise-start\}(.*)$")
+_EXERCISE_END = re.compile(r"^(`{3,})\{exercise-end\}")
+
+
+def _answer_points(source: str, pending: bool) -> tuple[list[tuple[str, bool]], bool]:
+    """``source`` cut after the end of each pen-and-paper exercise: ``(piece, answer cell after it)`` pairs,
+    and whether a pen-and-paper exercise is still open at the end (its end comes in a later cell)."""
+    lines, pieces, start, i = source.split("\n"), [], 0, 0
+    while i < len(lines):
+        opened, ended = _PEN_AND_PAPER_START.match(lines[i]), _EXERCISE_END.match(lines[i])
+        if opened:
+            pending = "pen and paper" in opened.group(2).lower()
+        elif ended and pending:
+            fence, j = ended.group(1), i + 1
+            while j < len(lines) and lines[j].strip() != fence:
+                j += 1
+            pieces.append(("\n".join(lines[start : j + 1]), True))
+            start, i, pending = j + 1, j, False
+        i += 1
+    if start < len(lines) or not pieces:
+        pieces.append(("\n".join(lines[start:]), False))
+    return pieces, pending
 
 
 def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> str:

@@ -67,10 +67,24 @@ def _wordpiece_cases() -> list:
     ]
 
 
+def _random_words() -> list:
+    """Random words over the letters of the vocabularies: some split, some do not."""
+    small = {"[UNK]": 0, "a": 1, "##a": 2, "##aa": 3, "aa": 4, "b": 5, "##b": 6, "ab": 7}
+    out = []
+    for vocab, letters in ((_VOCAB, "unafbleping"), (small, "ab"), (small, "abc")):
+        for _ in range(3):
+            n = int(torch.randint(1, 9, ()))
+            word = "".join(letters[i] for i in torch.randint(len(letters), (n,)).tolist())
+            out.append(case(word, vocab, why="a random word"))
+    return out
+
+
 check_wordpiece = compare(
     "wordpiece",
     _wordpiece_reference,
     _wordpiece_cases,
+    hidden=_random_words,
+    withhold=["companion.wordpiece.wordpiece"],
     mistakes=[
         (
             lambda w, v: _wordpiece_variant(w, v, shortest=True),
@@ -115,12 +129,12 @@ def _mlm_variant(ids, chosen, u, random_ids, mask_id, *, labels_everywhere=False
 
 def _mlm_cases() -> list:
     out = []
-    for shape, mask_id in (((2, 12), 4), ((1, 40), 103), ((3, 7), 1)):
+    for shape, mask_id in (((2, 10), 4), ((1, 30), 103), ((3, 7), 1)):
         ids = torch.randint(5, 200, shape)
         chosen = torch.rand(shape) < 0.5
-        u = torch.rand(shape)
-        u[0, :3] = torch.tensor([0.79, 0.8, 0.9])  # the boundaries of the bands
-        chosen[0, :3] = True
+        u = torch.rand(shape, dtype=torch.float64)
+        u[0, :4] = torch.tensor([0.79, 0.8, 0.9, 0.89], dtype=torch.float64)  # the boundaries of the bands
+        chosen[0, :4] = True
         out.append(case(ids, chosen, u, torch.randint(5, 200, shape), mask_id, why=f"shape {shape}"))
     return out
 
@@ -158,13 +172,13 @@ check_mlm_masking = compare(
 # --- BERT's embedding layer ---------------------------------------------------------------------------------
 
 
-def _embeddings_variant(ids, token_types, E, P, T, gamma, beta, *, types=True, norm=True, offset=0, axis=-1):
+def _embeddings_variant(ids, token_types, E, P, T, gamma, beta, *, types=True, norm=True, offset=0, axis=-1, eps=1e-12):
     x = E[ids] + P[offset : offset + ids.shape[1]] + (T[token_types] if types else 0)
     if not norm:
         return x
     mean = x.mean(axis, keepdim=True)
     var = x.var(axis, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + 1e-12) * gamma + beta
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
 def _embeddings_reference(ids, token_types, E, P, T, gamma, beta):
@@ -186,13 +200,21 @@ def _embeddings_cases() -> list:
                 why=f"B={B}, n={n}, vocabulary {V}, d={d}",
             )
         )
-    return out
+    d = 8  # nearly constant rows: their variance (1e-10) is far below 1e-5, so the LayerNorm's eps decides
+    E = 1.0 + 1e-5 * torch.randn(5, d, dtype=torch.float64)
+    zeros = torch.zeros(4, d, dtype=torch.float64)
+    small = case(
+        torch.randint(5, (2, 3)), torch.zeros(2, 3, dtype=torch.long), E, zeros, zeros[:2], zeros[0] + 1, zeros[0],
+        why="float64, nearly constant rows (variance ~1e-10): eps = 1e-12 matters",
+    )  # fmt: skip
+    return [*out, small]
 
 
 check_bert_embeddings = compare(
     "bert_embeddings",
     _embeddings_reference,
     _embeddings_cases,
+    withhold=["companion.bert.BertEmbeddings.forward"],
     mistakes=[
         (
             lambda *a: _embeddings_variant(*a, types=False),
@@ -200,6 +222,11 @@ check_bert_embeddings = compare(
         ),
         (lambda *a: _embeddings_variant(*a, norm=False), "BERT normalises the sum with LayerNorm (γ, β)."),
         (lambda *a: _embeddings_variant(*a, offset=1), "Positions start at 0: position t uses row P[t]."),
+        (
+            lambda *a: _embeddings_variant(*a, eps=1e-5),
+            "BERT's LayerNorm uses eps = 1e-12, not PyTorch's default 1e-5 (it matters when a row is nearly "
+            "constant): F.layer_norm(x, (d,), gamma, beta, eps=1e-12).",
+        ),
         (
             lambda *a: _embeddings_variant(*a, axis=1),
             "LayerNorm takes the mean and variance over the features (the last axis), not over the positions.",
@@ -243,6 +270,19 @@ def _no_articles_kept(prediction: str, gold: str) -> float:
     return 2 * p * r / (p + r)
 
 
+_WORDS = ["the", "a", "an", "The", "Paris", "paris,", "don't", "dont", "U.S.", "us", "new-york", "newyork", "ha",
+          "ha!", "cat", "(cat)", "A", "sat."]  # fmt: skip
+
+
+def _random_answers() -> list:
+    """Random pairs of answers over words with articles, capitals and punctuation inside and around them."""
+    out = []
+    for _ in range(8):
+        p, g = (torch.randint(len(_WORDS), (int(torch.randint(0, 5, ())),)).tolist() for _ in range(2))
+        out.append(case(" ".join(_WORDS[i] for i in p), " ".join(_WORDS[i] for i in g), why="random answers"))
+    return out
+
+
 def _squad_reference(prediction: str, gold: str) -> float:
     return metrics.squad_f1(prediction, gold)
 
@@ -259,7 +299,13 @@ check_squad_f1 = compare(
         case("the cat sat", "a dog ran", why="nothing in common"),
         case("New York City in the USA", "new york", why="precision 2/5, recall 1"),
         case("The", "an", why="both empty after normalisation: 1"),
+        case("The", "Paris", why="only the prediction is empty after normalisation: 0"),
+        case("Paris", "a", why="only the gold answer is empty after normalisation: 0"),
+        case("don't stop", "dont stop", why="punctuation inside a word is removed, not split on: dont"),
+        case("U.S. army", "the US Army", why="U.S. becomes us"),
     ],
+    hidden=_random_answers,
+    withhold=["companion.metrics.squad_f1", "companion.metrics.normalize_answer"],
     mistakes=[
         (
             lambda p, g: _squad_variant(p, g, normalise=False),

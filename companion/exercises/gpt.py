@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from .. import bpe
 from .. import gpt as ref
-from ..checking import Checker, call, case, compare, expect
+from ..checking import case, compare
 
 __all__ = ["check_merge", "check_next_token_loss", "check_top_k_logits", "check_gpt_forward"]
 
@@ -37,6 +37,17 @@ def _reversed_pair(ids, pair, new_id):
     return bpe.merge(ids, (pair[1], pair[0]), new_id)
 
 
+def _random_merges() -> list:
+    """Random lists over ids whose decimal digits overlap (1, 2, 12, 21, 121, ...), and a pair drawn from them."""
+    alphabet = [1, 2, 3, 12, 21, 23, 121, 212]
+    out = []
+    for _ in range(6):
+        ids = [alphabet[i] for i in torch.randint(len(alphabet), (int(torch.randint(0, 14, ())),)).tolist()]
+        a, b = (alphabet[i] for i in torch.randint(len(alphabet), (2,)).tolist())
+        out.append(case(ids, (a, b), 300 + len(out), why="random ids"))
+    return out
+
+
 check_merge = compare(
     "merge",
     bpe.merge,
@@ -48,7 +59,10 @@ check_merge = compare(
         case([], (1, 2), 3, why="an empty list"),
         case([5], (5, 5), 6, why="a single id"),
         case([3, 4, 3, 4, 4, 3], (4, 3), 300, why="the pair twice, not at the start"),
+        case([12, 3, 1, 23, 2, 3, 123], (2, 3), 7, why="ids whose digits contain the pair's: only 2 then 3 merges"),
+        case([1, 12, 21, 2, 1], (1, 2), 4, why="1 then 2 is a pair; 12 and 21 are other ids"),
     ],
+    hidden=_random_merges,
     mistakes=[
         (_overlapping, "Occurrences may not overlap: after a merge, continue after the pair (skip two ids)."),
         (_first_only, "Replace every occurrence of the pair, not only the first."),
@@ -64,10 +78,10 @@ check_merge = compare(
 # --- the shifted next-token loss ---------------------------------------------------------------------------------
 
 
-def _tiny_gpt(seed: int, vocab_size: int = 13) -> ref.GPT:
+def _tiny_gpt(seed: int, vocab_size: int = 13, n_layers: int = 1, cls: type = ref.GPT) -> ref.GPT:
     torch.manual_seed(seed)
-    config = ref.GPTConfig(vocab_size=vocab_size, context_length=12, n_layers=1, n_heads=2, d_model=8)
-    model = ref.GPT(config).eval().requires_grad_(False)
+    config = ref.GPTConfig(vocab_size=vocab_size, context_length=12, n_layers=n_layers, n_heads=2, d_model=8)
+    model = cls(config).eval().requires_grad_(False)
     with torch.no_grad():  # larger weights than GPT-2's initial ones, and random norms and biases, so that
         for name, p in model.named_parameters():  # each typical mistake changes the numbers visibly
             p.add_(0.3 * torch.randn_like(p)) if "norm" in name or name.endswith("bias") else p.mul_(20)
@@ -94,11 +108,11 @@ def _probabilities(model, ids):
 
 
 def _loss_cases():
-    model = _tiny_gpt(0)
+    model = _tiny_gpt(0).requires_grad_(True)  # a loss to train with: its gradients are checked too
     return [
         case(model, torch.randint(0, 13, (2, 9)), why="2 sequences of 9 tokens"),
         case(model, torch.randint(0, 13, (1, 2)), why="one sequence of 2 tokens: a single prediction"),
-        case(_tiny_gpt(1), torch.randint(0, 13, (3, 12)), why="another model, 3 sequences of 12 tokens"),
+        case(_tiny_gpt(1, n_layers=2).requires_grad_(True), torch.randint(0, 13, (3, 12)), why="2 layers, 3 × 12"),
     ]
 
 
@@ -115,6 +129,7 @@ check_next_token_loss = compare(
     hint="loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) with logits = model(ids[:, :-1]), "
     "targets = ids[:, 1:].",
     what="The loss",
+    differentiable=True,
 )
 
 
@@ -170,34 +185,53 @@ check_top_k_logits = compare(
 # --- the GPT forward pass ----------------------------------------------------------------------------------------
 
 
-def _forward_cases(student) -> int:
-    for seed, shape in ((0, (2, 6)), (1, (1, 12)), (2, (3, 1))):
-        model = _tiny_gpt(seed)
-        ids = torch.randint(0, 13, shape)
-        label = f"a 1-layer GPT (seed {seed}, V = 13, d = 8) and ids of shape {shape}"
+class _PartsOnlyGPT(ref.GPT):
+    """A GPT whose own forward cannot be called: the exercise assembles it from the parts."""
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("gpt_forward must assemble the forward pass from the model's parts, not call model(ids)")
+
+
+def _assembled(model: ref.GPT, ids: torch.Tensor, *, positions=True, blocks="chained", norm=True) -> torch.Tensor:
+    x = model.pos(model.embed(ids)) if positions else model.embed(ids)
+    x0 = x
+    for block in model.blocks if blocks else ():
+        x = block(x if blocks == "chained" else x0)
+    return (model.norm(x) if norm else x) @ model.embed.weight.T
+
+
+def _forward_reference(model: ref.GPT, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return _assembled(model, ids)
+
+
+def _forward_cases() -> list:
+    return [
+        case(_tiny_gpt(0, cls=_PartsOnlyGPT), torch.randint(0, 13, (2, 6)), why="a 1-layer GPT, V = 13, d = 8"),
+        case(_tiny_gpt(1, n_layers=3, cls=_PartsOnlyGPT), torch.randint(0, 13, (1, 12)), why="a 3-layer GPT"),
+        case(_tiny_gpt(2, n_layers=2, cls=_PartsOnlyGPT), torch.randint(0, 13, (3, 1)), why="2 layers, one token"),
+    ]
+
+
+def _forward_mistake(**how):
+    def wrong(model: ref.GPT, ids: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            got = call(student, model, ids, input=label)
-            expected = model(ids)
-            x = model.pos(model.embed(ids))
-            for block in model.blocks:
-                x = block(x)
-            E = model.embed.weight
-            wrong = [
-                (x @ E.T, "Apply the final layer norm, model.norm, before the output layer."),
-                (_without_positions(model, ids), "Add the positions: model.pos(model.embed(ids))."),
-                (model.norm(model.pos(model.embed(ids))) @ E.T, "Run x through every block of model.blocks."),
-            ]
-            hint = "x = model.pos(model.embed(ids)); x = block(x) for each block; logits = model.norm(x) @ E.T."
-            mistakes = [(lambda value=value: value, why) for value, why in wrong]
-            expect(got, expected, input=label, what="The logits", mistakes=mistakes, hint=hint)
-    return 3
+            return _assembled(model, ids, **how)
+
+    return wrong
 
 
-def _without_positions(model, ids):
-    x = model.embed(ids)
-    for block in model.blocks:
-        x = block(x)
-    return model.norm(x) @ model.embed.weight.T
-
-
-check_gpt_forward = Checker("gpt_forward", _forward_cases, kind="function")
+check_gpt_forward = compare(
+    "gpt_forward",
+    _forward_reference,
+    _forward_cases,
+    mistakes=[
+        (_forward_mistake(norm=False), "Apply the final layer norm, model.norm, before the output layer."),
+        (_forward_mistake(positions=False), "Add the positions: model.pos(model.embed(ids))."),
+        (_forward_mistake(blocks=None), "Run x through every block of model.blocks."),
+        (_forward_mistake(blocks="parallel"), "Chain the blocks: each block takes the previous block's output."),
+    ],
+    hint="x = model.pos(model.embed(ids)); x = block(x) for each block; logits = model.norm(x) @ E.T.",
+    what="The logits",
+    withhold=["companion.gpt.GPT.forward"],
+)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import linear_attention as ref
-from ..checking import case, compare
+from ..checking import Checker, Mismatch, case, compare, expect_memory
 
 __all__ = [
     "check_elu_plus_one",
@@ -58,6 +58,7 @@ check_elu_plus_one = compare(
     ],
     hint="φ(x) = x + 1 for x >= 0 and e^x for x < 0 (torch.nn.functional.elu(x) + 1).",
     what="φ(x)",
+    same_dtype=True,
 )
 
 
@@ -104,7 +105,29 @@ def _linear_cases() -> list:
     ]
 
 
-check_linear_attention = compare(
+_LINEAR_FORMS = [
+    "companion.linear_attention.linear_attention",
+    "companion.linear_attention.quadratic_linear_attention",
+    "companion.linear_attention.kernel_attention",
+    "companion.linear_attention.causal_linear_attention_recurrent",
+    "companion.linear_attention.causal_linear_attention_chunked",
+    "companion.linear_attention.causal_linear_attention_cumsum",
+]
+
+MEMORY_N = 2048
+"""The sequence length of the memory checks: one n × n float32 matrix is 16 MiB there."""
+
+
+def _long_inputs(seed: int, d_v: int = 8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(MEMORY_N, d, generator=g) for d in (8, 8, d_v))
+
+
+def _square_bytes() -> int:
+    return MEMORY_N * MEMORY_N * 4
+
+
+_linear_values = compare(
     "linear_attention",
     _reference_linear,
     _linear_cases,
@@ -122,6 +145,24 @@ check_linear_attention = compare(
     hint="S = φ(K)ᵀV (d_k × d_v), z = φ(K)ᵀ1 (d_k); out_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + 1e-6). Never form n × n.",
     what="The output",
 )
+
+
+def _linear_memory(student) -> tuple[int, int]:
+    count, hidden = _linear_values._cases(student)
+    expect_memory(
+        student,
+        _reference_linear,
+        _long_inputs(2),
+        input=f"q, k, v of shape ({MEMORY_N}, 8)",
+        limit=_square_bytes() // 4,
+        problem=f"an n × n matrix takes {_square_bytes() / 2**20:.0f} MiB at n = {MEMORY_N}",
+        hint="Use associativity: φ(K)ᵀV is d_k × d_v, so compute it first and never the n × n φ(Q)φ(K)ᵀ "
+        "(NumPy arrays count too).",
+    )
+    return count + 1, hidden
+
+
+check_linear_attention = Checker("linear_attention", _linear_memory, kind="function", withhold=_LINEAR_FORMS)
 
 
 # ----- one recurrent step ------------------------------------------------------------------------------------
@@ -179,6 +220,7 @@ check_linear_attention_step = compare(
     ],
     hint="S ← S + φ(k) vᵀ (an outer product, d_k × d_v), z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + 1e-6).",
     what="(y, s, z)",
+    withhold=["companion.linear_attention.linear_attention_step", *_LINEAR_FORMS],
 )
 
 
@@ -223,7 +265,7 @@ def _chunked_cases() -> list:
     ]
 
 
-check_causal_linear_attention_chunked = compare(
+_chunked_values = compare(
     "causal_linear_attention_chunked",
     _reference_chunked,
     _chunked_cases,
@@ -249,4 +291,39 @@ check_causal_linear_attention_chunked = compare(
     hint="For each block: (tril(φQ_c φK_cᵀ) V_c + φQ_c S) / (tril(φQ_c φK_cᵀ) 1 + φQ_c z + eps), then "
     "S += φK_cᵀ V_c, z += φK_cᵀ 1.",
     what="The output",
+)
+
+
+def _chunked_memory(student) -> tuple[int, int]:
+    """Blocks of ``chunk_size`` queries: never the n × n matrix, and a c × c block for every c asked for."""
+    count, hidden = _chunked_values._cases(student)
+    q, k, v = _long_inputs(3)
+    peaks = {}
+    for c in (16, 512):
+        peaks[c] = expect_memory(
+            student,
+            _reference_chunked,
+            (q, k, v, c),
+            input=f"q, k, v of shape ({MEMORY_N}, 8), chunk_size={c}",
+            limit=_square_bytes() // 4,
+            problem=f"an n × n matrix takes {_square_bytes() / 2**20:.0f} MiB at n = {MEMORY_N}",
+            hint="Work block by block: only a chunk_size × chunk_size matrix inside a block, and the running "
+            "state (S, z) between blocks.",
+        )
+    block = 512 * 512 * 4
+    if peaks[512] - peaks[16] < block // 2:
+        raise Mismatch(
+            "Your function does not seem to use blocks of chunk_size queries: its memory hardly changes from "
+            f"chunk_size=16 ({peaks[16] / 2**20:.2f} MiB) to chunk_size=512 ({peaks[512] / 2**20:.2f} MiB).",
+            input=f"q, k, v of shape ({MEMORY_N}, 8), chunk_size=16 and 512",
+            expected=f"at least {block / 2 / 2**20:.1f} MiB more at chunk_size=512 (one 512 × 512 block is "
+            f"{block / 2**20:.0f} MiB)",
+            got=f"{(peaks[512] - peaks[16]) / 2**20:.2f} MiB more",
+            hint="Split the n queries into blocks of chunk_size, each with its own chunk_size × chunk_size matrix.",
+        )
+    return count + 2, hidden
+
+
+check_causal_linear_attention_chunked = Checker(
+    "causal_linear_attention_chunked", _chunked_memory, kind="function", withhold=_LINEAR_FORMS
 )
