@@ -14,8 +14,8 @@ the checker returns a verdict and never lets the exception escape into the noteb
 forked generator with a fixed seed.
 
 The standard checker works in two steps, kept apart so that the calls can run elsewhere: it computes every
-expected answer first, on deep copies of the arguments (:func:`draw_trials`), then calls the student's function
-on other copies (:func:`run_student`, with the companion's own answer withheld: see :func:`withheld`), and only
+expected answer first, on deep copies of the arguments (``draw_trials``), then calls the student's function
+on other copies (``run_student``, with the companion's own answer withheld: see :func:`withheld`), and only
 then compares (naming a typical mistake only when no case contradicts it). After the shown cases come hidden
 random ones, drawn under a seed taken from ``os.urandom`` on every run, so that a table of the shown answers
 cannot pass.
@@ -180,7 +180,7 @@ class Checker:
             ``(checks, hidden checks)``).
         seed: the random seed set (in a forked RNG, so the student's own random state is untouched)
             before the cases run, so that the shown cases are the same on every run (hidden ones are drawn
-            under :func:`hidden_inputs`, seeded afresh).
+            under ``hidden_inputs``, seeded afresh).
         kind: ``"class"`` when the student writes a class (then an instance, or a class without
             ``forward``, gets a verdict saying so) or ``"function"``; by default a capitalised name is a class.
         withhold: dotted names of the companion's own answer (``"companion.bpe.merge"``,
@@ -732,7 +732,7 @@ def expect(
     hint that names that mistake; the hint of the first one that ``got`` reproduces is shown, else the
     comparison's own hint (for NaN, say), else ``hint``. (:func:`compare` names a mistake only when the
     student's answers reproduce it on every case; a hand-written checker that calls ``expect`` per case
-    should pass mistakes it has confirmed the same way, with :func:`confirmed`.)
+    should pass mistakes it has confirmed the same way, with ``confirmed``.)
     """
     diff = _safe_difference(got, expected, atol, rtol)
     if diff is None:
@@ -906,8 +906,8 @@ def expect_raises(
 
 
 def peak_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """Peak bytes that ``fn(*args, **kwargs)`` allocates: PyTorch's tensors (:class:`MemoryTracker`) plus what
-    :mod:`tracemalloc` sees (NumPy arrays, Python lists), added up, so that an n × n matrix built in either
+    """Peak bytes that ``fn(*args, **kwargs)`` allocates: PyTorch's tensors (``benchmarking.MemoryTracker``) plus what
+    ``tracemalloc`` sees (NumPy arrays, Python lists), added up, so that an n × n matrix built in either
     counts. The result is dropped before the measurement ends. The smaller of two runs is returned: the first
     may import modules and fill caches (tens of MiB of Python objects that have nothing to do with ``fn``)."""
     return min(_peak_bytes_once(fn, *args, **kwargs) for _ in range(2))
