@@ -92,6 +92,11 @@ ERROR = "error"
 NAN_HINT = "Look for a division by zero, a log of 0, or an exp() of a large number."
 
 
+class Abort(BaseException):
+    """Raised by a harness around the student's code (a grader's time limit, an argument it cannot send as data):
+    it passes through every checker untouched, where anything the student's code raises becomes a verdict."""
+
+
 class Mismatch(Exception):
     """Raised inside a checker's cases when the student's answer disagrees with the reference."""
 
@@ -215,7 +220,7 @@ class Checker:
         """Run every case on ``student`` and return the :class:`Verdict` (nothing is printed; never raises)."""
         try:
             return self._verdict(student, _caller_namespace())
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Abort):
             raise
         except BaseException as e:  # a bug of the checker's own, or something no case anticipated
             return Verdict(
@@ -707,7 +712,7 @@ def same(got: Any, candidate: Any, *, atol: float = 1e-5, rtol: float = 1e-4) ->
     try:
         return _difference(got, candidate, atol, rtol) is None
     except BaseException as e:  # noqa: BLE001
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, (KeyboardInterrupt, Abort)):
             raise
         return False
 
@@ -753,7 +758,7 @@ def _safe_difference(got: Any, expected: Any, atol: float, rtol: float) -> tuple
     try:
         return _difference(got, expected, atol, rtol)
     except BaseException as e:  # noqa: BLE001 -- a student's object may raise anything from __eq__ or __len__
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, (KeyboardInterrupt, Abort)):
             raise
         return f"could not be compared ({type(e).__name__}: {_safe_str(e)})", show(expected), show(got), None
 

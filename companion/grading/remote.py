@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..checking import Abort
 from . import wire
 from .sandbox import defining_modules
 
@@ -45,7 +46,7 @@ class Limits:
     private: tuple[str, ...] = ()  # folders the answer may not open at all (the submissions, the results)
 
 
-class Stopped(BaseException):
+class Stopped(Abort):
     """The answer's process stopped answering: past its time, killed by a limit, or gone."""
 
     def __init__(self, status: str, why: str) -> None:

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..checking import Abort
+
 try:
     from safetensors.torch import load as _st_load
     from safetensors.torch import save as _st_save
@@ -30,7 +32,7 @@ except ImportError:  # pragma: no cover - the grade extra installs it
 MAX_MESSAGE = 512 * 2**20  # bytes: a larger message is refused, never read into memory
 
 
-class Unportable(BaseException):
+class Unportable(Abort):
     """An argument the grader cannot send as data (the exercise is then checked the weaker way)."""
 
 
