@@ -1,7 +1,7 @@
 # Two commands that work on a fresh clone (Python 3.11+, no GPU needed):
 #   make book   set up .venv, execute every chapter and build the HTML book in _build/html
 #   make test   the same setup, then every check CI runs (lint, freshness, book, unit, homework, Colab, pages)
-# Other targets: make unit (fast developer loop, < 1 min), make lint, make sync (regenerate paired and homework
+# Other targets: make unit (fast developer loop, < 1 min), make lint, make sync (regenerate reader and homework
 # notebooks), make check-sync, make chromium (install headless Chromium), make clean.
 
 PYTHON ?= python3
@@ -62,8 +62,7 @@ chromium:
 	@bash tools/ensure-chromium.sh
 
 # Everything, in order of cost: lint, freshness of generated notebooks, the book build (which executes every
-# chapter with its hidden asserts and fails on any error, so the paired chapter notebooks are not executed
-# again), then one pytest session on two workers (pytest-xdist; --dist loadscope keeps each test module and
+# chapter with its hidden asserts and fails on any error), then one pytest session on two workers (pytest-xdist; --dist loadscope keeps each test module and
 # each homework notebook on one worker, so the Colab simulation's chapters share one fresh environment and
 # nbval's cells one kernel): the unit tests, the slow tests (training, the second execution of every chapter
 # in the Colab simulation, the rendered-page checks of the built HTML in headless Chromium) and nbval on every
