@@ -13,10 +13,9 @@
   feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder and decoder-only
   models), :mod:`companion.training` (the training loop);
 - chapter 6: :mod:`companion.bpe` (GPT-2's byte-level BPE), :mod:`companion.gpt` (GPT-2: the model, its parameter
-  count, sampling), :mod:`companion.pretraining` (pretraining on Python's documentation, the shipped checkpoint),
-  :mod:`companion.wordpiece` (BERT's tokeniser);
-- chapter 7 (BERT): :mod:`companion.bert` (BERT's encoder and pretraining heads, the parameter count, sentence
-  embeddings);
+  count, sampling), :mod:`companion.pretraining` (pretraining on Python's documentation, the shipped checkpoint);
+- chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's encoder and
+  pretraining heads, the parameter count, sentence embeddings);
 - chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, rank, generation cost);
 - chapter 9: :mod:`companion.banded_attention` (the near field), :mod:`companion.fmmformer` (near plus low-rank
   far field), :mod:`companion.nbody` (the n-body analogue);
