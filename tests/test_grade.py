@@ -9,14 +9,12 @@ claims to see through. The gradebook is asserted cell by cell. (The attacks of i
 from __future__ import annotations
 
 import copy
-import csv
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from grading_support import gradebook, run_grader
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = ROOT / "book" / "homework"
@@ -341,36 +339,8 @@ TIMEOUT = 8
 def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("grading")
     build_class(base / "class")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "companion.grade",
-            str(base / "class"),
-            "--out",
-            str(base / "results"),
-            "--jobs",
-            "2",
-            "--timeout",
-            str(TIMEOUT),
-            "--memory-gb",
-            "3",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_grader(base / "class", base / "results", "--jobs", "2", "--timeout", str(TIMEOUT), "--memory-gb", "3")
     return base / "results"
-
-
-def gradebook(results: Path) -> dict[str, dict[str, str]]:
-    with (results / "gradebook.csv").open(newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(f))
-    return {r["student"]: r for r in rows}
 
 
 @pytest.mark.slow
@@ -446,15 +416,7 @@ def test_exercise_time_limit(tmp_path):
     sleeper = RIGHT["cosine_similarity"].replace("    return", "    import time\n\n    time.sleep(600)\n    return")
     nb = answered({"cosine_similarity": sleeper})
     (tmp_path / "class" / "alice.ipynb").write_text(json.dumps(nb))
-    command = [sys.executable, "-m", "companion.grade", str(tmp_path / "class"), "--out", str(tmp_path / "out")]
-    run = subprocess.run(
-        [*command, "--chapter", "1", "--timeout", "3", "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_grader(tmp_path / "class", tmp_path / "out", "--chapter", "1", "--timeout", "3", timeout=300)
     row = gradebook(tmp_path / "out")["alice"]
     assert [row[e] for e in EXERCISES] == [N, N, N, T], row
     assert (

@@ -9,15 +9,12 @@ right answers written in several styles must still pass. The whole class is grad
 
 from __future__ import annotations
 
-import csv
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from grading_support import gradebook, run_grader
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = ROOT / "book" / "homework"
@@ -429,22 +426,8 @@ def graded(tmp_path_factory):
     book = ROOT / "book" / f"{CHAPTER}.ipynb"
     (folder / "book_chapter.ipynb").write_text(book.read_text())
     out = base / "results"
-    run = subprocess.run(
-        [sys.executable, "-m", "companion.grade", str(folder), "--out", str(out), "--jobs", "2", "--timeout", "30"]
-        + ["--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_grader(folder, out, "--jobs", "2", "--timeout", "30")
     return out, marker
-
-
-def gradebook(out: Path) -> dict[str, dict[str, str]]:
-    with (out / "gradebook.csv").open(newline="", encoding="utf-8-sig") as f:
-        return {r["student"]: r for r in csv.DictReader(f)}
 
 
 @pytest.mark.slow

@@ -288,7 +288,8 @@ def test_unterminated_solution_is_an_error(tmp_path, monkeypatch):
         notebooks.homework_notebook(md)
 
 
-SAMPLE_CHAPTER = """\
+# The front matter every chapter source starts with (the two sample chapters below share it).
+FRONT_MATTER = """\
 ---
 jupytext:
   text_representation:
@@ -299,6 +300,11 @@ kernelspec:
   language: python
   name: python3
 ---
+"""
+
+SAMPLE_CHAPTER = (
+    FRONT_MATTER
+    + """\
 
 # Sample
 
@@ -340,6 +346,7 @@ check_double(double)
 
 After.
 """
+)
 
 # What the student gets from SAMPLE_CHAPTER, written out by hand: (cell type, source, tags, stored output).
 SAMPLE_HOMEWORK = [
@@ -554,17 +561,8 @@ SAMPLE_BOOK = {
         "@article{doe2020,\n  author = {Doe, Jane and Roe, Richard},\n  title = {A Title},\n"
         "  journal = {Journal of Stuff},\n  year = {2020}\n}\n"
     ),
-    "book/07_sample.md": """\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
+    "book/07_sample.md": FRONT_MATTER
+    + """\
 
 # Sample
 
