@@ -81,7 +81,7 @@ test: $(STAMP)
 		--nbval-current-env book/homework/*.ipynb --durations=12 --junitxml=_build/pytest.xml)
 
 constraints: $(STAMP)
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^companion' | sed 's/+cpu$$//' > constraints.txt
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^one-hot-to-transformers' | sed 's/+cpu$$//' > constraints.txt
 
 clean:
 	rm -rf _build .pytest_cache

@@ -1156,7 +1156,7 @@ def compare(
     withhold = (*_own_name(reference), *withhold)
 
     def run(student: Callable[..., Any]) -> tuple[int, int]:
-        trials = draw_trials(reference, cases, extra)  # type: ignore[arg-type]
+        trials = draw_trials(reference, cases, extra)
         run_student(student, reference, trials)
         judge(trials)
         return len(trials), sum(t.hidden_seed is not None for t in trials)

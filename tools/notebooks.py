@@ -37,6 +37,7 @@ import functools
 import os
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,7 +62,7 @@ import os
 import subprocess
 import sys
 
-PACKAGE = "git+{url}@{ref}"
+PACKAGE = "{name} @ git+{url}@{ref}"
 if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
@@ -100,9 +101,14 @@ def release() -> str:
     raise ValueError(f'{source} sets no __version__ = "X.Y.Z"')
 
 
+def distribution() -> str:
+    """The package's distribution name (``pyproject.toml``'s ``project.name``; it is imported as ``companion``)."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+
+
 def setup_cell_source() -> str:
-    """The first code cell of every chapter: in Colab, ``pip install git+URL@vX.Y.Z`` (the release)."""
-    return SETUP_TEMPLATE.format(url=repository().url, ref=release())
+    """The first code cell of every chapter: in Colab, ``pip install "NAME @ git+URL@vX.Y.Z"`` (the release)."""
+    return SETUP_TEMPLATE.format(name=distribution(), url=repository().url, ref=release())
 
 
 _BRANCH = re.compile(r"^(repository:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+branch:[ \t]*)(\S+)", re.MULTILINE)
