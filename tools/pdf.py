@@ -164,47 +164,61 @@ def chapter_title(doc: str) -> str:
     raise ValueError(f"{doc}.md has no level-1 heading")
 
 
-def check() -> None:
+def read_pdf(path: Path) -> tuple[int, collections.Counter, str]:
+    """(pages, Counter of (width, height) of its images, its text) of a PDF."""
     from pypdf import PdfReader
 
-    if not PDF.exists():
-        fail(f"no PDF at {PDF}; run `python tools/pdf.py build` (make pdf)")
-    reader = PdfReader(PDF)
-    pages = len(reader.pages)
-    wanted_pages = MIN_PAGES_PER_CHAPTER * len(chapters())
-    images: collections.Counter = collections.Counter()
+    reader = PdfReader(path)
+    sizes: dict[int, tuple[int, int]] = {}  # image object number -> size (pages may share one resource dict)
     text = []
     for page in reader.pages:
         text.append(page.extract_text() or "")
-        resources = page.get("/Resources") or {}
-        xobjects = resources.get("/XObject") or {}
+        xobjects = (page.get("/Resources") or {}).get("/XObject") or {}
         for ref in xobjects.values():
             obj = ref.get_object()
             if obj.get("/Subtype") == "/Image":
-                images[(int(obj["/Width"]), int(obj["/Height"]))] += 1
-    text_all = "\n".join(text)
-    figures = notebook_figures()
-    missing = figures - images
-    problems = []
-    if pages < wanted_pages:
-        problems.append(f"{pages} pages, expected at least {wanted_pages}")
+                sizes[getattr(ref, "idnum", id(obj))] = (int(obj["/Width"]), int(obj["/Height"]))
+    return len(reader.pages), collections.Counter(sizes.values()), "\n".join(text)
+
+
+def problems(
+    pages: int,
+    images: collections.Counter,
+    text: str,
+    figures: collections.Counter,
+    titles: dict[str, str],
+    min_pages: int,
+) -> list[str]:
+    """What is wrong with a PDF of `pages` pages holding `images` and `text`, given the chapters' figure sizes and
+    titles: too few pages, a figure missing, TeX left unrendered, a chapter's title absent."""
+    found = []
+    if pages < min_pages:
+        found.append(f"{pages} pages, expected at least {min_pages}")
     if not figures:
-        problems.append("the executed notebooks hold no figures at all")
-    if missing:
+        found.append("the executed notebooks hold no figures at all")
+    if missing := figures - images:
         lost = f"{sum(missing.values())} of {sum(figures.values())}"
-        problems.append(f"{lost} figures are not in the PDF (width, height: count): {dict(missing)}")
-    tex = sorted(set(re.findall(r"\\(?:frac|sum|mathbb|begin)\b|\$\$", text_all)))
-    if tex:
-        problems.append(f"TeX source left in the text (MathJax did not finish?): {tex}")
-    letters = re.sub(r"\W+", "", text_all)
-    for doc in chapters():
-        title = chapter_title(doc)
+        found.append(f"{lost} figures are not in the PDF (width, height: count): {dict(missing)}")
+    if tex := sorted(set(re.findall(r"\\(?:frac|sum|mathbb|begin)\b|\$\$", text))):
+        found.append(f"TeX source left in the text (MathJax did not finish?): {tex}")
+    letters = re.sub(r"\W+", "", text)
+    for doc, title in titles.items():
         if re.sub(r"\W+", "", title) not in letters:
-            problems.append(f"the title of {doc} ({title!r}) is not in the PDF's text")
-    found = f"{sum(images.values())} images, {sum(figures.values())} chapter figures"
-    print(f"{PDF}: {pages} pages, {found}, every figure present: {not missing}")
-    if problems:
-        fail("; ".join(problems))
+            found.append(f"the title of {doc} ({title!r}) is not in the PDF's text")
+    return found
+
+
+def check() -> None:
+    if not PDF.exists():
+        fail(f"no PDF at {PDF}; run `python tools/pdf.py build` (make pdf)")
+    pages, images, text = read_pdf(PDF)
+    figures = notebook_figures()
+    titles = {doc: chapter_title(doc) for doc in chapters()}
+    found = problems(pages, images, text, figures, titles, MIN_PAGES_PER_CHAPTER * len(titles))
+    print(f"{PDF}: {pages} pages, {sum(images.values())} images; {sum(figures.values())} chapter figures")
+    if found:
+        fail("; ".join(found))
+    print("every figure and chapter title is in it, and no TeX was left unrendered")
 
 
 def main() -> None:
