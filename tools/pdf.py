@@ -1,17 +1,16 @@
-"""The book as one PDF, printed from the notebooks the HTML build executed.
+"""The book as one PDF, printed from the pages the HTML build made.
 
     python tools/pdf.py build    # after `jupyter-book build .`: writes _build/pdf/book.pdf
-    python tools/pdf.py check    # page count, every figure, rendered mathematics
+    python tools/pdf.py check    # page count, every figure, rendered mathematics, every chapter
 
-`make pdf` runs both. Nothing is executed a second time: `jupyter-book build .` leaves every chapter's executed
-notebook in _build/jupyter_execute/book/. `build` copies the book's sources into _build/pdf/src with those
-executed notebooks in place of the MyST chapters, builds them with Sphinx's single-page builder (execution off),
-and prints that page with headless Chromium, after MathJax has typeset it.
+`make pdf` runs both. Nothing is executed or built a second time: headless Chromium prints each page of
+_build/html that _toc.yml lists (the theme's print style drops the navigation), after MathJax has typeset it, and
+pypdf joins the pages into one PDF with a bookmark per chapter.
 
 `check` reads the PDF with pypdf and fails when
 - it has fewer pages than the chapters need (MIN_PAGES_PER_CHAPTER for each chapter of _toc.yml);
-- a figure is missing: every PNG figure of the executed notebooks must be an image of the PDF, matched by its
-  pixel size (Chromium embeds a page's PNG at its own resolution);
+- a figure is missing: every PNG figure of the executed notebooks (_build/jupyter_execute) must be an image of
+  the PDF, matched by its pixel size (Chromium embeds a page's PNG at its own resolution);
 - mathematics is left as TeX source (a ``\\frac`` or ``$$`` in the PDF's text) or a chapter's title is absent.
 """
 
@@ -20,20 +19,22 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import html
 import re
 import shutil
 import struct
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
+HTML = BUILD / "html"
 EXECUTED = BUILD / "jupyter_execute" / "book"
 OUT = BUILD / "pdf"
-SRC = OUT / "src"
 PDF = OUT / "book.pdf"
 MIN_PAGES_PER_CHAPTER = 4
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -62,37 +63,22 @@ def fail(message: str) -> None:
     raise SystemExit(1)
 
 
-def stage_sources() -> None:
-    """_build/pdf/src: the book's sources with each chapter replaced by its executed notebook."""
-    missing = [d for d in chapters() if not executed_notebook(d).exists()]
+def built_pages() -> list[Path]:
+    """The HTML page of every document of _toc.yml, in reading order; each must be newer than its source."""
+    pages = [HTML / f"{doc}.html" for doc in toc_files()]
+    missing = [p.name for p in pages if not p.exists()]
     stale = [
-        d
-        for d in chapters()
-        if d not in missing and executed_notebook(d).stat().st_mtime < (ROOT / f"{d}.md").stat().st_mtime
+        p.name
+        for p in pages
+        if p.exists() and p.stat().st_mtime < (ROOT / p.relative_to(HTML)).with_suffix(".md").stat().st_mtime
     ]
+    stale += [f"{Path(d).name}.ipynb" for d in chapters() if not executed_notebook(d).exists()]
     if missing or stale:
         fail(
-            "the executed notebooks of the last HTML build are missing or older than their sources "
-            f"({', '.join(missing + stale)}); run `jupyter-book build .` (make book) first"
+            f"the HTML build is missing or older than its sources ({', '.join(missing + stale)}); "
+            "run `jupyter-book build .` (make book) first"
         )
-    if SRC.exists():
-        shutil.rmtree(SRC)
-    (SRC / "book").mkdir(parents=True)
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    config["execute"]["execute_notebooks"] = "off"
-    config["exclude_patterns"] = [p for p in config["exclude_patterns"] if p != "**/*.ipynb"] + ["book/homework"]
-    config["only_build_toc_files"] = True
-    (SRC / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    shutil.copy(ROOT / "_toc.yml", SRC / "_toc.yml")
-    shutil.copytree(ROOT / "_static", SRC / "_static")
-    (SRC / "companion").symlink_to(ROOT / "companion")  # the chapters' {literalinclude} paths
-    notebooks = set(chapters())
-    for path in (ROOT / "book").iterdir():
-        doc = f"book/{path.stem}"
-        if path.is_file() and path.suffix != ".ipynb" and not (path.suffix == ".md" and doc in notebooks):
-            shutil.copy(path, SRC / "book" / path.name)
-    for doc in notebooks:
-        shutil.copy(executed_notebook(doc), SRC / f"{doc}.ipynb")
+    return pages
 
 
 def chromium() -> str:
@@ -103,32 +89,67 @@ def chromium() -> str:
     raise AssertionError
 
 
+def print_page(page: Path, out: Path) -> None:
+    """Print one HTML page to `out` with headless Chromium (--virtual-time-budget lets MathJax finish first)."""
+    command = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-pdf-header-footer",
+        "--run-all-compositor-stages-before-draw",
+        "--virtual-time-budget=60000",
+        f"--print-to-pdf={out}",
+        page.as_uri(),
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    if not out.exists():
+        fail(f"Chromium printed no PDF for {page}")
+
+
 def build() -> None:
-    stage_sources()
-    jb = Path(sys.executable).with_name("jupyter-book")
-    command = [str(jb), "build", str(SRC), "--builder", "singlehtml", "-W", "-n", "--keep-going", "-q"]
-    subprocess.run(command, check=True)
-    page = SRC / "_build" / "singlehtml" / "index.html"
+    from pypdf import PdfWriter
+
+    pages = built_pages()
+    parts = OUT / "pages"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True)
+    writer = PdfWriter()
+    cover = parts / "cover.html"
+    cover.write_text(cover_page())
+    print_page(cover, parts / "00_cover.pdf")
+    writer.append(parts / "00_cover.pdf")
+    for page in pages:
+        part = parts / page.with_suffix(".pdf").name
+        print_page(page, part)
+        start = len(writer.pages)
+        writer.append(part)
+        writer.add_outline_item(title=page_title(page), page_number=start)
     PDF.unlink(missing_ok=True)
-    # --virtual-time-budget lets MathJax finish typesetting before the page is printed.
-    subprocess.run(
-        [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-pdf-header-footer",
-            "--run-all-compositor-stages-before-draw",
-            "--virtual-time-budget=120000",
-            f"--print-to-pdf={PDF}",
-            page.as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    if not PDF.exists():
-        fail("Chromium printed no PDF")
-    print(f"The PDF is at {PDF}")
+    with PDF.open("wb") as f:
+        writer.write(f)
+    print(f"The PDF is at {PDF} ({len(writer.pages)} pages)")
+
+
+def cover_page() -> str:
+    """The title page: the book's title and author (_config.yml), the release, the licences and the address."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    version = re.search(r'__version__ = "([^"]+)"', (ROOT / "companion" / "__init__.py").read_text())
+    release = f"v{version.group(1)}" if version else ""
+    site = config.get("html", {}).get("baseurl", "")
+    return f"""<!doctype html><html><head><meta charset="utf-8"><style>
+body {{ font-family: sans-serif; text-align: center; margin-top: 30%; }}
+h1 {{ font-size: 2.6em; }} p {{ font-size: 1.1em; color: #333; }}</style></head><body>
+<h1>{html.escape(config["title"])}</h1><p>{html.escape(config.get("author", ""))}</p>
+<p>Release {release}, printed from {html.escape(site)}</p>
+<p>Text and figures: CC BY 4.0. Code: MIT.</p></body></html>"""
+
+
+def page_title(page: Path) -> str:
+    """The <title> of a built page, without the book's name after the last ' — '."""
+    match = re.search(r"<title>(.*?)</title>", page.read_text(), re.DOTALL)
+    title = html.unescape(match.group(1)).strip() if match else page.stem
+    return title.rsplit(" — ", 1)[0]
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -201,7 +222,7 @@ def problems(
         found.append(f"{lost} figures are not in the PDF (width, height: count): {dict(missing)}")
     if tex := sorted(set(re.findall(r"\\(?:frac|sum|mathbb|begin)\b|\$\$", text))):
         found.append(f"TeX source left in the text (MathJax did not finish?): {tex}")
-    letters = re.sub(r"\W+", "", text)
+    letters = re.sub(r"\W+", "", unicodedata.normalize("NFKC", text))  # NFKC: the ligature "ﬁ" reads "fi"
     for doc, title in titles.items():
         if re.sub(r"\W+", "", title) not in letters:
             found.append(f"the title of {doc} ({title!r}) is not in the PDF's text")
