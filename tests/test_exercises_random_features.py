@@ -270,9 +270,44 @@ def _lengths_of_q_columns(d, m, seed):
     return torch.cat(blocks, 1)[:, :m]
 
 
+def _uniform_not_gaussian(flip):
+    """torch.rand for torch.randn in the matrix that QR makes orthogonal: its columns lean towards the positive
+    orthant, so the directions are not uniform (with ``flip``, a random sign per block hides it from the sign
+    test; the coordinates' distribution still shows it)."""
+
+    def orthogonal(d, m, seed):
+        g = torch.Generator().manual_seed(seed)
+        blocks = []
+        for _ in range(math.ceil(m / d)):
+            q, r = torch.linalg.qr(torch.rand(d, d, generator=g, dtype=torch.float64))
+            sign = float(torch.randint(0, 2, (), generator=g)) * 2 - 1 if flip else 1.0
+            lengths = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+            blocks.append(sign * q * torch.sign(torch.diagonal(r)) * lengths)
+        return torch.cat(blocks, 1)[:, :m]
+
+    return orthogonal
+
+
+def _near_the_axes(d, m, seed):
+    """Each block a randomly signed permutation of the axes, turned slightly: orthogonal, χ_d lengths, signs
+    symmetric and independent, no block repeating another, but the directions crowd the axes."""
+    g = torch.Generator().manual_seed(seed)
+    blocks = []
+    for _ in range(math.ceil(m / d)):
+        turn, r = torch.linalg.qr(torch.eye(d, dtype=torch.float64) + 0.1 * torch.randn(d, d, generator=g))
+        perm = torch.eye(d, dtype=torch.float64)[torch.randperm(d, generator=g)]
+        signs = torch.randint(0, 2, (d,), generator=g).double() * 2 - 1
+        q = perm * signs @ (turn * torch.sign(torch.diagonal(r)))
+        blocks.append(q * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0))
+    return torch.cat(blocks, 1)[:, :m]
+
+
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
+        (_uniform_not_gaussian(flip=False), ["not symmetric about 0", "fresh d × d Gaussian"]),
+        (_uniform_not_gaussian(flip=True), ["same sign too often", "fresh d × d Gaussian"]),
+        (_near_the_axes, ["not distributed as N(0, 1)", "Kolmogorov–Smirnov distance to N(0, 1)"]),
         (_blocks_with(lengths="unit"), ["χ distribution", "have length 1: rescale"]),
         (_blocks_with(lengths="root"), ["χ distribution", "length √d"]),
         (_blocks_with(sign_fix=False), ["not symmetric about 0", "sign of the matching diagonal entry of R"]),
@@ -293,7 +328,8 @@ def test_orthogonal_wrong_answers(student, fragments):
 
 def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_one_surely():
     """The tests' bounds hold (DKW–Massart, Hoeffding): the companion's own sampler, drawn as a student's
-    would be on 30 fresh sets of hidden seeds, passes every time; lengths χ_{d+1} instead of χ_d (a subtle
+    would be on 30 fresh sets of hidden seeds, passes the tests of lengths, coordinates and sign agreement every
+    time; lengths χ_{d+1} instead of χ_d (a subtle
     error: 7 % longer on average) fail every time."""
     from companion.exercises import random_features as ex
 
@@ -303,9 +339,10 @@ def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_o
         assert ex._ks_distance(norms, ex._chi_cdf(5)) <= ex._dkw_bound(len(norms))
         entries = torch.cat([w[:, ::5].flatten() for w in draws])
         assert ex._ks_distance(entries, ex._normal_cdf) <= ex._dkw_bound(len(entries))
-        longer = torch.cat(
-            [w.norm(dim=0) * 0 + torch.randn(6, w.shape[1], dtype=torch.float64).norm(dim=0) for w in draws]
-        )
+        firsts = torch.cat([w[:, ::5] for w in draws], dim=1)
+        agree, n = int((firsts[0] * firsts[1] > 0).sum()), firsts.shape[1]
+        assert abs(agree - n / 2) <= math.sqrt(n * math.log(2 / ex.ALPHA) / 2)
+        longer = torch.randn(6, len(norms), dtype=torch.float64).norm(dim=0)  # χ_6 lengths
         assert ex._ks_distance(longer, ex._chi_cdf(5)) > ex._dkw_bound(len(longer))
 
 

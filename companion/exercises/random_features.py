@@ -127,8 +127,8 @@ check_random_fourier_features = compare(
 # ----- orthogonal random features ------------------------------------------------------------------------------
 
 ALPHA = 1e-7
-"""The false-reject probability of each statistical test of ``check_orthogonal_gaussian`` (three tests, so a
-right answer is judged wrong on fewer than one run in three million). Both bounds hold for every sample size:
+"""The false-reject probability of each statistical test of ``check_orthogonal_gaussian`` (four tests, so a
+right answer is judged wrong on fewer than one run in two million). Both bounds hold for every sample size:
 Dvoretzky–Kiefer–Wolfowitz–Massart for the Kolmogorov–Smirnov distance, P(sup |F_n − F| > λ/√n) ≤ 2e^{−2λ²},
 and Hoeffding for a count of signs, P(|k − n/2| > t) ≤ 2e^{−2t²/n}."""
 
@@ -194,6 +194,20 @@ def _statistical_cases() -> list:
 
 def _all(trials, test) -> bool:  # noqa: ANN001
     return all(test(t.case.args[0], t.got) for t in trials)
+
+
+def _expect_half(count: int, n: int, problem: str, what: str, where: str, hint: str) -> None:
+    """``count`` of ``n`` independent fair coin flips, within Hoeffding's band of false-reject probability ALPHA."""
+    t_max = math.sqrt(n * math.log(2 / ALPHA) / 2)
+    if abs(count - n / 2) > t_max:
+        raise Mismatch(
+            problem,
+            input=where,
+            expected=f"between {n / 2 - t_max:.0f} and {n / 2 + t_max:.0f} of the {n} first columns of the blocks "
+            f"{what} (a right answer falls outside with probability below {ALPHA:g})",
+            got=f"{count} {what}",
+            hint=hint,
+        )
 
 
 def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
@@ -321,22 +335,29 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             if root
             else _ORTHOGONAL_HINT,
         )
-    starts = torch.cat([t.got[0, ::STAT_D] for t in stats])  # the first coordinate of each block's first column
-    positive, n = int((starts > 0).sum()), len(starts)
-    t_max = math.sqrt(n * math.log(2 / ALPHA) / 2)
-    if abs(positive - n / 2) > t_max:
-        raise Mismatch(
-            "The first coordinate of each block's first column is not symmetric about 0: the frequencies are not "
-            "distributed as N(0, I).",
-            input=where,
-            expected=f"between {n / 2 - t_max:.0f} and {n / 2 + t_max:.0f} of the {n} positive (a right answer "
-            f"falls outside with probability below {ALPHA:g})",
-            got=f"{positive} positive",
-            hint="torch.linalg.qr returns Q with a sign convention (R's diagonal has fixed signs), so Q is not "
-            "uniformly random: multiply each column of Q by the sign of the matching diagonal entry of R."
-            if positive in (0, n)
-            else _ORTHOGONAL_HINT,
-        )
+    firsts = torch.cat([t.got[:, ::STAT_D] for t in stats], dim=1)  # each block's first column, (d, blocks)
+    positive = int((firsts[0] > 0).sum())
+    _expect_half(
+        positive,
+        firsts.shape[1],
+        "The first coordinate of each block's first column is not symmetric about 0: the frequencies are not "
+        "distributed as N(0, I).",
+        "positive",
+        where,
+        "torch.linalg.qr returns Q with a sign convention (R's diagonal has fixed signs), so Q is not uniformly "
+        "random: multiply each column of Q by the sign of the matching diagonal entry of R."
+        if positive == 0  # Householder QR: Q's first column starts negative
+        else _ORTHOGONAL_HINT,
+    )
+    _expect_half(
+        int((firsts[0] * firsts[1] > 0).sum()),
+        firsts.shape[1],
+        "The first two coordinates of a frequency have the same sign too often (or too rarely): they are not "
+        "independent, as the coordinates of an N(0, I) vector are.",
+        "with the same sign in its first two coordinates",
+        where,
+        _ORTHOGONAL_HINT,
+    )
     entries = torch.cat([t.got[:, ::STAT_D].flatten() for t in stats])
     dist = _ks_distance(entries, _normal_cdf)
     if dist > _dkw_bound(len(entries)):
