@@ -385,6 +385,9 @@ GIVEAWAYS = {
     "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
     "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
+    "linear_attention_rnn": {"causal_linear_attention_recurrent"},  # chapter 8: the recurrence itself
+    # chapter 10: the features and the module that holds them
+    "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
 }
 
 
