@@ -379,6 +379,7 @@ GIVEAWAYS = {
     "skipgram_pairs": {"skipgram_pairs_loop"},
     "scaled_dot_product_attention": {"attention_loop"},
     "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
+    "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
     "causal_band_mask": {"band_mask"},
     "banded_softmax": {"banded_attention"},
     "fmm_blend": {"fmmformer_attention", "FMMAttention"},  # chapter 9: the function and the module that calls it
