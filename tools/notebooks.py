@@ -382,7 +382,7 @@ GIVEAWAYS = {
     "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
     "causal_band_mask": {"band_mask"},
     "banded_softmax": {"banded_attention"},
-    "fmm_blend": {"fmmformer_attention", "FMMAttention"},  # chapter 9: the function and the module that calls it
+    "FMMAttention": {"fmmformer_attention", "far_field_attention"},  # chapter 9: the blend the module calls
     "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
     "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop

@@ -7,8 +7,9 @@ checker                           what the student writes
                                   ``0 <= i - j < b`` (query i sees itself and the b - 1 keys before it)
 ``check_banded_softmax``          ``banded_softmax(q, k, v, b)``: ``softmax(band_b(QKᵀ/√d_k)) V`` for the
                                   causal band, ``(..., n, d_k) → (..., n, d_v)``, without an n × n matrix
-``check_fmm_blend``               ``fmm_blend(q, k, v, b, w_near, w_far)``: causal FMMformer attention,
-                                  ``w_near · DV + w_far · (two linear attentions: elu(x) + 1, elu(−x) + 1)``
+``check_fmm_attention``           ``class FMMAttention(bandwidth, n_heads, n_maps=2)``: causal FMMformer
+                                  attention with parameters ``near_raw``, ``far_raw`` (n_heads, 1, 1), weights
+                                  ``softplus(θ)``; checked alone and inside a pre-norm ``CausalBlock``
 ``check_numerical_rank``          ``numerical_rank(a, eps) -> int``: how many singular values of ``a``
                                   exceed ``eps · σ_1``
 ================================  ==========================================================================
@@ -17,16 +18,40 @@ checker                           what the student writes
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ..banded_attention import band_mask, banded_attention, banded_attention_dense
-from ..checking import Checker, case, compare, expect_memory
-from ..fmmformer import elu_flip_plus_one, fmmformer_attention
-from ..linear_attention import elu_plus_one, linear_attention, numerical_rank
+from ..checking import (
+    RAISED,
+    Case,
+    Checker,
+    Mismatch,
+    Trial,
+    _changed,
+    _copies,
+    _expect_dtype,
+    _round,
+    _safe_difference,
+    call,
+    case,
+    compare,
+    confirmed,
+    expect,
+    expect_memory,
+    hidden_inputs,
+    same,
+    show,
+)
+from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention
+from ..linear_attention import numerical_rank
+from ..transformer import CausalBlock
 
-__all__ = ["check_causal_band_mask", "check_banded_softmax", "check_fmm_blend", "check_numerical_rank"]
+__all__ = ["check_causal_band_mask", "check_banded_softmax", "check_fmm_attention", "check_numerical_rank"]
 
 
 # --- the band mask ----------------------------------------------------------------------------------------
@@ -161,85 +186,505 @@ check_banded_softmax = Checker(
 )
 
 
-# --- the blend ---------------------------------------------------------------------------------------------
+# --- FMMAttention: the module, alone and inside a pre-norm block ------------------------------------------------
+#
+# The student writes ``FMMAttention(bandwidth, n_heads, n_maps=2)``: an nn.Module with two parameters ``near_raw``
+# and ``far_raw`` of shape (n_heads, 1, 1) (the weights are w = softplus(θ), both starting at 0.5) and
+# ``forward(q, k, v, mask=None, causal=True)``, causal FMMformer attention of q, k, v (B, h, n, d) with the causal
+# band of ``bandwidth`` keys and the first ``n_maps`` of elu(x) + 1, elu(−x) + 1, tanh(x) + 1. The checker builds
+# the student's class (in the grader: in the answer's process), loads each case's θ with ``load_state_dict`` and
+# compares with the companion's FMMAttention given the same θ: outputs, gradients with respect to q, k, v and θ,
+# causality (the outputs up to t, with the tokens after t changed), and all of it again inside
+# ``companion.transformer.CausalBlock(norm_first=True)``, a pre-norm block; then the memory at n = 2048 and the
+# starting weights. Every expectation is computed first, on copies, before the student's code runs.
+
+FMM_PARAMETERS = ("near_raw", "far_raw")
+"""The names of the student's two parameters: θ₁ (near field) and θ₂ (far field), each of shape (n_heads, 1, 1)."""
+
+FMM_INIT = 0.5
+"""The starting value of both blend weights, softplus(θ) = 0.5 (the companion's ``init_near``, ``init_far``)."""
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_LINEAR_EPS = 1e-6  # added to each far-field denominator, as companion.linear_attention does
 
 
-def _blend(q, k, v, b, w_near, w_far):
-    return fmmformer_attention(q, k, v, causal=True, bandwidth=b, w_near=w_near, w_far=w_far)
+def _fmm_case(
+    batch: int,
+    heads: int,
+    n: int,
+    d: int,
+    d_v: int,
+    b: int,
+    r: int,
+    dtype: str,
+    *,
+    why: str,
+    near: list[float] | None = None,
+    far: list[float] | None = None,
+    scale: float = 1.0,
+    block: tuple[int, int] | None = None,
+) -> Case:
+    """One case: the module's settings, its inputs (or the block's), θ, a cotangent and the inputs changed after t."""
+    kind = _DTYPES[dtype]
+
+    def theta(values: list[float] | None) -> torch.Tensor:
+        drawn = 4 * torch.rand(heads, dtype=torch.float64) - 2 if values is None else torch.tensor(values)
+        return drawn.to(torch.float32).reshape(heads, 1, 1)
+
+    t = int(torch.randint(0, n - 1, ())) if n > 1 else 0
+    setup = {"bandwidth": b, "n_heads": heads, "n_maps": r, "dtype": dtype, "t": t, "block": block}
+    data: dict[str, Any] = {"near_raw": theta(near), "far_raw": theta(far)}
+    if block is None:
+        shapes = {"q": (batch, heads, n, d), "k": (batch, heads, n, d), "v": (batch, heads, n, d_v)}
+        out_shape = shapes["v"]
+    else:
+        d_model, d_ff = block
+        shapes = {"x": (batch, n, d_model)}
+        out_shape = shapes["x"]
+        net = CausalBlock(d_model, heads, d_ff, norm_first=True)
+        with torch.no_grad():
+            for res in net.residuals:  # LayerNorm starts at 1 and 0: make it matter
+                res.norm.weight.copy_(1 + 0.3 * torch.randn(d_model))
+                res.norm.bias.copy_(0.3 * torch.randn(d_model))
+        data["block_state"] = {k: v.to(kind) for k, v in net.state_dict().items()}
+    inputs = {
+        name: scale ** (name != "v" and name != "x") * torch.randn(*shape, dtype=kind) for name, shape in shapes.items()
+    }
+    later = {name: x.clone() for name, x in inputs.items()}
+    for x in later.values():
+        x[..., t + 1 :, :] = torch.randn_like(x[..., t + 1 :, :])
+    data |= {"inputs": inputs, "later": later, "cotangent": torch.randn(*out_shape, dtype=kind)}
+    return case(setup, data, why=why)
 
 
-def _shared_denominator(q, k, v, b, w_near, w_far):
-    """One denominator for both maps: (Σ_l φ_l(Q)φ_l(K)ᵀ)V / (Σ_l φ_l(Q)φ_l(K)ᵀ)1, causal."""
-    sim = sum(f(q) @ f(k).transpose(-2, -1) for f in (elu_plus_one, elu_flip_plus_one)).tril()
-    far = (sim @ v) / sim.sum(-1, keepdim=True)
-    return w_near * banded_attention(q, k, v, causal=True, bandwidth=b) + w_far * far
+def _fmm_cases() -> list[Case]:
+    return [
+        _fmm_case(2, 2, 10, 4, 4, 3, 2, "float64", near=[0.5, 1.5], far=[-40.0, -40.0],
+                  why="far_raw = -40, so w_far = softplus(-40) ≈ 4e-18: the near field alone"),
+        _fmm_case(1, 2, 12, 4, 3, 3, 2, "float64", near=[-40.0, -40.0], far=[0.3, -1.0],
+                  why="near_raw = -40, so w_near ≈ 4e-18: the far field alone"),
+        _fmm_case(2, 1, 8, 3, 2, 1, 1, "float64", why="b = 1 (each query's own key) and one feature map"),
+        _fmm_case(2, 3, 16, 8, 8, 5, 3, "float32", near=[-1.5, 0.0, 2.0], far=[1.0, -2.0, 0.5],
+                  why="three heads with their own weights, three feature maps, float32"),
+        _fmm_case(1, 2, 7, 4, 4, 9, 2, "float64", why="b > n: the band is every earlier key"),
+        _fmm_case(1, 2, 24, 4, 4, 4, 2, "float64", scale=8.0, why="large scores: q and k times 8"),
+        _fmm_case(2, 2, 9, 4, 4, 3, 2, "float64", block=(8, 16),
+                  why="your module inside a pre-norm block: x + attention(norm(x)), then x + MLP(norm(x))"),
+    ]  # fmt: skip
 
 
-check_fmm_blend = compare(
-    "fmm_blend",
-    _blend,
-    lambda: [
-        case(
-            torch.randn(2, 2, 10, 4),
-            torch.randn(2, 2, 10, 4),
-            torch.randn(2, 2, 10, 4),
-            4,
-            1.0,
-            0.0,
-            why="w_far = 0: banded attention alone",
-        ),
-        case(
-            torch.randn(1, 12, 4),
-            torch.randn(1, 12, 4),
-            torch.randn(1, 12, 2),
-            3,
-            0.0,
-            1.0,
-            why="w_near = 0: the far field alone",
-        ),
-        case(torch.randn(8, 4), torch.randn(8, 4), torch.randn(8, 3), 3, 0.7, 0.4, why="one head, both terms"),
-        case(
-            torch.randn(2, 3, 16, 8),
-            torch.randn(2, 3, 16, 8),
-            torch.randn(2, 3, 16, 8),
-            5,
-            0.3,
-            1.5,
-            why="(B, h, n, d) with unequal weights",
-        ),
-    ],
-    mistakes=[
-        (
-            lambda q, k, v, b, wn, wf: wn * _banded(q, k, v, b) + wf * linear_attention(q, k, v, causal=True),
-            "The far field has two terms, one linear attention with elu(x) + 1 and one with elu(-x) + 1.",
-        ),
-        (
-            _shared_denominator,
-            "Each feature map is its own linear attention with its own denominator φ_l(q_i)ᵀ Σ_j φ_l(k_j).",
-        ),
-        (
-            lambda q, k, v, b, wn, wf: _blend(q, k, v, b, wf, wn),
-            "w_near multiplies the banded (near) term, w_far the low-rank (far) term: yours are swapped.",
-        ),
-        (
-            lambda q, k, v, b, wn, wf: (
-                wn * _banded(q, k, v, b)
-                + wf * sum(linear_attention(q, k, v, feature_map=f) for f in (elu_plus_one, elu_flip_plus_one))
-            ),
-            "The far field must be causal too (causal=True in linear_attention): yours reads future keys.",
-        ),
-        (
-            lambda q, k, v, b, wn, wf: (wn * _banded(q, k, v, b) + wf * _blend(q, k, v, b, 0.0, 1.0)) / (wn + wf),
-            "Do not divide by w_near + w_far: the blend is w_near · DV + w_far · far field.",
-        ),
-    ],
-    hint="V̂ = w_near · softmax(band_b(QKᵀ/√d_k)) V + w_far · Σ_l linear_attention(q, k, v, causal, φ_l).",
+def _fmm_hidden() -> list[Case]:
+    cases = []
+    for _ in range(4):
+        batch, heads, n, d, d_v = (
+            int(x)
+            for x in torch.randint(1, 4, (1,)).tolist()
+            + torch.randint(1, 5, (1,)).tolist()
+            + torch.randint(2, 21, (1,)).tolist()
+            + torch.randint(1, 7, (2,)).tolist()
+        )
+        b, r = int(torch.randint(1, n + 3, ())), int(torch.randint(1, 4, ()))
+        dtype = ("float32", "float64")[int(torch.randint(0, 2, ()))]
+        cases.append(_fmm_case(batch, heads, n, d, d_v, b, r, dtype, why="random sizes, bandwidth and weights"))
+    heads, d = int(torch.randint(1, 4, ())), int(torch.randint(1, 5, ()))
+    n, b = int(torch.randint(2, 16, ())), int(torch.randint(1, 6, ()))
+    cases.append(_fmm_case(int(torch.randint(1, 3, ())), heads, n, d, d, b, int(torch.randint(1, 4, ())), "float64",
+                           block=(heads * d, 16), why="random sizes, inside the pre-norm block"))  # fmt: skip
+    return cases
+
+
+def _fmm_built(setup: dict[str, Any]) -> str:
+    return f"FMMAttention(bandwidth={setup['bandwidth']}, n_heads={setup['n_heads']}, n_maps={setup['n_maps']})"
+
+
+def _fmm_label(t: Trial) -> str:
+    """The case in words; a hidden one says so, with its seed (its inputs are not shown in full)."""
+    setup, data = t.case.args
+    weights = ", ".join(
+        f"{name} = {_round(data[name].flatten().tolist())} "
+        f"(w = {_round(F.softplus(data[name].double()).flatten().tolist())})"
+        for name in FMM_PARAMETERS
+    )
+    if setup["block"] is None:
+        q, v = data["inputs"]["q"], data["inputs"]["v"]
+        call_text = f"q and k of shape {tuple(q.shape)}, v of shape {tuple(v.shape)}, {setup['dtype']}"
+    else:
+        d_model, d_ff = setup["block"]
+        x = data["inputs"]["x"]
+        call_text = (
+            f"CausalBlock(d_model={d_model}, n_heads={setup['n_heads']}, d_ff={d_ff}, norm_first=True, "
+            f"attention=yours) on x of shape {tuple(x.shape)}, {setup['dtype']}"
+        )
+    text = f"{_fmm_built(setup)} with {weights}; {call_text}  ({t.case.why})"
+    return text if t.hidden_seed is None else f"{text}  [a hidden random case, seed {t.hidden_seed}]"
+
+
+def _fmm_run(module: nn.Module, setup: dict[str, Any], data: dict[str, Any], run: Callable[..., Any]) -> dict:
+    """Load θ (and the block's weights), run forward and backward and the changed inputs; ``run(f, *args)`` calls
+    code that may be the student's (through :func:`call`) or the reference's (directly)."""
+    kind = _DTYPES[setup["dtype"]]
+    theta = {name: data[name].to(kind) for name in FMM_PARAMETERS}
+    if setup["block"] is None:
+        net = run(module.to, kind)
+    else:
+        d_model, d_ff = setup["block"]
+        net = run(lambda: CausalBlock(d_model, setup["n_heads"], d_ff, norm_first=True, attention=module).to(kind))
+        run(lambda: net.load_state_dict(data["block_state"], strict=False))
+    run(lambda: module.load_state_dict(theta, strict=False))
+    params = run(lambda: dict(module.named_parameters()))
+    inputs = {name: x.detach().clone().requires_grad_() for name, x in data["inputs"].items()}
+    out = run(net, *inputs.values())
+    grads: dict[str, Any] = {}
+    cotangent = data["cotangent"]
+    if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == cotangent.shape:
+        run(lambda: (out * cotangent.to(out.dtype)).sum().backward())
+        grads = {name: x.grad for name, x in inputs.items()} | {name: params[name].grad for name in FMM_PARAMETERS}
+    with torch.no_grad():
+        later = run(net, *(x.clone() for x in data["later"].values()))
+    after = {name: params[name].detach().clone() for name in FMM_PARAMETERS}
+    return {
+        "out": out.detach() if isinstance(out, torch.Tensor) else out,
+        "grads": grads,
+        "later": later,
+        "params": after,
+        "theta": theta,
+        "inputs": {name: x.detach() for name, x in inputs.items()},
+    }
+
+
+class _CausalFMMAttention(FMMAttention):
+    """The companion's FMMAttention, causal by default as the exercise's module is."""
+
+    def forward(self, q, k, v, mask=None, causal=True):
+        return super().forward(q, k, v, mask, causal)
+
+
+def _fmm_reference_module(setup: dict[str, Any]) -> nn.Module:
+    b, h, r = setup["bandwidth"], setup["n_heads"], setup["n_maps"]
+    return _CausalFMMAttention(bandwidth=b, feature_maps=FMM_FEATURE_MAPS[:r], n_heads=h, eps=_LINEAR_EPS)
+
+
+def _fmm_expected(setup: dict[str, Any], data: dict[str, Any]) -> dict:
+    return _fmm_run(_fmm_reference_module(setup), setup, data, lambda f, *a: f(*a))
+
+
+def _fmm_student(FMMAttention_: type, setup: dict[str, Any], data: dict[str, Any], label: str) -> dict:
+    """Build the student's module, check its two parameters, then run it as the reference ran."""
+    h = setup["n_heads"]
+    built = _fmm_built(setup)
+    kwargs = {"bandwidth": setup["bandwidth"], "n_heads": h, "n_maps": setup["n_maps"]}
+    module = call(FMMAttention_, input=built, **kwargs)
+    _fmm_require_parameters(module, built, h)
+    return _fmm_run(module, setup, data, lambda f, *a: call(f, *a, input=label))
+
+
+def _fmm_require_parameters(module: Any, built: str, h: int) -> dict[str, Any]:
+    if not isinstance(module, nn.Module):
+        raise Mismatch(
+            f"{built} should create an nn.Module.",
+            input=built,
+            got=show(module),
+            hint="Subclass torch.nn.Module and call super().__init__() first.",
+        )
+    params = call(lambda: dict(module.named_parameters()), input=built)
+    for name in FMM_PARAMETERS:
+        p = params.get(name)
+        if not isinstance(p, torch.Tensor) or tuple(p.shape) != (h, 1, 1):
+            raise Mismatch(
+                f"The module needs a parameter `{name}` of shape ({h}, 1, 1): one θ per head, broadcasting "
+                "against the heads' outputs (B, h, n, d_v).",
+                input=built,
+                expected=f"nn.Parameter of shape ({h}, 1, 1)",
+                got=show(p, 200),
+                hint=f"self.{name} = nn.Parameter(torch.full((n_heads, 1, 1), theta0)), with softplus(theta0) = 0.5.",
+            )
+    return params
+
+
+# The typical mistakes, each an attention (q, k, v, θ₁, θ₂, b, r) -> output, run as the reference is.
+
+
+def _near(q, k, v, b, *, causal=True, scale=True):
+    if not scale:
+        q = q * math.sqrt(q.shape[-1])
+    return banded_attention(q, k, v, causal=causal, bandwidth=b)
+
+
+def _far(q, k, v, maps, *, causal=True, skip=0, normalise=True, shared=False):
+    """Σ_l φ_l(Q)φ_l(K)ᵀV / (φ_l(Q)φ_l(K)ᵀ1 + eps) as matrices, over the keys j ≤ i − skip (causal)."""
+    terms = []
+    for phi in maps:
+        a = phi(q) @ phi(k).transpose(-2, -1)
+        terms.append(a.tril(-skip) if causal else a)
+    if shared:
+        a = sum(terms)
+        return (a @ v) / (a.sum(-1, keepdim=True) + _LINEAR_EPS)
+    if not normalise:
+        return sum(a @ v for a in terms)
+    return sum((a @ v) / (a.sum(-1, keepdim=True) + _LINEAR_EPS) for a in terms)
+
+
+def _blend(q, k, v, tn, tf, b, r, *, weight=F.softplus, near=None, far=None):
+    near = _near(q, k, v, b) if near is None else near
+    far = _far(q, k, v, FMM_FEATURE_MAPS[:r]) if far is None else far
+    return weight(tn).to(q.dtype) * near + weight(tf).to(q.dtype) * far
+
+
+_FMM_MISTAKES: list[tuple[Callable[..., torch.Tensor], str]] = [
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, near=_near(q, k, v, b + 1)),
+     "Your band holds b + 1 keys: query i sees itself and the b - 1 keys before it, 0 <= i - j < b."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, near=_near(q, k, v, b, causal=False)),
+     "Your near field also reads keys after the query (|i - j| < b): the causal band is 0 <= i - j < b."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, near=_near(q, k, v, b, scale=False)),
+     "Divide the near field's scores by √d_k before the softmax."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[:r], skip=b)),
+     "The far field runs over every key j <= i, the band's keys included (each term is a causal linear attention "
+     "over all earlier keys): yours leaves the band's keys out."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[:r], causal=False)),
+     "The far field must be causal too: φ_l(q_i)ᵀ Σ_{j <= i} φ_l(k_j) v_jᵀ, not a sum over every key."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, weight=lambda t: t),
+     "The blend weights must be positive: w = softplus(θ) = log(1 + e^θ), not θ itself (θ may be negative)."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, weight=torch.exp),
+     "The blend weights are w = softplus(θ) = log(1 + e^θ), not e^θ."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, weight=torch.sigmoid),
+     "The blend weights are w = softplus(θ) = log(1 + e^θ), not sigmoid(θ) (which keeps them below 1)."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r,
+                                          far=_far(q, k, v, FMM_FEATURE_MAPS[:r], normalise=False)),
+     "Divide each far-field term by its normaliser φ_l(q_i)ᵀ Σ_{j <= i} φ_l(k_j) + 1e-6: yours is not divided."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[::-1][:r])),
+     "The feature maps come in the order elu(x) + 1, elu(-x) + 1, tanh(x) + 1, and n_maps = r takes the first r."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[:r], shared=True)),
+     "Each feature map is its own linear attention with its own denominator φ_l(q_i)ᵀ Σ_{j <= i} φ_l(k_j)."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tf, tn, b, r),
+     "near_raw weights the banded (near) term and far_raw the far field: yours are swapped."),
+    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r) / (F.softplus(tn) + F.softplus(tf)).to(q.dtype),
+     "Do not divide by w_near + w_far: the blend is w_near · DV + w_far · (far field)."),
+]  # fmt: skip
+
+_FMM_HINT = (
+    "V̂ = softplus(near_raw) · softmax(band_b(QKᵀ/√d_k)) V + softplus(far_raw) · Σ_l linear_attention(q, k, v, "
+    "causal=True, feature_map=φ_l), for the first n_maps of elu(x) + 1, elu(-x) + 1, tanh(x) + 1."
+)
+
+
+class _MistakenAttention(nn.Module):
+    """A typical mistake as a module with the student's two parameters, to run through the same block."""
+
+    def __init__(self, wrong: Callable[..., torch.Tensor], setup: dict[str, Any]) -> None:
+        super().__init__()
+        self.wrong, self.b, self.r = wrong, setup["bandwidth"], setup["n_maps"]
+        h = setup["n_heads"]
+        self.near_raw = nn.Parameter(torch.zeros(h, 1, 1))
+        self.far_raw = nn.Parameter(torch.zeros(h, 1, 1))
+
+    def forward(self, q, k, v, mask=None, causal=True):
+        return self.wrong(q, k, v, self.near_raw, self.far_raw, self.b, self.r)
+
+
+def _fmm_mistake_outputs(t: Trial) -> list[Any]:
+    out = []
+    for wrong, _ in _FMM_MISTAKES:
+        setup, data = _copies(t.case)[0]
+        try:
+            with torch.no_grad():
+                out.append(_fmm_run(_MistakenAttention(wrong, setup), setup, data, lambda f, *a: f(*a))["out"])
+        except Exception:
+            out.append(RAISED)
+    return out
+
+
+def _fmm_tolerance(setup: dict[str, Any]) -> tuple[float, float]:
+    return (1e-5, 1e-4) if setup["dtype"] == "float64" else (2e-5, 2e-4)
+
+
+def _fmm_judge(trials: Sequence[Trial]) -> None:
+    mistakes: list[list[Any]] | None = None
+    for index, t in enumerate(trials):
+        if t.error is not None:
+            raise t.error
+        setup, data = t.case.args
+        label = _fmm_label(t)
+        atol, rtol = _fmm_tolerance(setup)
+        got, expected = t.got, t.expected
+        for name in FMM_PARAMETERS:
+            if not torch.equal(got["params"][name], got["theta"][name]):
+                raise Mismatch(
+                    f"Your forward changed the parameter `{name}` in place.",
+                    input=label,
+                    expected=f"{name} unchanged: {show(got['theta'][name], 200)}",
+                    got=show(got["params"][name], 200),
+                    hint="Compute w = F.softplus(self.near_raw) as a new tensor; never assign to a parameter or "
+                    "its .data in forward.",
+                )
+        for name, x in data["inputs"].items():
+            if _changed(x, got["inputs"][name]):
+                raise Mismatch(
+                    f"Your forward changed its input `{name}` in place.",
+                    input=label,
+                    hint="Use out-of-place operations (x * s, not x *= s): the block still needs its tensors.",
+                )
+        _expect_dtype(got["out"], expected["out"], label, "The output")
+        if _safe_difference(got["out"], expected["out"], atol, rtol) is not None:
+            if mistakes is None:
+                mistakes = [_fmm_mistake_outputs(u) for u in trials]
+            rows = [
+                (RAISED if u.error else u.got["out"], u.expected["out"], m)
+                for u, m in zip(trials, mistakes, strict=True)
+            ]
+            named = confirmed(rows, [h for _, h in _FMM_MISTAKES], atol=atol, rtol=rtol)
+            here = [(lambda o=mistakes[index][i]: o, h) for i, (_, h) in enumerate(_FMM_MISTAKES) if h in named]
+            if not any(same(got["out"], m(), atol=atol, rtol=rtol) for m, _ in here):
+                _fmm_causal(t, label, atol, rtol)
+            expect(got["out"], expected["out"], input=label, what="The output", hint=_FMM_HINT, atol=atol, rtol=rtol,
+                   mistakes=here)  # fmt: skip
+        _fmm_causal(t, label, atol, rtol)
+        _fmm_gradients(t, label, atol, rtol)
+
+
+def _fmm_causal(t: Trial, label: str, atol: float, rtol: float) -> None:
+    """The outputs up to position t must not move when only the inputs after t change."""
+    setup, _ = t.case.args
+    out, later, step = t.got["out"], t.got["later"], setup["t"]
+    if not (isinstance(out, torch.Tensor) and isinstance(later, torch.Tensor) and out.shape == later.shape):
+        return
+    if out.ndim < 2 or not out.dtype.is_floating_point:
+        return
+    before, after = out[..., : step + 1, :].double(), later[..., : step + 1, :].double()
+    if torch.allclose(before, after, atol=atol, rtol=rtol):
+        return
+    moved = (before - after).abs().amax(dim=tuple(i for i in range(before.ndim) if i != before.ndim - 2))
+    first = int((moved > atol + rtol * before.abs().max()).nonzero()[0, 0]) if (moved > 0).any() else 0
+    changed = "x" if setup["block"] is not None else "q, k and v"
+    raise Mismatch(
+        f"Your module reads the future: changing {changed} after position t = {step} changed its outputs at "
+        f"positions <= {step}.",
+        input=label,
+        expected=f"the outputs at positions 0 … {step} unchanged",
+        got=f"they moved by up to {float(moved.max()):.3g}, first at position {first}",
+        hint="Query i may read keys j <= i only, in both fields: the band 0 <= i - j < b, and the far field's sums "
+        "Σ_{j <= i} (a cumulative sum, or a running state), never a sum over the whole sequence.",
+    )
+
+
+def _fmm_gradients(t: Trial, label: str, atol: float, rtol: float) -> None:
+    expected, got = t.expected["grads"], t.got["grads"]
+    label = f"{label}; then (output · g).sum().backward() for a random g"
+    if not got:
+        raise Mismatch(
+            "Your output carries no gradient, so nothing could be trained through it.",
+            input=label,
+            hint="Compute the output from the inputs and the parameters with differentiable operations (no "
+            ".detach(), .item(), .numpy() or torch.no_grad()).",
+        )
+    for name, e in expected.items():
+        g = got.get(name)
+        what = f"`{name}`" + (" (a blend parameter)" if name in FMM_PARAMETERS else "")
+        if g is None:
+            raise Mismatch(
+                f"No gradient reached {what}, so training could not learn through it.",
+                input=label,
+                hint="Compute w = F.softplus(self.near_raw) (and far_raw) inside forward, from the parameter itself, "
+                "not from .data, .item() or a copy made in __init__; keep the inputs connected (no .detach()).",
+            )
+        diff = _safe_difference(g, e, 10 * atol, 10 * rtol)
+        if diff is not None:
+            raise Mismatch(
+                f"The gradient with respect to {what} {diff[0]}.",
+                input=label,
+                expected=diff[1],
+                got=diff[2],
+                hint="The output is right but its computation graph is not: compute it with differentiable operations, "
+                "from the parameters themselves (no .detach(), .data or in-place changes of saved tensors).",
+            )
+
+
+MEMORY_N_FMM = 1024
+"""The sequence length of FMMAttention's memory check: one n × n float32 matrix is 4 MiB there."""
+
+
+def _fmm_memory(FMMAttention_: type) -> None:
+    n, d, b = MEMORY_N_FMM, 8, 16
+    setup = {"bandwidth": b, "n_heads": 1, "n_maps": 2}
+    built = _fmm_built(setup)
+    theta = {"near_raw": torch.full((1, 1, 1), 0.3), "far_raw": torch.full((1, 1, 1), -0.2)}
+    module = call(FMMAttention_, input=built, bandwidth=b, n_heads=1, n_maps=2)
+    _fmm_require_parameters(module, built, 1)
+    call(lambda: module.load_state_dict(theta, strict=False), input=built)
+    reference = _fmm_reference_module(setup)
+    reference.load_state_dict(theta)
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 1, n, d, generator=g) for _ in range(3))
+    square = n * n * q.element_size()
+    expect_memory(
+        lambda q, k, v: call(module, q, k, v, input=built),
+        lambda q, k, v: reference(q, k, v).detach(),
+        (q, k, v),
+        input=f"{built}, q, k, v of shape (1, 1, {n}, {d}), float32",
+        limit=square // 2,
+        problem=f"an n × n matrix takes {square / 2**20:.0f} MiB at n = {n}, where the band has n·b = {n * b} scores "
+        f"and the far field's state d_k × d_v = {d * d} numbers per map",
+        hint="Neither field needs the n × n matrix: the band's scores by windows of b keys (unfold, as in "
+        "banded_softmax, or ba.banded_attention), the far field by cumulative sums of φ(k_j) v_jᵀ and φ(k_j) (or "
+        "la.linear_attention(..., causal=True)). NumPy arrays count too.",
+    )
+
+
+def _fmm_start(FMMAttention_: type) -> None:
+    setup = {"bandwidth": 3, "n_heads": 2, "n_maps": 2}
+    built = _fmm_built(setup)
+    module = call(FMMAttention_, input=built, bandwidth=3, n_heads=2, n_maps=2)
+    params = _fmm_require_parameters(module, built, 2)
+    theta0 = math.log(math.expm1(FMM_INIT))
+    for name in FMM_PARAMETERS:
+        w = F.softplus(params[name].detach().double())
+        if not torch.allclose(w, torch.full_like(w, FMM_INIT), atol=1e-6, rtol=0):
+            raise Mismatch(
+                f"Both weights start at {FMM_INIT}: softplus({name}) should be {FMM_INIT} for every head when the "
+                "module is built.",
+                input=built,
+                expected=f"softplus({name}) = {FMM_INIT}, so {name} = log(e^{FMM_INIT} - 1) ≈ {theta0:.4f}",
+                got=f"softplus({name}) = {_round(w.flatten().tolist())} "
+                f"({name} = {_round(params[name].detach().flatten().tolist())})",
+                hint="theta0 = math.log(math.expm1(0.5)), the inverse of softplus at 0.5: the companion's FMMAttention "
+                "starts there.",
+            )
+
+
+def _fmm_trials() -> list[Trial]:
+    """The shown cases, then the hidden ones (drawn under a fresh seed), each with its expectation computed first,
+    on copies (``draw_trials`` without its search for duplicates, which random tensors never are)."""
+    trials = [Trial(c) for c in _fmm_cases()]
+    with hidden_inputs() as seed:
+        trials += [Trial(c, hidden_seed=seed) for c in _fmm_hidden()]
+    for t in trials:
+        t.reference_args = _copies(t.case)
+        t.expected = _fmm_expected(*t.reference_args[0])
+    return trials
+
+
+def _fmm_attention_cases(FMMAttention_: type) -> tuple[int, int]:
+    trials = _fmm_trials()
+    for t in trials:
+        t.student_args = _copies(t.case)
+        try:
+            t.got = _fmm_student(FMMAttention_, *t.student_args[0], label=_fmm_label(t))
+        except Mismatch as m:
+            t.error = m
+    _fmm_judge(trials)
+    _fmm_memory(FMMAttention_)
+    _fmm_start(FMMAttention_)
+    return len(trials) + 2, sum(t.hidden_seed is not None for t in trials)
+
+
+check_fmm_attention = Checker(
+    "FMMAttention",
+    _fmm_attention_cases,
+    kind="class",
     withhold=[
         "companion.fmmformer.fmmformer_attention",
         "companion.fmmformer.far_field_attention",
         "companion.fmmformer.FMMAttention.forward",
     ],
-    what="The output",
 )
 
 

@@ -1,0 +1,129 @@
+"""``python -m companion.grade`` on chapter 9's module exercise, ``FMMAttention``: the student's class is built in
+the answer's process, the checker loads its own weights into it (``load_state_dict`` on the mirror), runs it alone
+and inside a pre-norm ``CausalBlock`` of the grader's, and backpropagates through it; the verdicts are the
+in-notebook checker's. The answers are written here, independently of the book's solution.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from grading_support import gradebook, run_grader
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = "09_fmmformer"
+
+RIGHT = """\
+import math
+from torch import nn
+
+
+class FMMAttention(nn.Module):
+    def __init__(self, bandwidth, n_heads, n_maps=2):
+        super().__init__()
+        self.b, self.r = bandwidth, n_maps
+        start = math.log(math.expm1(0.5))
+        self.near_raw = nn.Parameter(torch.full((n_heads, 1, 1), start))
+        self.far_raw = nn.Parameter(torch.full((n_heads, 1, 1), start))
+
+    def forward(self, q, k, v, mask=None, causal=True):
+        b, n = self.b, q.shape[-2]
+        kw = F.pad(k, (0, 0, b - 1, 0)).unfold(-2, b, 1)
+        vw = F.pad(v, (0, 0, b - 1, 0)).unfold(-2, b, 1)
+        s = torch.einsum("...nd,...ndb->...nb", q, kw) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~((torch.arange(n)[:, None] + torch.arange(b)) >= b - 1), -math.inf)
+        near = torch.einsum("...nb,...ndb->...nd", torch.softmax(s, -1), vw)
+        far = 0
+        for phi in [lambda x: F.elu(x) + 1, lambda x: F.elu(-x) + 1, lambda x: torch.tanh(x) + 1][: self.r]:
+            fq, fk = phi(q), phi(k)
+            S = torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)
+            z = torch.cumsum(fk, dim=-2)
+            far = far + (fq.unsqueeze(-2) @ S).squeeze(-2) / ((fq * z).sum(-1, keepdim=True) + 1e-6)
+        return F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far
+"""
+
+# the chapter's building blocks, allowed: the companion's banded and linear attention
+BY_PARTS = """\
+class FMMAttention(torch.nn.Module):
+    def __init__(self, bandwidth, n_heads, n_maps=2):
+        super().__init__()
+        self.bandwidth, self.maps = bandwidth, fmm.FMM_FEATURE_MAPS[:n_maps]
+        self.near_raw = torch.nn.Parameter(torch.full((n_heads, 1, 1), -0.43275212956718856))
+        self.far_raw = torch.nn.Parameter(torch.full((n_heads, 1, 1), -0.43275212956718856))
+
+    def forward(self, q, k, v, mask=None, causal=True):
+        near = ba.banded_attention(q, k, v, causal=True, bandwidth=self.bandwidth)
+        far = sum(la.linear_attention(q, k, v, causal=True, feature_map=f) for f in self.maps)
+        return F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far
+"""
+
+ANSWERS = {
+    "right": RIGHT,
+    "parts": BY_PARTS,
+    "band_plus_one": RIGHT.replace("(0, 0, b - 1, 0)).unfold(-2, b, 1)", "(0, 0, b, 0)).unfold(-2, b + 1, 1)").replace(
+        "torch.arange(b)) >= b - 1", "torch.arange(b + 1)) >= b"
+    ),
+    "raw_weights": RIGHT.replace(
+        "F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far", "self.near_raw * near + self.far_raw * far"
+    ),
+    "no_block_keywords": RIGHT.replace("(self, q, k, v, mask=None, causal=True):", "(self, q, k, v):"),
+    # right values, but the far field as n × n matrices
+    "dense_far": BY_PARTS.replace(
+        "far = sum(la.linear_attention(q, k, v, causal=True, feature_map=f) for f in self.maps)",
+        "far = 0\n        for f in self.maps:\n            a = torch.tril(f(q) @ f(k).transpose(-2, -1))\n"
+        "            far = far + (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)",
+    ),
+}  # fmt: skip
+
+
+def _source(cell: dict) -> str:
+    s = cell["source"]
+    return "".join(s) if isinstance(s, list) else s
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    base = tmp_path_factory.mktemp("grading")
+    folder = base / "class"
+    folder.mkdir()
+    nb = json.loads((ROOT / "book" / "homework" / f"{CHAPTER}.ipynb").read_text())
+    (stub,) = [
+        i
+        for i, c in enumerate(nb["cells"])
+        if "exercise-stub" in c.get("metadata", {}).get("tags", []) and "class FMMAttention(" in _source(c)
+    ]
+    for student, code in ANSWERS.items():
+        nb["cells"][stub]["source"] = code
+        (folder / f"{student}.ipynb").write_text(json.dumps(nb))
+    run_grader(folder, base / "results", "--jobs", "2", "--timeout", "120")
+    return base / "results"
+
+
+@pytest.mark.slow
+def test_a_module_exercise_is_graded_through_the_mirror(graded):
+    book = gradebook(graded)
+    assert {s: book[s]["FMMAttention"] for s in ANSWERS if s != "dense_far"} == {
+        "right": "passed",
+        "parts": "passed",
+        "band_plus_one": "wrong",
+        "raw_weights": "wrong",
+        "no_block_keywords": "wrong",
+    }
+    assert all(book[s]["flags"] == "" for s in ANSWERS)  # checked in the grader's process, not the answer's
+    feedback = {s: (graded / "feedback" / f"{s}.md").read_text() for s in ANSWERS}
+    assert "Your band holds b + 1 keys" in feedback["band_plus_one"]
+    assert "The blend weights must be positive" in feedback["raw_weights"]
+    assert "CausalBlock(d_model=8" in feedback["no_block_keywords"] and "TypeError" in feedback["no_block_keywords"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the memory check measures the grader's process: a remote answer's allocations are not counted (the "
+    "sandbox has no operation that runs checking.peak_bytes on the student's call); the in-notebook checker rejects "
+    "this answer (tests/test_exercises_fmmformer.py, DenseFar)",
+)
+def test_the_memory_check_sees_the_answers_process(graded):
+    assert gradebook(graded)["dense_far"]["FMMAttention"] == "wrong"
