@@ -23,6 +23,7 @@ __all__ = [
     "require_probability",
     "require_bool_mask",
     "check_attention_inputs",
+    "check_mask",
     "check_heads",
     "check_mha_inputs",
     "require_heads",
@@ -127,11 +128,26 @@ def require_bool_mask(mask: object, name: str = "mask") -> torch.Tensor:
     return mask
 
 
-def check_attention_inputs(q: object, k: object, v: object, mask: object = None, *, unbatched: bool = False) -> None:
-    """Raise unless ``q (..., n_q, d_k)``, ``k (..., n_k, d_k)``, ``v (..., n_k, d_v)`` and the boolean ``mask``
-    (broadcasting against the scores ``(..., n_q, n_k)``) fit together, with a message naming the shapes.
+def check_attention_inputs(
+    q: object,
+    k: object,
+    v: object,
+    mask: object = None,
+    *,
+    unbatched: bool = False,
+    keys_cover_queries: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Check ``q (..., n_q, d_k)``, ``k (..., n_k, d_k)``, ``v (..., n_k, d_v)`` and the boolean ``mask``; return
+    ``q, k, v`` expanded to one leading shape.
 
-    ``unbatched=True`` asks for exactly ``q (n_q, d_k)``, ``k (n_k, d_k)``, ``v (n_k, d_v)``, ``mask (n_q, n_k)``.
+    The one rule for every attention function of the companion: the leading (batch, head) dimensions of ``q``,
+    ``k`` and ``v`` **broadcast** against each other, as in :func:`torch.matmul` and
+    :func:`torch.nn.functional.scaled_dot_product_attention` (``k`` and ``v`` of shape ``(1, n_k, d)`` serve every
+    batch of ``q``), and the mask broadcasts against the scores ``(*lead, n_q, n_k)`` without enlarging them. The
+    tensors come back expanded (views, no copy) to that common leading shape ``lead``, so that a kernel may assume
+    equal leading dimensions. ``unbatched=True`` asks for exactly ``q (n_q, d_k)``, ``k (n_k, d_k)``,
+    ``v (n_k, d_v)``, ``mask (n_q, n_k)``; ``keys_cover_queries=True`` asks for ``n_k >= n_q`` (queries aligned
+    with the last keys, as causal and banded attention align them).
     """
     q, k, v = (require_floating_tensor(x, name) for name, x in (("q", q), ("k", k), ("v", v)))
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -150,6 +166,11 @@ def check_attention_inputs(q: object, k: object, v: object, mask: object = None,
             "k and v must have the same number of positions n_k: expected v of shape "
             f"(..., {k.shape[-2]}, d_v) to match k of shape {tuple(k.shape)}, got v of shape {tuple(v.shape)}"
         )
+    if keys_cover_queries and k.shape[-2] < q.shape[-2]:
+        raise ValueError(
+            "this attention needs at least as many keys as queries (query i sits at key position "
+            f"i + n_k - n_q), got n_q = {q.shape[-2]} queries and n_k = {k.shape[-2]} keys"
+        )
     try:
         lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
@@ -157,13 +178,20 @@ def check_attention_inputs(q: object, k: object, v: object, mask: object = None,
             f"the leading (batch) dimensions of q, k and v must broadcast, got shapes {tuple(q.shape)}, "
             f"{tuple(k.shape)} and {tuple(v.shape)}"
         ) from None
-    if mask is None:
-        return
+    if mask is not None:
+        check_mask(mask, (*lead, q.shape[-2], k.shape[-2]), exact=unbatched)
+    q, k, v = (x.expand(*lead, *x.shape[-2:]) for x in (q, k, v))
+    return q, k, v
+
+
+def check_mask(mask: object, scores_shape: Sequence[int], *, exact: bool = False) -> torch.Tensor:
+    """Return ``mask`` if it is a boolean tensor of at least 2 dimensions that broadcasts against the scores
+    ``(..., n_q, n_k)`` without enlarging them (exactly their shape if ``exact``), else raise."""
     mask = require_bool_mask(mask)
-    scores = (*lead, q.shape[-2], k.shape[-2])
+    scores = tuple(scores_shape)
     try:
         ok = 2 <= mask.ndim <= len(scores) and torch.broadcast_shapes(mask.shape, scores) == torch.Size(scores)
-        ok = ok and (not unbatched or tuple(mask.shape) == scores)
+        ok = ok and (not exact or tuple(mask.shape) == scores)
     except RuntimeError:
         ok = False
     if not ok:
@@ -171,6 +199,7 @@ def check_attention_inputs(q: object, k: object, v: object, mask: object = None,
             f"mask must have shape ({scores[-2]}, {scores[-1]}) (n_queries, n_keys) or broadcast against the "
             f"scores of shape {scores}, got shape {tuple(mask.shape)}"
         )
+    return mask
 
 
 def check_heads(x: object, n_heads: object) -> torch.Tensor:

@@ -36,8 +36,13 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import linear_attention
-from ._validate import require_floating_tensor, require_positive_int
+from ._validate import (
+    check_attention_inputs,
+    check_mask,
+    require_floating_tensor,
+    require_positive_int,
+    require_probability,
+)
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
@@ -58,25 +63,6 @@ DEFAULT_BANDWIDTH = 32
 def _check_bandwidth(bandwidth: object) -> int:
     require_positive_int(bandwidth, "bandwidth")
     return int(bandwidth)  # type: ignore[call-overload]
-
-
-def _check_qkv(q: object, k: object, v: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q, k, v = linear_attention._check_qkv(q, k, v)  # the same checks as linear attention's, then one more
-    if k.shape[-2] < q.shape[-2]:
-        raise ValueError(
-            "banded attention needs at least as many keys as queries (query i sits at key position "
-            f"i + n_k - n_q), got n_q = {q.shape[-2]} queries and n_k = {k.shape[-2]} keys"
-        )
-    return q, k, v
-
-
-_check_mask = linear_attention._check_mask  # one mask check for both modules
-
-
-def _check_dropout(dropout_p: object) -> float:
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
-    return float(dropout_p)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -124,12 +110,12 @@ def banded_attention_dense(
     ``causal`` picks the band (see the module docstring); ``mask`` (True = may attend) is applied on top. A query
     with no allowed key gets zero weights and a zero output. ``return_weights`` also returns D (..., n_q, n_k).
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
     bandwidth = _check_bandwidth(bandwidth)
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = band_mask(n_q, n_k, bandwidth, causal=causal, device=q.device)
     if mask is not None:
-        allowed = allowed & _check_mask(mask, (*q.shape[:-2], n_q, n_k))
+        allowed = allowed & check_mask(mask, (*q.shape[:-2], n_q, n_k))
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
     out = weights @ v
@@ -168,12 +154,12 @@ def banded_attention(
     queries per block (default ``max(bandwidth, 16)``; for k = 32 on the CPU, B = 32 measured faster than 64 or
     128). ``dropout_p`` drops near-field weights (training only).
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
     bandwidth = _check_bandwidth(bandwidth)
-    dropout_p = _check_dropout(dropout_p)
+    dropout_p = require_probability(dropout_p, "dropout_p")
     lead, (n_q, d_k), n_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
     if mask is not None:
-        _check_mask(mask, (*lead, n_q, n_k))
+        check_mask(mask, (*lead, n_q, n_k))
     b = max(bandwidth, 16) if block_size is None else block_size
     require_positive_int(b, "block_size")
     left, right = bandwidth - 1, 0 if causal else bandwidth - 1  # band keys before and after p_i

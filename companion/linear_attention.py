@@ -40,7 +40,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._validate import describe, require_floating_tensor, require_positive_int, require_tensor
+from ._validate import (
+    check_attention_inputs,
+    check_mask,
+    describe,
+    require_floating_tensor,
+    require_positive_int,
+    require_tensor,
+)
 from .benchmarking import AttentionMeasurement, peak_memory, time_call
 
 __all__ = [
@@ -116,31 +123,6 @@ def kernel_matrix(q: torch.Tensor, k: torch.Tensor, feature_map: FeatureMap = el
 # Input checks (once, at the public entry points)
 
 
-def _check_qkv(q: object, k: object, v: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_floating_tensor(x, name)
-        if x.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., n, d), got shape {tuple(x.shape)}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
-        raise ValueError(
-            f"q, k and v must have the same leading (batch, head) dimensions {tuple(q.shape[:-2])}, got shapes "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k must have shape (..., n_k, {q.shape[-1]}) to match q of shape {tuple(q.shape)}, "
-            f"got k of shape {tuple(k.shape)}"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v must have shape (..., {k.shape[-2]}, d_v) to match k of shape {tuple(k.shape)}, "
-            f"got v of shape {tuple(v.shape)}"
-        )
-    return q, k, v
-
-
 def _check_eps(eps: object) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise TypeError(f"eps must be a float, got {describe(eps)}")
@@ -149,27 +131,11 @@ def _check_eps(eps: object) -> float:
     return float(eps)
 
 
-def _check_mask(mask: object, scores_shape: tuple[int, ...]) -> torch.Tensor:
-    require_tensor(mask, "mask")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
-    try:
-        ok = mask.ndim >= 2 and torch.broadcast_shapes(mask.shape, scores_shape) == torch.Size(scores_shape)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"mask must broadcast against the scores of shape {tuple(scores_shape)} (..., n_q, n_k), "
-            f"got shape {tuple(mask.shape)}"
-        )
-    return mask
-
-
 def _key_mask(mask: torch.Tensor | None, scores_shape: tuple[int, ...]) -> torch.Tensor | None:
     """The mask as a key-padding mask ``(..., n_k)`` (True = keep the key), or ValueError if it is not one."""
     if mask is None:
         return None
-    _check_mask(mask, scores_shape)
+    check_mask(mask, scores_shape)
     if mask.shape[-2] != 1 and not bool((mask == mask[..., :1, :]).all()):
         raise ValueError(
             "linear attention can only drop keys: the mask must be a key-padding mask that broadcasts against "
@@ -184,7 +150,7 @@ def _features(
     q: object, k: object, v: object, mask: object, feature_map: object, eps: object
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v, eps."""
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v)
     eps = _check_eps(eps)
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))  # type: ignore[arg-type]
     if not callable(feature_map):
@@ -234,7 +200,7 @@ def kernel_attention(
     eps: float = 0.0,
 ) -> torch.Tensor:
     """v̂_i = Σ_j sim(q_i, k_j) v_j / (Σ_j sim(q_i, k_j) + eps) over allowed j; sim = kernel(q, k) (..., n_q, n_k)."""
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v)
     eps = _check_eps(eps)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if not callable(kernel):
@@ -243,7 +209,7 @@ def kernel_attention(
     if not isinstance(sim, torch.Tensor) or sim.shape != (*q.shape[:-2], n_q, n_k):
         raise ValueError(f"kernel must return shape {(*q.shape[:-2], n_q, n_k)}, got {describe(sim)}")
     if mask is not None:
-        sim = sim * _check_mask(mask, tuple(sim.shape))
+        sim = sim * check_mask(mask, tuple(sim.shape))
     if causal:
         sim = sim.tril(diagonal=n_k - n_q)  # keep j <= i + n_k - n_q
     return (sim @ v) / (sim.sum(dim=-1, keepdim=True) + eps)
