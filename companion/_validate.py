@@ -8,8 +8,11 @@ and what came. These helpers keep those messages uniform.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
+
+_T = TypeVar("_T")
 
 __all__ = [
     "describe",
@@ -20,6 +23,10 @@ __all__ = [
     "require_last_dim",
     "require_index_range",
     "require_positive_int",
+    "require_positive_ints",
+    "require_positive_number",
+    "require_ids",
+    "require_instance",
     "require_probability",
     "require_bool_mask",
     "check_attention_inputs",
@@ -107,6 +114,36 @@ def require_positive_int(value: object, name: str) -> int:
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value}")
     return value
+
+
+def require_ids(ids: object, name: str, vocab_size: int, ndim: int | None = None, layout: str = "") -> torch.Tensor:
+    """Return ``ids`` if it is an integer tensor (of ``ndim`` dimensions, if given) of ids in ``[0, vocab_size)``."""
+    ids = require_integer_tensor(ids, name)
+    if ndim is not None:
+        require_ndim(ids, name, ndim, layout)
+    return require_index_range(ids, name, require_positive_int(vocab_size, "vocab_size"))
+
+
+def require_positive_ints(**values: object) -> None:
+    """Raise unless every keyword's value is a positive ``int``; the keyword names it in the message."""
+    for name, value in values.items():
+        require_positive_int(value, name)
+
+
+def require_positive_number(value: object, name: str, *, zero: bool = False) -> float:
+    """Return ``value`` as a float if it is a real number > 0 (>= 0 if ``zero``), not ``bool``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {describe(value)}")
+    if not (value >= 0 if zero else value > 0):
+        raise ValueError(f"{name} must be {'>= 0' if zero else '> 0'}, got {value}")
+    return float(value)
+
+
+def require_instance(x: object, cls: type[_T], name: str) -> _T:
+    """Return ``x`` if it is an instance of ``cls``, else raise :class:`TypeError` naming both."""
+    if not isinstance(x, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {describe(x)}")
+    return x
 
 
 def require_probability(p: object, name: str = "dropout") -> float:
