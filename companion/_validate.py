@@ -307,3 +307,33 @@ def check_token_ids(ids: object, name: str, vocab_size: int, max_len: int | None
             f"{name} has {ids.shape[1]} positions (shape {tuple(ids.shape)}), more than max_len = {max_len}"
         )
     return require_index_range(ids, name, vocab_size)
+
+
+def require_choice(value: object, name: str, choices: Sequence[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise :class:`ValueError` listing them."""
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"{name} must be {listed}, got {value!r}")
+    return str(value)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The checks of single functions, kept here so that the functions the book shows are their mathematics
+
+
+def check_negative_sampling(v: object, u_pos: object, u_neg: object, reduction: object) -> None:
+    """word2vec.negative_sampling_loss: ``v (B, D)``, ``u_pos (B, D)``, ``u_neg (B, K, D)``, a reduction."""
+    v, u_pos, u_neg = (require_floating_tensor(x, n) for x, n in ((v, "v"), (u_pos, "u_pos"), (u_neg, "u_neg")))
+    require_ndim(v, "v", 2, "(B, D)")
+    require_ndim(u_neg, "u_neg", 3, "(B, K, D)")
+    if u_pos.shape != v.shape:
+        raise ValueError(f"u_pos must have the shape of v {tuple(v.shape)}, got {tuple(u_pos.shape)}")
+    if u_neg.shape[0] != v.shape[0] or u_neg.shape[2] != v.shape[1]:
+        raise ValueError(f"u_neg must have shape ({v.shape[0]}, K, {v.shape[1]}), got {tuple(u_neg.shape)}")
+    require_choice(reduction, "reduction", ("mean", "sum", "none"))
+
+
+def check_integer_tensors(**named: object) -> None:
+    """Raise unless every keyword's value is an integer tensor (token ids); the keyword names it."""
+    for name, x in named.items():
+        require_integer_tensor(x, name)
