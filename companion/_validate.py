@@ -309,12 +309,12 @@ def check_token_ids(ids: object, name: str, vocab_size: int, max_len: int | None
     return require_index_range(ids, name, vocab_size)
 
 
-def require_choice(value: object, name: str, choices: Sequence[str]) -> str:
+def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
     """Return ``value`` if it is one of ``choices``, else raise :class:`ValueError` listing them."""
     if value not in choices:
         listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
         raise ValueError(f"{name} must be {listed}, got {value!r}")
-    return str(value)
+    return value
 
 
 # ----------------------------------------------------------------------------------------------------------

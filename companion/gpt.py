@@ -120,11 +120,8 @@ def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
 class GPT(nn.Module):
     """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T.
 
-    E (V, d) is the token embedding, P (T, d) the learned positions; the output layer reuses E (weight tying,
-    chapter 2's one table instead of two), so the logit of token v is the dot product of the last hidden state
-    with v's embedding. ``attention`` is every block's attention function (chapter 4's seam). With ``caches``
-    (one :class:`~companion.attention.KVCache` per block, from :meth:`new_caches`) ``ids`` are the tokens after
-    the cached ones.
+    With ``caches`` (one :class:`~companion.attention.KVCache` per block, from :meth:`new_caches`) ``ids``
+    are the tokens after the cached ones.
     """
 
     def __init__(self, config: GPTConfig, *, attention: Attention = scaled_dot_product_attention) -> None:
@@ -138,7 +135,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))  # pre-norm
         self.norm = LayerNorm(c.d_model, c.eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        self.lm_head.weight = self.embed.weight  # tied: one (V, d) table for input and output
+        self.lm_head.weight = self.embed.weight  # tied: one (V, d) table in and out
         self.apply(self._init_weights)
         for b in self.blocks:  # the layers that write into the residual stream start smaller
             for layer in (b.self_attn.out_proj, b.ff.linear2):
@@ -151,10 +148,6 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def new_caches(self) -> list[KVCache]:
-        """One empty key/value cache per block."""
-        return [KVCache() for _ in self.blocks]
-
     def forward(self, ids: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
         _check_ids(ids, self.config, offset)
@@ -163,6 +156,10 @@ class GPT(nn.Module):
         for block, cache in zip(self.blocks, caches, strict=True):
             x = block(x, cache=cache)
         return self.lm_head(self.norm(x))  # (B, n, V)
+
+    def new_caches(self) -> list[KVCache]:
+        """One empty key/value cache per block."""
+        return [KVCache() for _ in self.blocks]
 
     def num_parameters(self) -> int:
         """The number of distinct parameters (the tied table counts once), as :func:`count_parameters` predicts."""

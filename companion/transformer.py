@@ -36,6 +36,7 @@ from ._validate import (
     require_probability,
 )
 from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .attention import scaled_dot_product_attention as sdpa
 from .masks import padding_to_attention_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
@@ -113,11 +114,11 @@ class EncoderBlock(nn.Module):
         d_ff: int,
         dropout: float = 0.0,
         *,
-        norm_first: bool = False,
+        norm_first: bool = False,  # pre-norm if True, else post-norm (see Residual)
         activation: str = "relu",
         eps: float = 1e-5,
-        attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
-        rotary: RotaryEmbedding | None = None,
+        attention: Callable[..., Tensor] = sdpa,  # chapter 4's seam
+        rotary: RotaryEmbedding | None = None,  # RoPE on the queries and keys
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention, rotary=rotary)
@@ -143,16 +144,7 @@ class DecoderBlock(nn.Module):
     x (B, n_tgt, d_model), memory (B, n_src, d_model) → (B, n_tgt, d_model)."""
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = False,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
+        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)

@@ -272,18 +272,8 @@ def _check_stream(
     return sentence_ids, windows
 
 
-def skipgram_pairs_loop(
-    ids: torch.Tensor,
-    window: int,
-    sentence_ids: torch.Tensor | None = None,
-    windows: torch.Tensor | None = None,
-) -> list[tuple[int, int]]:
-    """All ``(centre, context)`` pairs, with plain Python loops (the definition, for teaching and tests).
-
-    For every position ``i`` and every ``j`` with ``0 < |j - i| <= b_i`` in the same sentence, the pair
-    ``(ids[i], ids[j])``; ``b_i = windows[i]`` (default: ``window`` everywhere). Pairs come ordered by
-    ``i``, then by ``j``.
-    """
+def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None) -> list[tuple[int, int]]:
+    """(ids[i], ids[j]) for all 0 < |j − i| ≤ b_i in one sentence, b_i = windows[i] (default window)."""
     sentence_ids, windows = _check_stream(ids, window, sentence_ids, windows)
     tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()
     pairs = []
