@@ -334,6 +334,10 @@ def check_negative_sampling(v: object, u_pos: object, u_neg: object, reduction: 
 
 
 def check_integer_tensors(**named: object) -> None:
-    """Raise unless every keyword's value is an integer tensor (token ids); the keyword names it."""
+    """Raise unless every keyword's value is an integer tensor (token ids); the keyword names it. A value
+    ``(x, ndim, layout)`` also asks for ``ndim`` dimensions, ``layout`` naming them."""
     for name, x in named.items():
+        if isinstance(x, tuple):
+            x, ndim, layout = x
+            require_ndim(require_integer_tensor(x, name), name, ndim, layout)
         require_integer_tensor(x, name)

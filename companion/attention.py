@@ -57,17 +57,8 @@ def weightless_self_attention(
     return (y, weights) if return_weights else y
 
 
-def attention_loop(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    *,
-    causal: bool = False,
-    return_weights: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """a_ij = softmax_j(q_i · k_j / √d_k) over the keys j query i may see, new_i = Σ_j a_ij v_j, one at a time:
-    q (n_q, d_k), k (n_k, d_k), v (n_k, d_v), mask (n_q, n_k) → new (n_q, d_v), and a (n_q, n_k) if asked."""
+def attention_loop(q, k, v, mask=None, *, causal=False, return_weights=False) -> Tensor | tuple[Tensor, Tensor]:
+    """new_i = Σ_j a_ij v_j, a_ij = softmax_j(q_i · k_j / √d_k) over allowed j: q (n_q, d), k, v (n_k, d)."""
     check_attention_inputs(q, k, v, mask, unbatched=True)
     (n_q, d_k), n_k = q.shape, k.shape[0]
     new, a = v.new_zeros(n_q, v.shape[1]), q.new_zeros(n_q, n_k)

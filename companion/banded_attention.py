@@ -148,15 +148,7 @@ def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: obje
 
 
 def banded_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,  # True = may attend; broadcasts against (..., n_q, n_k)
-    causal: bool = False,  # the causal band (k keys, itself included), else |i − j| < k
-    *,
-    bandwidth: int = DEFAULT_BANDWIDTH,
-    block_size: int | None = None,  # queries per block B, default max(bandwidth, 16)
-    dropout_p: float = 0.0,  # on the weights, while training
+    q, k, v, mask=None, causal=False, *, bandwidth=DEFAULT_BANDWIDTH, block_size=None, dropout_p=0.0
 ) -> Tensor:
     """D V, D = softmax(band_k(QKᵀ/√d_k)) in O(N·k): q (..., n_q, d_k), k, v (..., n_k, d)."""
     q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)

@@ -142,18 +142,13 @@ def encoder_inputs(
 
 
 class BertEncoder(nn.Module):
-    """h = blocks(embeddings(ids, types)), masked by ``attention_mask``: ids (B, n) → h (B, n, d_model).
-
-    The blocks are post-norm, ``x = LayerNorm(x + sublayer(x))``, with the exact GELU; :meth:`pool` gives the
-    pooled ``[CLS]`` vector. Equal to Hugging Face's ``BertModel`` holding the same weights. ``forward``
-    takes ``token_type_ids`` (B, n), default 0, and ``attention_mask`` (see :func:`encoder_inputs`).
-    """
+    """h = blocks(embeddings(ids, types)), masked by ``attention_mask``: ids (B, n) → h (B, n, d_model)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.config = c = require_instance(config, BertConfig, "config")
         self.embeddings = BertEmbeddings(c)
-        post_norm = dict(norm_first=False, activation="gelu", eps=c.eps)
+        post_norm = dict(norm_first=False, activation="gelu", eps=c.eps)  # x = LN(x + f(x))
         block = partial(EncoderBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **post_norm)
         self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))
         for b in self.blocks:
@@ -168,8 +163,7 @@ class BertEncoder(nn.Module):
         return x
 
     def pool(self, h: torch.Tensor) -> torch.Tensor:
-        """The pooler, tanh(W h[:, 0] + b): h (B, n, d_model) → (B, d_model), the input of the NSP head."""
-        return torch.tanh(self.pooler(h[:, 0]))
+        return torch.tanh(self.pooler(h[:, 0]))  # tanh(W h[:, 0] + b) (B, d_model): NSP's input
 
 
 class MaskedLMHead(nn.Module):
@@ -188,17 +182,14 @@ class MaskedLMHead(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """mlm_logits = MaskedLMHead(h), nsp_logits = W_nsp pool(h) + b: ids (B, n) → ((B, n, V), (B, 2)).
-
-    ``nsp_logits[:, 0]`` scores "B follows A" (label 0), ``[:, 1]`` "B is a random sentence" (label 1).
-    """
+    """mlm_logits = MaskedLMHead(h), nsp_logits = W_nsp pool(h) + b: ids (B, n) → (B, n, V), (B, 2)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.config = config
         self.bert = BertEncoder(config)
         self.mlm = MaskedLMHead(config, self.bert.embeddings.token)
-        self.nsp = nn.Linear(config.d_model, 2)
+        self.nsp = nn.Linear(config.d_model, 2)  # 0: "B follows A", 1: "B is a random sentence"
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:

@@ -46,13 +46,11 @@ class Embedding(nn.Module):
         require_positive_ints(num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings = num_embeddings  # V
         self.embedding_dim = embedding_dim  # D
-        # standard normal entries, as torch.nn.Embedding initialises them
-        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))
+        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))  # N(0, 1) entries
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         require_ids(ids, "ids", self.num_embeddings)
-        # a lookup: the gradient reaches only the rows that were looked up
-        return self.weight[ids.long()]
+        return self.weight[ids.long()]  # the gradient reaches only the rows looked up
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"

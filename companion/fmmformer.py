@@ -192,10 +192,7 @@ def _check_head_weights(w: Tensor, q: Tensor) -> None:
 
 
 class FMMAttention(nn.Module):
-    """V̂ = w₁ · softmax(band_k(QKᵀ/√d_k)) V + w₂ · Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1), w learned.
-
-    An attention function for ``MultiHeadAttention(attention=...)``: q, k, v (B, h, n, d).
-    """
+    """fmmformer_attention with learned w₁, w₂: MultiHeadAttention(attention=FMMAttention(...))."""
 
     def __init__(
         self,
@@ -217,13 +214,11 @@ class FMMAttention(nn.Module):
         self.near_raw = nn.Parameter(torch.full(shape, to_raw(init_near)))  # θ₁
         self.far_raw = nn.Parameter(torch.full(shape, to_raw(init_far)))  # θ₂
 
-    @property
-    def w_near(self) -> Tensor:  # w₁, of shape () or (n_heads, 1, 1)
-        return F.softplus(self.near_raw) if self.positive else self.near_raw
+    w_near = property(lambda self: self._weight(self.near_raw))  # w₁: () or (n_heads, 1, 1)
+    w_far = property(lambda self: self._weight(self.far_raw))  # w₂
 
-    @property
-    def w_far(self) -> Tensor:  # w₂
-        return F.softplus(self.far_raw) if self.positive else self.far_raw
+    def _weight(self, raw: Tensor) -> Tensor:
+        return F.softplus(raw) if self.positive else raw
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask=None, causal=False, *, dropout_p=0.0) -> Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)

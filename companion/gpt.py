@@ -118,11 +118,7 @@ def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
 
 
 class GPT(nn.Module):
-    """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T.
-
-    With ``caches`` (one :class:`~companion.attention.KVCache` per block, from :meth:`new_caches`) ``ids``
-    are the tokens after the cached ones.
-    """
+    """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T."""
 
     def __init__(self, config: GPTConfig, *, attention: Attention = scaled_dot_product_attention) -> None:
         super().__init__()
@@ -152,7 +148,7 @@ class GPT(nn.Module):
         offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
         _check_ids(ids, self.config, offset)
         x = self.dropout(self.pos(self.embed(ids), offset))  # (B, n, d)
-        caches = caches or [None] * len(self.blocks)
+        caches = caches or [None] * len(self.blocks)  # one KVCache per block, or none
         for block, cache in zip(self.blocks, caches, strict=True):
             x = block(x, cache=cache)
         return self.lm_head(self.norm(x))  # (B, n, V)

@@ -178,7 +178,8 @@ def _no_dropout(dropout_p: float) -> None:
         )
 
 
-def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor) -> None:
+def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor, chunk_size: object = 1) -> None:
+    require_positive_int(chunk_size, "chunk_size")
     n_q, n_k = phi_q.shape[-2], phi_k.shape[-2]
     if n_k < n_q:
         raise ValueError(
@@ -236,15 +237,7 @@ def quadratic_linear_attention(
 
 
 def linear_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,  # only a key-padding mask: linear attention can only drop keys
-    causal: bool = False,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-    *,
-    dropout_p: float = 0.0,  # must be 0: no attention weights are formed to drop
+    q, k, v, mask=None, causal=False, feature_map=elu_plus_one, eps=DEFAULT_EPS, *, dropout_p=0.0
 ) -> Tensor:
     """v̂_i = φ(q_i)ᵀ(Σ_j φ(k_j)v_jᵀ) / (φ(q_i)ᵀΣ_j φ(k_j) + eps); (..., n_q, d_k) → (..., n_q, d_v)."""
     _no_dropout(dropout_p)
@@ -353,9 +346,8 @@ def causal_linear_attention_chunked(
     q: Tensor, k: Tensor, v: Tensor, mask=None, feature_map=elu_plus_one, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE
 ) -> Tensor:
     """Blocks c of C queries: y = (tril(φQ_c φK_cᵀ)V_c + φQ_c S_{<c}) / (tril(φQ_c φK_cᵀ)1 + φQ_c z_{<c} + eps)."""
-    require_positive_int(chunk_size, "chunk_size")
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
-    _check_causal_lengths(phi_q, phi_k)
+    _check_causal_lengths(phi_q, phi_k, chunk_size)
     state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: zero unless n_k > n_q
     n = phi_q.shape[-2]
     c = min(chunk_size, n)  # a sequence shorter than a chunk is one chunk of its own length, not padded

@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from ._validate import (
     check_token_ids,
     describe,
+    require_choice,
     require_heads,
     require_integer_tensor,
     require_ndim,
@@ -78,9 +80,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.activation = ACTIVATIONS[activation]
+        self.activation = ACTIVATIONS[require_choice(activation, "activation", sorted(ACTIVATIONS))]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(require_probability(dropout))
@@ -108,20 +108,10 @@ class EncoderBlock(nn.Module):
     """x = x + attn(x, x, x); x = x + ff(x), each through a :class:`Residual`: x (B, n, d_model) → same."""
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = False,  # pre-norm if True, else post-norm (see Residual)
-        activation: str = "relu",
-        eps: float = 1e-5,
-        attention: Callable[..., Tensor] = sdpa,  # chapter 4's seam
-        rotary: RotaryEmbedding | None = None,  # RoPE on the queries and keys
+        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention, rotary=rotary)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first, eps) for _ in range(2))
 
@@ -133,6 +123,11 @@ class EncoderBlock(nn.Module):
 class CausalBlock(EncoderBlock):
     """GPT's block: an :class:`EncoderBlock` whose self-attention is causal (position i sees positions j <= i)."""
 
+    def __init__(self, *args: Any, rotary: RotaryEmbedding | None = None, **kwargs: Any) -> None:
+        """The arguments of :class:`EncoderBlock`, and ``rotary``: RoPE on every head's queries and keys."""
+        super().__init__(*args, **kwargs)
+        self.self_attn.rotary = rotary
+
     def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
         """``cache`` (a :class:`~companion.attention.KVCache`) holds the earlier positions' keys and values."""
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True, cache=cache))
@@ -140,8 +135,7 @@ class CausalBlock(EncoderBlock):
 
 
 class DecoderBlock(nn.Module):
-    """x = x + attn(x, causal); x = x + attn(x, memory); x = x + ff(x), each through a :class:`Residual`:
-    x (B, n_tgt, d_model), memory (B, n_src, d_model) → (B, n_tgt, d_model)."""
+    """x += attn(x, causal); x += attn(x, memory); x += ff(x), each a Residual: x (B, n_tgt, d_model)."""
 
     def __init__(
         self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
@@ -248,8 +242,7 @@ class EncoderDecoder(nn.Module):
         return self.encoder_norm(x)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor | None = None) -> torch.Tensor:
-        """Target ids (B, n_tgt), memory (B, n_src, d_model) → logits (B, n_tgt, V); ``src`` masks its padding
-        out of the cross-attention. Position t predicts token t + 1 (the self-attention is causal)."""
+        """tgt (B, n_tgt), memory (B, n_src, d_model) → logits (B, n_tgt, V); t predicts t + 1."""
         check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.max_len)
         x = self.dropout(self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model)))
         mask, memory_mask = self.padding_mask(tgt), None if src is None else self.padding_mask(src)

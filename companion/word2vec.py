@@ -190,11 +190,14 @@ def _check_counts(counts: object) -> torch.Tensor:
     return counts.to(torch.float64)
 
 
+def _check_keep(sample: object, formula: object) -> float:
+    require_choice(formula, "formula", ("reference", "paper"))
+    return require_probability(sample, "sample")
+
+
 def keep_probabilities(counts: Tensor, sample: float = 1e-3, formula: str = "reference") -> Tensor:
     """P(keep) of each word (V,), from counts (V,), f = counts / Σ counts and threshold s = sample."""
-    c = _check_counts(counts)
-    sample = require_probability(sample, "sample")
-    require_choice(formula, "formula", ("reference", "paper"))
+    c, sample = _check_counts(counts), _check_keep(sample, formula)
     if sample == 0:
         return torch.ones_like(c)
     f = c / c.sum()
@@ -351,10 +354,8 @@ class SkipGramNegativeSampling(nn.Module):
             self.input.weight.copy_((torch.rand(vocab_size, dim, generator=g) - 0.5) / dim)
             self.output.weight.zero_()  # inputs uniform in [-0.5/D, 0.5/D], outputs 0
 
-    def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:
-        """Mean loss: centres (B,), contexts (B,), negatives (B, K) ids."""
-        check_integer_tensors(centres=centres, contexts=contexts, negatives=negatives)
-        require_ndim(negatives, "negatives", 2, "(B, K)")
+    def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:  # (B,), (B,), (B, K)
+        check_integer_tensors(centres=centres, contexts=contexts, negatives=(negatives, 2, "(B, K)"))
         v = self.input(centres)  # (B, D)
         return negative_sampling_loss(v, self.output(contexts), self.output(negatives))
 
