@@ -313,7 +313,7 @@ def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
     """Return ``value`` if it is one of ``choices``, else raise :class:`ValueError` listing them."""
     if value not in choices:
         listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
-        raise ValueError(f"{name} must be {listed}, got {value!r}")
+        raise ValueError(f"{name} must be one of {listed}, got {value!r}")
     return value
 
 
