@@ -79,7 +79,7 @@ def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
 def band_mask(
     n_q: int, n_k: int | None = None, bandwidth: int = DEFAULT_BANDWIDTH, *, causal: bool = True, device=None
 ) -> Tensor:
-    """(n_q, n_k), True in the band: causal p_i − k < j ≤ p_i, else |p_i − j| < k."""
+    """(n_q, n_k), True in the band: causal ``p_i − k < j ≤ p_i``, else ``|p_i − j| < k``."""
     n_k = n_q if n_k is None else n_k
     _check_band(n_q, n_k, bandwidth)
     # query i sits at key position p_i = i + n_k − n_q (queries aligned with the last keys)

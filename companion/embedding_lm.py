@@ -121,7 +121,7 @@ def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list
 
 
 class WordEmbeddingLM(nn.Module):
-    """p(next | prev = i) = softmax(U e_i): embedding E (|V|, d), unembedding U (|V|, d)."""
+    """``p(next | prev = i) = softmax(U e_i)``: embedding E and unembedding U, each ``(|V|, d)``."""
 
     def __init__(self, vocab_size: int, dim: int = 2, *, seed: int = 0, tied: bool = False) -> None:
         super().__init__()
@@ -138,7 +138,7 @@ class WordEmbeddingLM(nn.Module):
         return self.E.shape[0]
 
     def forward(self, prev: torch.Tensor) -> torch.Tensor:
-        """Scores (logits) U e_prev of every next token: prev (B,) -> (B, |V|)."""
+        """Scores (logits) U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
         require_ids(prev, "prev", self.vocab_size, 1, "(B,)")
         return self.E[prev] @ self.U.T
 

@@ -32,14 +32,14 @@ __all__ = [
 
 
 def one_hot(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """one_hot(ids, V)[..., j] = 1 if ids[...] == j else 0: ids (*) -> float32 (*, V)."""
+    """``one_hot(ids, V)[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
     require_ids(ids, "ids", vocab_size)
     out = ids.new_zeros(*ids.shape, vocab_size, dtype=torch.float32)  # (*, V)
     return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # a 1 at each id
 
 
 class Embedding(nn.Module):
-    """forward(ids) = weight[ids] = one_hot(ids) @ weight: ids (*) -> (*, D), weight (V, D)."""
+    """``forward(ids) = weight[ids] = one_hot(ids) @ weight``: ids ``(*)`` → ``(*, D)``, weight (V, D)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()

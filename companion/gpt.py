@@ -38,8 +38,6 @@ from .attention import KVCache, scaled_dot_product_attention
 from .positional import LearnedPositionalEmbedding
 from .transformer import CausalBlock, LayerNorm
 
-Attention = Callable[..., torch.Tensor]  # an attention function (chapter 4)
-
 __all__ = [
     "GPTConfig",
     "GPT2_SIZES",
@@ -120,7 +118,7 @@ def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
 class GPT(nn.Module):
     """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T."""
 
-    def __init__(self, config: GPTConfig, *, attention: Attention = scaled_dot_product_attention) -> None:
+    def __init__(self, config: GPTConfig, *, attention: Callable[..., Tensor] = scaled_dot_product_attention) -> None:
         super().__init__()
         self.config = c = require_instance(config, GPTConfig, "config")
         self.embed = nn.Embedding(c.vocab_size, c.d_model)  # E

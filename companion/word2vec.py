@@ -276,7 +276,7 @@ def _check_stream(
 
 
 def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None) -> list[tuple[int, int]]:
-    """(ids[i], ids[j]) for all 0 < |j − i| ≤ b_i in one sentence, b_i = windows[i] (default window)."""
+    """``(ids[i], ids[j])`` for all ``0 < |j − i| ≤ b_i`` in a sentence, ``b_i = windows[i]`` or window."""
     sentence_ids, windows = _check_stream(ids, window, sentence_ids, windows)
     tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()
     pairs = []
