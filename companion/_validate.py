@@ -8,8 +8,11 @@ and what came. These helpers keep those messages uniform.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
+
+_T = TypeVar("_T")
 
 __all__ = [
     "describe",
@@ -20,9 +23,14 @@ __all__ = [
     "require_last_dim",
     "require_index_range",
     "require_positive_int",
+    "require_positive_ints",
+    "require_positive_number",
+    "require_ids",
+    "require_instance",
     "require_probability",
     "require_bool_mask",
     "check_attention_inputs",
+    "check_mask",
     "check_heads",
     "check_mha_inputs",
     "require_heads",
@@ -108,6 +116,36 @@ def require_positive_int(value: object, name: str) -> int:
     return value
 
 
+def require_ids(ids: object, name: str, vocab_size: int, ndim: int | None = None, layout: str = "") -> torch.Tensor:
+    """Return ``ids`` if it is an integer tensor (of ``ndim`` dimensions, if given) of ids in ``[0, vocab_size)``."""
+    ids = require_integer_tensor(ids, name)
+    if ndim is not None:
+        require_ndim(ids, name, ndim, layout)
+    return require_index_range(ids, name, require_positive_int(vocab_size, "vocab_size"))
+
+
+def require_positive_ints(**values: object) -> None:
+    """Raise unless every keyword's value is a positive ``int``; the keyword names it in the message."""
+    for name, value in values.items():
+        require_positive_int(value, name)
+
+
+def require_positive_number(value: object, name: str, *, zero: bool = False) -> float:
+    """Return ``value`` as a float if it is a real number > 0 (>= 0 if ``zero``), not ``bool``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {describe(value)}")
+    if not (value >= 0 if zero else value > 0):
+        raise ValueError(f"{name} must be {'>= 0' if zero else '> 0'}, got {value}")
+    return float(value)
+
+
+def require_instance(x: object, cls: type[_T], name: str) -> _T:
+    """Return ``x`` if it is an instance of ``cls``, else raise :class:`TypeError` naming both."""
+    if not isinstance(x, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {describe(x)}")
+    return x
+
+
 def require_probability(p: object, name: str = "dropout") -> float:
     """Return ``p`` as a float if it is a number in ``[0, 1)``, else raise :class:`ValueError`."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
@@ -127,11 +165,26 @@ def require_bool_mask(mask: object, name: str = "mask") -> torch.Tensor:
     return mask
 
 
-def check_attention_inputs(q: object, k: object, v: object, mask: object = None, *, unbatched: bool = False) -> None:
-    """Raise unless ``q (..., n_q, d_k)``, ``k (..., n_k, d_k)``, ``v (..., n_k, d_v)`` and the boolean ``mask``
-    (broadcasting against the scores ``(..., n_q, n_k)``) fit together, with a message naming the shapes.
+def check_attention_inputs(
+    q: object,
+    k: object,
+    v: object,
+    mask: object = None,
+    *,
+    unbatched: bool = False,
+    keys_cover_queries: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Check ``q (..., n_q, d_k)``, ``k (..., n_k, d_k)``, ``v (..., n_k, d_v)`` and the boolean ``mask``; return
+    ``q, k, v`` expanded to one leading shape.
 
-    ``unbatched=True`` asks for exactly ``q (n_q, d_k)``, ``k (n_k, d_k)``, ``v (n_k, d_v)``, ``mask (n_q, n_k)``.
+    The one rule for every attention function of the companion: the leading (batch, head) dimensions of ``q``,
+    ``k`` and ``v`` **broadcast** against each other, as in :func:`torch.matmul` and
+    :func:`torch.nn.functional.scaled_dot_product_attention` (``k`` and ``v`` of shape ``(1, n_k, d)`` serve every
+    batch of ``q``), and the mask broadcasts against the scores ``(*lead, n_q, n_k)`` without enlarging them. The
+    tensors come back expanded (views, no copy) to that common leading shape ``lead``, so that a kernel may assume
+    equal leading dimensions. ``unbatched=True`` asks for exactly ``q (n_q, d_k)``, ``k (n_k, d_k)``,
+    ``v (n_k, d_v)``, ``mask (n_q, n_k)``; ``keys_cover_queries=True`` asks for ``n_k >= n_q`` (queries aligned
+    with the last keys, as causal and banded attention align them).
     """
     q, k, v = (require_floating_tensor(x, name) for name, x in (("q", q), ("k", k), ("v", v)))
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -150,6 +203,11 @@ def check_attention_inputs(q: object, k: object, v: object, mask: object = None,
             "k and v must have the same number of positions n_k: expected v of shape "
             f"(..., {k.shape[-2]}, d_v) to match k of shape {tuple(k.shape)}, got v of shape {tuple(v.shape)}"
         )
+    if keys_cover_queries and k.shape[-2] < q.shape[-2]:
+        raise ValueError(
+            "this attention needs at least as many keys as queries (query i sits at key position "
+            f"i + n_k - n_q), got n_q = {q.shape[-2]} queries and n_k = {k.shape[-2]} keys"
+        )
     try:
         lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
@@ -157,13 +215,20 @@ def check_attention_inputs(q: object, k: object, v: object, mask: object = None,
             f"the leading (batch) dimensions of q, k and v must broadcast, got shapes {tuple(q.shape)}, "
             f"{tuple(k.shape)} and {tuple(v.shape)}"
         ) from None
-    if mask is None:
-        return
+    if mask is not None:
+        check_mask(mask, (*lead, q.shape[-2], k.shape[-2]), exact=unbatched)
+    q, k, v = (x.expand(*lead, *x.shape[-2:]) for x in (q, k, v))
+    return q, k, v
+
+
+def check_mask(mask: object, scores_shape: Sequence[int], *, exact: bool = False) -> torch.Tensor:
+    """Return ``mask`` if it is a boolean tensor of at least 2 dimensions that broadcasts against the scores
+    ``(..., n_q, n_k)`` without enlarging them (exactly their shape if ``exact``), else raise."""
     mask = require_bool_mask(mask)
-    scores = (*lead, q.shape[-2], k.shape[-2])
+    scores = tuple(scores_shape)
     try:
         ok = 2 <= mask.ndim <= len(scores) and torch.broadcast_shapes(mask.shape, scores) == torch.Size(scores)
-        ok = ok and (not unbatched or tuple(mask.shape) == scores)
+        ok = ok and (not exact or tuple(mask.shape) == scores)
     except RuntimeError:
         ok = False
     if not ok:
@@ -171,6 +236,7 @@ def check_attention_inputs(q: object, k: object, v: object, mask: object = None,
             f"mask must have shape ({scores[-2]}, {scores[-1]}) (n_queries, n_keys) or broadcast against the "
             f"scores of shape {scores}, got shape {tuple(mask.shape)}"
         )
+    return mask
 
 
 def check_heads(x: object, n_heads: object) -> torch.Tensor:
@@ -241,3 +307,37 @@ def check_token_ids(ids: object, name: str, vocab_size: int, max_len: int | None
             f"{name} has {ids.shape[1]} positions (shape {tuple(ids.shape)}), more than max_len = {max_len}"
         )
     return require_index_range(ids, name, vocab_size)
+
+
+def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
+    """Return ``value`` if it is one of ``choices``, else raise :class:`ValueError` listing them."""
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The checks of single functions, kept here so that the functions the book shows are their mathematics
+
+
+def check_negative_sampling(v: object, u_pos: object, u_neg: object, reduction: object) -> None:
+    """word2vec.negative_sampling_loss: ``v (B, D)``, ``u_pos (B, D)``, ``u_neg (B, K, D)``, a reduction."""
+    v, u_pos, u_neg = (require_floating_tensor(x, n) for x, n in ((v, "v"), (u_pos, "u_pos"), (u_neg, "u_neg")))
+    require_ndim(v, "v", 2, "(B, D)")
+    require_ndim(u_neg, "u_neg", 3, "(B, K, D)")
+    if u_pos.shape != v.shape:
+        raise ValueError(f"u_pos must have the shape of v {tuple(v.shape)}, got {tuple(u_pos.shape)}")
+    if u_neg.shape[0] != v.shape[0] or u_neg.shape[2] != v.shape[1]:
+        raise ValueError(f"u_neg must have shape ({v.shape[0]}, K, {v.shape[1]}), got {tuple(u_neg.shape)}")
+    require_choice(reduction, "reduction", ("mean", "sum", "none"))
+
+
+def check_integer_tensors(**named: object) -> None:
+    """Raise unless every keyword's value is an integer tensor (token ids); the keyword names it. A value
+    ``(x, ndim, layout)`` also asks for ``ndim`` dimensions, ``layout`` naming them."""
+    for name, x in named.items():
+        if isinstance(x, tuple):
+            x, ndim, layout = x
+            require_ndim(require_integer_tensor(x, name), name, ndim, layout)
+        require_integer_tensor(x, name)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from ._validate import (
     check_attention_inputs,
@@ -57,17 +57,8 @@ def weightless_self_attention(
     return (y, weights) if return_weights else y
 
 
-def attention_loop(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    *,
-    causal: bool = False,
-    return_weights: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """a_ij = softmax_j(q_i · k_j / √d_k) over the keys j query i may see, new_i = Σ_j a_ij v_j, one at a time:
-    q (n_q, d_k), k (n_k, d_k), v (n_k, d_v), mask (n_q, n_k) → new (n_q, d_v), and a (n_q, n_k) if asked."""
+def attention_loop(q, k, v, mask=None, *, causal=False, return_weights=False) -> Tensor | tuple[Tensor, Tensor]:
+    """new_i = Σ_j a_ij v_j, a_ij = softmax_j(q_i · k_j / √d_k) over allowed j: q (n_q, d), k, v (n_k, d)."""
     check_attention_inputs(q, k, v, mask, unbatched=True)
     (n_q, d_k), n_k = q.shape, k.shape[0]
     new, a = v.new_zeros(n_q, v.shape[1]), q.new_zeros(n_q, n_k)
@@ -211,7 +202,13 @@ class KVCache:
 
 class MultiHeadAttention(nn.Module):
     """head_i = attention(query W_Qⁱ, key W_Kⁱ, value W_Vⁱ), out = concat(head_1 … head_h) W_O:
-    query (B, n_q, d_model), key = value (B, n_k, d_model) → (B, n_q, d_model); W_Qⁱ = d_head columns of W_Q."""
+    query (B, n_q, d_model), key = value (B, n_k, d_model) → (B, n_q, d_model); W_Qⁱ = d_head columns of W_Q.
+
+    ``forward(query, key=None, value=None, *, mask=None, causal=False, cache=None)``: self-attention when ``key``
+    is None; the boolean ``mask`` (True = may attend) broadcasts to ``(B, n_heads, n_q, n_k)``; ``cache``, a
+    :class:`KVCache`, holds the keys and values of earlier positions (incremental decoding). While training with
+    ``dropout > 0`` the attention function is also given ``dropout_p``.
+    """
 
     def __init__(
         self,
@@ -234,46 +231,22 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary  # RoPE on every head's queries and keys (a positional.RotaryEmbedding), or None
         self.attention = attention
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor | None = None,
-        value: torch.Tensor | None = None,
-        *,
-        mask: torch.Tensor | None = None,
-        causal: bool = False,
-        cache: KVCache | None = None,
-    ) -> torch.Tensor:
-        """Self-attention when ``key`` is None; ``mask`` broadcasts to (B, n_heads, n_q, n_k); ``cache`` holds
-        the keys and values of earlier positions (incremental decoding). While training with ``dropout > 0``
-        the attention function is also given ``dropout_p``."""
-        q, k, v = self.heads(query, key, value, cache=cache)
-        dropout = {"dropout_p": self.dropout} if self.training and self.dropout else {}
-        out = self.attention(q, k, v, mask=mask, causal=causal, **dropout)  # (B, n_heads, n_q, d_head)
-        return self.out_proj(merge_heads(out))
-
-    def heads(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor | None = None,
-        value: torch.Tensor | None = None,
-        *,
-        cache: KVCache | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every head's queries, keys and values ``(B, n_heads, n, d_head)``: projected, split, rotated (RoPE, at
-        positions after the cached ones) and, with a ``cache``, the keys and values appended to it."""
-        key = query if key is None else key
+    def forward(self, query, key=None, value=None, *, mask=None, causal=False, cache=None) -> Tensor:
+        """concat(head_1 … head_h) W_O: query (B, n_q, d_model), key = value (B, n_k, d_model)."""
+        key = query if key is None else key  # self-attention: keys and values from the query
         value = key if value is None else value
         check_mha_inputs(query, key, value, self.d_model)
-        q = split_heads(self.q_proj(query), self.n_heads)  # (B, n_heads, n_q, d_head)
-        k = split_heads(self.k_proj(key), self.n_heads)  # (B, n_heads, n_k, d_head)
-        v = split_heads(self.v_proj(value), self.n_heads)
-        if self.rotary is not None:
+        q = split_heads(self.q_proj(query), self.n_heads)  # (B, h, n_q, d_head)
+        k = split_heads(self.k_proj(key), self.n_heads)  # (B, h, n_k, d_head)
+        v = split_heads(self.v_proj(value), self.n_heads)  # (B, h, n_k, d_head)
+        if self.rotary is not None:  # RoPE (chapter 5), at the positions after the cached ones
             offset = 0 if cache is None else len(cache)
             q, k = self.rotary(q, offset), self.rotary(k, offset)
-        if cache is not None:
+        if cache is not None:  # a KVCache (chapter 6) adds the earlier positions' keys and values
             k, v = cache.append(k, v)
-        return q, k, v
+        dropout = {"dropout_p": self.dropout} if self.training and self.dropout else {}
+        out = self.attention(q, k, v, mask=mask, causal=causal, **dropout)  # (B, h, n_q, d_head)
+        return self.out_proj(merge_heads(out))  # (B, n_q, d_model)
 
     def weights(
         self,
@@ -285,8 +258,18 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
     ) -> torch.Tensor:
         """The scaled dot-product attention weights of every head, ``(B, n_heads, n_q, n_k)``, for figures."""
-        q, k, _ = self.heads(query, key, value)
-        return _attention_weights(q, k, mask, causal)
+        seen: list[torch.Tensor] = []
+
+        def record(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False, **_: object):
+            seen.append(_attention_weights(q, k, mask, causal))
+            return scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
+
+        attention, self.attention = self.attention, record
+        try:
+            self(query, key, value, mask=mask, causal=causal)
+        finally:
+            self.attention = attention
+        return seen[0]
 
     def extra_repr(self) -> str:
         name = getattr(self.attention, "__name__", type(self.attention).__name__)

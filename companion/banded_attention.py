@@ -24,7 +24,7 @@ With ``k ≥ n_k`` the band covers every allowed key and banded attention is sof
 **O(N·k) without the N × N matrix.** The queries are cut into blocks of ``B`` rows. Every query of block ``c``
 (positions ``cB … cB + B − 1``) finds its band inside one window of ``W = B + L + R`` consecutive keys, with
 ``L`` keys of band to the left (``k − 1``) and ``R`` to the right (0 causal, ``k − 1`` bidirectional). The keys,
-padded with ``L`` zero rows in front, are cut into these overlapping windows by ``torch.Tensor.unfold`` (a
+padded with ``L`` zero rows in front, are cut into these overlapping windows by ``Tensor.unfold`` (a
 view), and each block computes a ``B × W`` matrix of scores: ``N·W`` numbers in all instead of ``N²``. Row ``r``
 of a block sees window columns ``r … r + L + R``, the same for every block, so one ``B × W`` mask serves all.
 """
@@ -35,9 +35,16 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from . import linear_attention
-from ._validate import require_floating_tensor, require_positive_int
+from ._validate import (
+    check_attention_inputs,
+    check_mask,
+    require_floating_tensor,
+    require_positive_int,
+    require_positive_ints,
+    require_probability,
+)
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
@@ -56,27 +63,13 @@ DEFAULT_BANDWIDTH = 32
 
 
 def _check_bandwidth(bandwidth: object) -> int:
-    require_positive_int(bandwidth, "bandwidth")
-    return int(bandwidth)
+    return require_positive_int(bandwidth, "bandwidth")
 
 
-def _check_qkv(q: object, k: object, v: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q, k, v = linear_attention._check_qkv(q, k, v)  # the same checks as linear attention's, then one more
-    if k.shape[-2] < q.shape[-2]:
-        raise ValueError(
-            "banded attention needs at least as many keys as queries (query i sits at key position "
-            f"i + n_k - n_q), got n_q = {q.shape[-2]} queries and n_k = {k.shape[-2]} keys"
-        )
-    return q, k, v
-
-
-_check_mask = linear_attention._check_mask  # one mask check for both modules
-
-
-def _check_dropout(dropout_p: object) -> float:
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
-    return float(dropout_p)
+def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
+    require_positive_ints(n_q=n_q, n_k=n_k, bandwidth=bandwidth)
+    if n_k < n_q:
+        raise ValueError(f"band_mask needs n_k >= n_q (queries aligned at the end), got n_q = {n_q}, n_k = {n_k}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,15 +78,12 @@ def _check_dropout(dropout_p: object) -> float:
 
 def band_mask(
     n_q: int, n_k: int | None = None, bandwidth: int = DEFAULT_BANDWIDTH, *, causal: bool = True, device=None
-) -> torch.Tensor:
-    """Boolean (n_q, n_k), True in the band: causal p_i − k < j ≤ p_i, else −k < p_i − j < k; p_i = i + n_k − n_q."""
-    require_positive_int(n_q, "n_q")
+) -> Tensor:
+    """(n_q, n_k), True in the band: causal ``p_i − k < j ≤ p_i``, else ``|p_i − j| < k``."""
     n_k = n_q if n_k is None else n_k
-    require_positive_int(n_k, "n_k")
-    bandwidth = _check_bandwidth(bandwidth)
-    if n_k < n_q:
-        raise ValueError(f"band_mask needs n_k >= n_q (queries aligned at the end), got n_q = {n_q}, n_k = {n_k}")
-    p = torch.arange(n_q, device=device).unsqueeze(1) + (n_k - n_q)  # (n_q, 1): each query's position
+    _check_band(n_q, n_k, bandwidth)
+    # query i sits at key position p_i = i + n_k − n_q (queries aligned with the last keys)
+    p = torch.arange(n_q, device=device).unsqueeze(1) + (n_k - n_q)  # (n_q, 1)
     j = torch.arange(n_k, device=device)  # (n_k,)
     offset = p - j  # how far back key j lies from query i
     if causal:
@@ -101,7 +91,7 @@ def band_mask(
     return offset.abs() < bandwidth
 
 
-def band_matrix(a: torch.Tensor, bandwidth: int, *, causal: bool = True) -> torch.Tensor:
+def band_matrix(a: Tensor, bandwidth: int, *, causal: bool = True) -> Tensor:
     """band_k(A): the entries of A (..., n_q, n_k) inside the band of :func:`band_mask`, zeros elsewhere."""
     require_floating_tensor(a, "a")
     if a.ndim < 2:
@@ -110,26 +100,26 @@ def band_matrix(a: torch.Tensor, bandwidth: int, *, causal: bool = True) -> torc
 
 
 def banded_attention_dense(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     causal: bool = False,
     *,
     bandwidth: int = DEFAULT_BANDWIDTH,
     return_weights: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+) -> Tensor | tuple[Tensor, Tensor]:
     """D V with D = softmax(band_k(QKᵀ/√d_k)) formed as an N × N matrix: the reference, O(N²).
 
     ``causal`` picks the band (see the module docstring); ``mask`` (True = may attend) is applied on top. A query
     with no allowed key gets zero weights and a zero output. ``return_weights`` also returns D (..., n_q, n_k).
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
     bandwidth = _check_bandwidth(bandwidth)
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = band_mask(n_q, n_k, bandwidth, causal=causal, device=q.device)
     if mask is not None:
-        allowed = allowed & _check_mask(mask, (*q.shape[:-2], n_q, n_k))
+        allowed = allowed & check_mask(mask, (*q.shape[:-2], n_q, n_k))
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
     out = weights @ v
@@ -140,7 +130,7 @@ def banded_attention_dense(
 # O(N·k): blocks of queries against windows of keys
 
 
-def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+def _masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     """softmax over the last dimension of the allowed scores; a row with nothing allowed gets zeros (not NaN)."""
     scores = scores.masked_fill(~allowed, -math.inf)
     row_max = scores.amax(dim=-1, keepdim=True).detach()
@@ -149,59 +139,43 @@ def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor
     return e / e.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(e.dtype).tiny)
 
 
-def banded_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    causal: bool = False,
-    *,
-    bandwidth: int = DEFAULT_BANDWIDTH,
-    block_size: int | None = None,
-    dropout_p: float = 0.0,
-) -> torch.Tensor:
-    """D V, D = softmax(band_k(QKᵀ/√d_k)), in O(N·k): q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v).
+def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: object, block_size: object, p: object):
+    q, k, v = check_attention_inputs(q, k, v, mask, keys_cover_queries=True)
+    require_positive_int(bandwidth, "bandwidth")
+    if block_size is not None:
+        require_positive_int(block_size, "block_size")
+    return q, k, v, require_probability(p, "dropout_p")
 
-    Same numbers as :func:`banded_attention_dense`. ``causal=True`` uses the causal band (k keys, itself
-    included), ``causal=False`` the bidirectional one (abs(i − j) < k). ``mask`` (True = may attend) may be any
-    boolean mask broadcasting against (..., n_q, n_k); only its entries inside the band are read. ``block_size``:
-    queries per block (default ``max(bandwidth, 16)``; for k = 32 on the CPU, B = 32 measured faster than 64 or
-    128). ``dropout_p`` drops near-field weights (training only).
-    """
-    q, k, v = _check_qkv(q, k, v)
-    bandwidth = _check_bandwidth(bandwidth)
-    dropout_p = _check_dropout(dropout_p)
+
+def banded_attention(
+    q, k, v, mask=None, causal=False, *, bandwidth=DEFAULT_BANDWIDTH, block_size=None, dropout_p=0.0
+) -> Tensor:
+    """D V, D = softmax(band_k(QKᵀ/√d_k)) in O(N·k): q (..., n_q, d_k), k, v (..., n_k, d)."""
+    q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)
     lead, (n_q, d_k), n_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
-    if mask is not None:
-        _check_mask(mask, (*lead, n_q, n_k))
-    b = max(bandwidth, 16) if block_size is None else block_size
-    require_positive_int(b, "block_size")
+    b = max(bandwidth, 16) if block_size is None else block_size  # B = 32 was fastest for k = 32
     left, right = bandwidth - 1, 0 if causal else bandwidth - 1  # band keys before and after p_i
     # Queries padded in front to n_k rows (so query row = key position), then to whole blocks.
-    n_pre = n_k - n_q
-    n_blocks = -(-n_k // b)
-    n_pad = n_blocks * b - n_k
+    n_pre, n_blocks, n_pad = n_k - n_q, -(-n_k // b), -n_k % b
     q_blocks = F.pad(q, (0, 0, n_pre, n_pad)).unflatten(-2, (n_blocks, b))  # (..., n_blocks, B, d_k)
     # Window c holds padded keys cB … cB + W − 1, i.e. original keys cB − L … cB + B − 1 + R.
     w = b + left + right
     k_win = F.pad(k, (0, 0, left, right + n_pad)).unfold(-2, w, b)  # (..., n_blocks, d_k, W): a view
     v_win = F.pad(v, (0, 0, left, right + n_pad)).unfold(-2, w, b)  # (..., n_blocks, d_v, W)
     scores = (q_blocks @ k_win) / math.sqrt(d_k)  # (..., n_blocks, B, W)
-
     # Allowed: inside the band (the same B × W pattern in every block) and a real key.
     r = torch.arange(b, device=q.device).unsqueeze(1)  # (B, 1)
     s = torch.arange(w, device=q.device)  # (W,)
     in_band = (s >= r) & (s <= r + left + right)  # (B, W)
     key = torch.arange(n_blocks, device=q.device).view(-1, 1, 1) * b + s - left  # (n_blocks, 1, W): key index j
     allowed = in_band & (key >= 0) & (key < n_k)  # (n_blocks, B, W)
-    if mask is not None:
+    if mask is not None:  # only the mask's entries inside the band are read
         row = (torch.arange(n_blocks * b, device=q.device) - n_pre).view(n_blocks, b, 1)  # query index i
         ok_row = (row >= 0) & (row < n_q)
         full = mask.expand(*lead, n_q, n_k)
         picked = full[..., row.clamp(0, n_q - 1), key.clamp(0, n_k - 1).expand(n_blocks, b, w)]
         allowed = allowed & ok_row & picked  # (..., n_blocks, B, W)
     weights = _masked_softmax(scores, allowed)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+    weights = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
     out = weights @ v_win.transpose(-2, -1)  # (..., n_blocks, B, d_v)
     return out.flatten(-3, -2)[..., n_pre : n_pre + n_q, :]

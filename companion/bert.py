@@ -16,12 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
-from ._validate import check_token_ids, describe, require_heads, require_positive_int, require_probability
+from ._validate import (
+    check_token_ids,
+    describe,
+    require_heads,
+    require_instance,
+    require_positive_int,
+    require_probability,
+)
 from .masks import padding_to_attention_mask
 from .pretraining_data import IGNORE_INDEX, bert_inputs
 from .transformer import EncoderBlock, LayerNorm
@@ -30,6 +38,7 @@ __all__ = [
     "BertConfig",
     "BertEmbeddings",
     "BertEncoder",
+    "encoder_inputs",
     "MaskedLMHead",
     "BertForPreTraining",
     "pretraining_loss",
@@ -98,75 +107,63 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.norm(x))
 
 
-class BertEncoder(nn.Module):
-    """h = blocks(embeddings(ids, types)), masked by ``attention_mask``: ids (B, n) → h (B, n, d_model).
+def encoder_inputs(
+    config: BertConfig, ids: object, token_type_ids: object = None, attention_mask: object = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Check a :class:`BertEncoder`'s inputs; return the token types (zeros by default) and the attention
+    mask (B, 1, 1, n) (None: no padding). ``attention_mask`` (B, n) is True (or 1) at tokens, False (0) at
+    padding."""
+    ids = check_token_ids(ids, "ids", config.vocab_size, config.max_len)
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(ids)
+    else:
+        check_token_ids(token_type_ids, "token_type_ids", config.type_vocab_size)
+        if token_type_ids.shape != ids.shape:
+            raise ValueError(
+                f"token_type_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(token_type_ids.shape)}"
+            )
+    if attention_mask is None:
+        return token_type_ids, None
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a tensor (B, n) of bool or 0/1, got {describe(attention_mask)}")
+    if attention_mask.shape != ids.shape:
+        raise ValueError(
+            f"attention_mask must have the shape of ids {tuple(ids.shape)}, got {tuple(attention_mask.shape)}"
+        )
+    if attention_mask.dtype != torch.bool:
+        if (
+            attention_mask.is_floating_point()
+            or attention_mask.is_complex()
+            or not bool(((attention_mask == 0) | (attention_mask == 1)).all())
+        ):
+            raise ValueError("attention_mask must be bool or hold only 0 and 1 (1 = token, 0 = padding)")
+        attention_mask = attention_mask == 1
+    return token_type_ids, padding_to_attention_mask(attention_mask, heads=True)
 
-    The blocks are post-norm, ``x = LayerNorm(x + sublayer(x))``, with the exact GELU; :meth:`pool` gives the
-    pooled ``[CLS]`` vector. Equal to Hugging Face's ``BertModel`` holding the same weights.
-    """
+
+class BertEncoder(nn.Module):
+    """h = blocks(embeddings(ids, types)), masked by ``attention_mask``: ids (B, n) → h (B, n, d_model)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        if not isinstance(config, BertConfig):
-            raise TypeError(f"config must be a BertConfig, got {describe(config)}")
-        self.config = c = config
+        self.config = c = require_instance(config, BertConfig, "config")
         self.embeddings = BertEmbeddings(c)
-        self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=False, activation="gelu", eps=c.eps)
-            for _ in range(c.n_layers)
-        )
-        for block in self.blocks:
-            block.ff.dropout = nn.Identity()  # BERT has no dropout between the two feed-forward layers
+        post_norm = dict(norm_first=False, activation="gelu", eps=c.eps)  # x = LN(x + f(x))
+        block = partial(EncoderBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **post_norm)
+        self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))
+        for b in self.blocks:
+            b.ff.dropout = nn.Identity()  # no dropout between the two feed-forward layers
         self.pooler = nn.Linear(c.d_model, c.d_model)
 
-    def forward(
-        self,
-        ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``token_type_ids`` (B, n) default 0; ``attention_mask`` (B, n), True (or 1) at tokens, False (0) at
-        padding, default all True."""
-        token_type_ids, mask = self.check_inputs(ids, token_type_ids, attention_mask)
-        x = self.embeddings(ids, token_type_ids)
+    def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None) -> Tensor:
+        token_type_ids, mask = encoder_inputs(self.config, ids, token_type_ids, attention_mask)
+        x = self.embeddings(ids, token_type_ids)  # (B, n, d_model)
         for block in self.blocks:
-            x = block(x, mask)
+            x = block(x, mask)  # mask (B, 1, 1, n): the keys that are not padding
         return x
 
     def pool(self, h: torch.Tensor) -> torch.Tensor:
-        """The pooler, tanh(W h[:, 0] + b): h (B, n, d_model) → (B, d_model), the input of the NSP head."""
-        return torch.tanh(self.pooler(h[:, 0]))
-
-    def check_inputs(
-        self, ids: object, token_type_ids: object, attention_mask: object
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Validate the inputs; return the token types and the attention mask (B, 1, 1, n) (None: no padding)."""
-        ids = check_token_ids(ids, "ids", self.config.vocab_size, self.config.max_len)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(ids)
-        else:
-            check_token_ids(token_type_ids, "token_type_ids", self.config.type_vocab_size)
-            if token_type_ids.shape != ids.shape:
-                raise ValueError(
-                    f"token_type_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(token_type_ids.shape)}"
-                )
-        if attention_mask is None:
-            return token_type_ids, None
-        if not isinstance(attention_mask, torch.Tensor):
-            raise TypeError(f"attention_mask must be a tensor (B, n) of bool or 0/1, got {describe(attention_mask)}")
-        if attention_mask.shape != ids.shape:
-            raise ValueError(
-                f"attention_mask must have the shape of ids {tuple(ids.shape)}, got {tuple(attention_mask.shape)}"
-            )
-        if attention_mask.dtype != torch.bool:
-            if (
-                attention_mask.is_floating_point()
-                or attention_mask.is_complex()
-                or not bool(((attention_mask == 0) | (attention_mask == 1)).all())
-            ):
-                raise ValueError("attention_mask must be bool or hold only 0 and 1 (1 = token, 0 = padding)")
-            attention_mask = attention_mask == 1
-        return token_type_ids, padding_to_attention_mask(attention_mask, heads=True)
+        return torch.tanh(self.pooler(h[:, 0]))  # tanh(W h[:, 0] + b) (B, d_model): NSP's input
 
 
 class MaskedLMHead(nn.Module):
@@ -185,17 +182,14 @@ class MaskedLMHead(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """mlm_logits = MaskedLMHead(h), nsp_logits = W_nsp pool(h) + b: ids (B, n) → ((B, n, V), (B, 2)).
-
-    ``nsp_logits[:, 0]`` scores "B follows A" (label 0), ``[:, 1]`` "B is a random sentence" (label 1).
-    """
+    """mlm_logits = MaskedLMHead(h), nsp_logits = W_nsp pool(h) + b: ids (B, n) → (B, n, V), (B, 2)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.config = config
         self.bert = BertEncoder(config)
         self.mlm = MaskedLMHead(config, self.bert.embeddings.token)
-        self.nsp = nn.Linear(config.d_model, 2)
+        self.nsp = nn.Linear(config.d_model, 2)  # 0: "B follows A", 1: "B is a random sentence"
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -208,13 +202,8 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def forward(
-        self,
-        ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.bert(ids, token_type_ids, attention_mask)
+    def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None) -> tuple[Tensor, Tensor]:
+        h = self.bert(ids, token_type_ids, attention_mask)  # (B, n, d_model)
         return self.mlm(h), self.nsp(self.bert.pool(h))
 
     def num_parameters(self) -> int:
@@ -271,14 +260,18 @@ def bert_parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool
     return total
 
 
-def mean_pool(h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """s = Σ_t m_t h_t / Σ_t m_t, the mean over the real tokens: h (B, n, d), mask (B, n) → (B, d)."""
+def _check_mean_pool(h: object, attention_mask: object) -> None:
     if not isinstance(h, torch.Tensor) or h.ndim != 3:
         raise ValueError(f"h must be a tensor (B, n, d), got {describe(h)}")
     if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != h.shape[:2]:
         raise ValueError(
             f"attention_mask must be a tensor of shape {tuple(h.shape[:2])}, got {describe(attention_mask)}"
         )
+
+
+def mean_pool(h: Tensor, attention_mask: Tensor) -> Tensor:
+    """s = Σ_t m_t h_t / Σ_t m_t, the mean over the real tokens: h (B, n, d), mask (B, n) → (B, d)."""
+    _check_mean_pool(h, attention_mask)
     m = attention_mask.to(h.dtype).unsqueeze(-1)  # (B, n, 1)
     return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
 

@@ -30,21 +30,26 @@ gives 25 tokens and 24 bigrams.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ._validate import (
     describe,
     require_floating_tensor,
+    require_ids,
     require_index_range,
+    require_instance,
     require_integer_tensor,
     require_ndim,
     require_positive_int,
+    require_positive_ints,
+    require_positive_number,
 )
 from .text import Vocabulary, tokenize
 
@@ -116,27 +121,15 @@ def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list
 
 
 class WordEmbeddingLM(nn.Module):
-    """``p(next | prev = i) = softmax(U e_i)``, with an embedding ``E`` and an unembedding ``U``.
-
-    Args:
-        vocab_size: ``|V|``, the number of tokens.
-        dim: ``d``, the width of the vectors (2 in the chapter, so they can be drawn).
-        seed: the seed of the random initialisation (standard normal entries, as in the notes' figure).
-        tied: if True, one table serves both roles (``U is E``), so the scores ``E E^T`` are symmetric.
-
-    Attributes:
-        E: ``(|V|, d)`` parameter, row ``i`` is ``e_i``, token ``i`` as the previous token.
-        U: ``(|V|, d)`` parameter, row ``j`` is ``u_j``, token ``j`` as the next token (``E`` itself if tied).
-    """
+    """``p(next | prev = i) = softmax(U e_i)``: embedding E and unembedding U, each ``(|V|, d)``."""
 
     def __init__(self, vocab_size: int, dim: int = 2, *, seed: int = 0, tied: bool = False) -> None:
         super().__init__()
-        require_positive_int(vocab_size, "vocab_size")
-        require_positive_int(dim, "dim")
-        if not isinstance(tied, bool):
-            raise TypeError(f"tied must be a bool, got {describe(tied)}")
-        g = torch.Generator().manual_seed(seed)
-        self.E = nn.Parameter(torch.randn(vocab_size, dim, generator=g))
+        require_positive_ints(vocab_size=vocab_size, dim=dim)
+        require_instance(tied, bool, "tied")
+        g = torch.Generator().manual_seed(seed)  # standard normal entries, as in the figure
+        self.E = nn.Parameter(torch.randn(vocab_size, dim, generator=g))  # row i: e_i
+        # tied: one table in both roles (U is E), so the scores E Eᵀ are symmetric
         self.U = self.E if tied else nn.Parameter(torch.randn(vocab_size, dim, generator=g))
         self.tied = tied
 
@@ -145,17 +138,8 @@ class WordEmbeddingLM(nn.Module):
         return self.E.shape[0]
 
     def forward(self, prev: torch.Tensor) -> torch.Tensor:
-        """Scores ``U e_prev`` of every next token.
-
-        Args:
-            prev: ``(B,)`` integer ids of previous tokens.
-
-        Returns:
-            ``(B, |V|)`` scores (logits); row ``b`` is ``U @ E[prev[b]]``.
-        """
-        require_integer_tensor(prev, "prev")
-        require_ndim(prev, "prev", 1, "(B,)")
-        require_index_range(prev, "prev", self.vocab_size)
+        """Scores (logits) U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
+        require_ids(prev, "prev", self.vocab_size, 1, "(B,)")
         return self.E[prev] @ self.U.T
 
     def transition_matrix(self, temperature: float = 1.0) -> torch.Tensor:
@@ -200,49 +184,39 @@ def bigram_pairs(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return ids[:-1], ids[1:]
 
 
-def train_embedding_lm(
-    model: WordEmbeddingLM,
-    ids: torch.Tensor,
-    *,
-    steps: int = 2000,
-    lr: float = 0.05,
-    progress: bool = True,
-) -> list[float]:
-    """Fit the model to the bigrams of ``ids`` by full-batch Adam on the mean cross-entropy.
-
-    Loss: ``L = -(1/(n-1)) sum_t log p(w_{t+1} | w_t)``. Every step uses all ``n - 1`` bigrams, so the run
-    is deterministic given the model's initialisation.
-
-    Args:
-        model: the model to train (updated in place).
-        ids: ``(n,)`` token ids, the corpus as one stream.
-        steps: number of Adam steps (the notes train for 10,000 epochs; 2,000 suffice here).
-        lr: Adam's learning rate.
-        progress: show a tqdm progress bar.
-
-    Returns:
-        The loss before each step (``steps`` floats).
-    """
-    if not isinstance(model, WordEmbeddingLM):
-        raise TypeError(f"model must be a WordEmbeddingLM, got {describe(model)}")
-    prev, nxt = bigram_pairs(ids)
-    require_index_range(ids, "ids", model.vocab_size)
-    require_positive_int(steps, "steps")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    history: list[float] = []
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run the block on one thread, then restore PyTorch's thread count."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # (24, 2) @ (2, 8) products only lose time to thread hand-offs; restored below
+    torch.set_num_threads(1)
     try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_training(model: object, ids: object, steps: object, lr: object) -> None:
+    model = require_instance(model, WordEmbeddingLM, "model")
+    require_ids(ids, "ids", model.vocab_size, 1, "(n,)")
+    require_positive_int(steps, "steps")
+    require_positive_number(lr, "lr")
+
+
+def train_embedding_lm(
+    model: WordEmbeddingLM, ids: Tensor, *, steps: int = 2000, lr: float = 0.05, progress: bool = True
+) -> list[float]:
+    """Full-batch Adam on L = -(1/(n-1)) Σ_t log p(w_{t+1} | w_t) over the stream ids (n,)."""
+    _check_training(model, ids, steps, lr)
+    prev, nxt = bigram_pairs(ids)  # every bigram, every step: deterministic given the model
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    history: list[float] = []  # the loss before each step
+    with _one_thread():  # (24, 2) @ (2, 8) products only lose time to thread hand-offs
         for _ in tqdm(range(steps), desc="training", disable=not progress):
             loss = nn.functional.cross_entropy(model(prev), nxt)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             history.append(loss.item())
-    finally:
-        torch.set_num_threads(threads)
     return history
 
 

@@ -14,10 +14,10 @@ from torch import nn
 from ._validate import (
     describe,
     require_floating_tensor,
-    require_index_range,
-    require_integer_tensor,
+    require_ids,
     require_ndim,
     require_positive_int,
+    require_positive_ints,
 )
 
 __all__ = [
@@ -32,53 +32,25 @@ __all__ = [
 
 
 def one_hot(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """One-hot vectors of token ids.
-
-    ``one_hot(ids, V)[..., j] = 1`` if ``ids[...] == j`` else ``0``.
-
-    Args:
-        ids: integer tensor of any shape ``(*)`` with entries in ``[0, V)``.
-        vocab_size: ``V``.
-
-    Returns:
-        float32 tensor of shape ``(*, V)``.
-    """
-    require_integer_tensor(ids, "ids")
-    require_positive_int(vocab_size, "vocab_size")
-    require_index_range(ids, "ids", vocab_size)
-    out = torch.zeros(*ids.shape, vocab_size, dtype=torch.float32, device=ids.device)
-    return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)
+    """``one_hot(ids, V)[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
+    require_ids(ids, "ids", vocab_size)
+    out = ids.new_zeros(*ids.shape, vocab_size, dtype=torch.float32)  # (*, V)
+    return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # a 1 at each id
 
 
 class Embedding(nn.Module):
-    """A lookup table of ``num_embeddings`` vectors of width ``embedding_dim``.
-
-    ``forward(ids)[b, t] = weight[ids[b, t]]``, which equals ``one_hot(ids) @ weight`` but never builds
-    the one-hot matrix. The gradient of a loss with respect to ``weight`` is non-zero only in the rows
-    that were looked up.
-
-    Args:
-        num_embeddings: ``V``, the number of rows (the vocabulary size).
-        embedding_dim: ``D``, the width of each vector.
-
-    Shapes:
-        ``ids``: integer tensor ``(batch, seq)`` (any shape works); output ``(batch, seq, D)``.
-
-    The weight is initialised from a standard normal distribution, as ``torch.nn.Embedding`` does.
-    """
+    """``forward(ids) = weight[ids] = one_hot(ids) @ weight``: ids ``(*)`` → ``(*, D)``, weight (V, D)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
-        require_positive_int(num_embeddings, "num_embeddings")
-        require_positive_int(embedding_dim, "embedding_dim")
-        self.num_embeddings = num_embeddings
-        self.embedding_dim = embedding_dim
-        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))
+        require_positive_ints(num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        self.num_embeddings = num_embeddings  # V
+        self.embedding_dim = embedding_dim  # D
+        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))  # N(0, 1) entries
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        require_integer_tensor(ids, "ids")
-        require_index_range(ids, "ids", self.num_embeddings)
-        return self.weight[ids.long()]
+        require_ids(ids, "ids", self.num_embeddings)
+        return self.weight[ids.long()]  # the gradient reaches only the rows looked up
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from ._validate import describe, require_floating_tensor, require_positive_int
 from .attention import scaled_dot_product_attention
@@ -53,12 +53,12 @@ __all__ = [
 # Feature maps: linearly independent maps give independent rank-d_k terms
 
 
-def elu_flip_plus_one(x: torch.Tensor) -> torch.Tensor:
+def elu_flip_plus_one(x: Tensor) -> Tensor:
     """φ(x) = elu(−x) + 1 = e^{min(−x, 0)} + max(−x, 0), elementwise (..., d) → (..., d): always > 0."""
     return elu_plus_one(-x)
 
 
-def tanh_plus_one(x: torch.Tensor) -> torch.Tensor:
+def tanh_plus_one(x: Tensor) -> Tensor:
     """φ(x) = tanh(x) + 1, elementwise (..., d) → (..., d): in [0, 2]."""
     return torch.tanh(x) + 1
 
@@ -82,15 +82,15 @@ def _check_feature_maps(feature_maps: object) -> tuple[FeatureMap, ...]:
 
 
 def far_field_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     causal: bool = False,
     *,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
-) -> torch.Tensor:
+) -> Tensor:
     """Σ_l φ_l(Q)(φ_l(K)ᵀV) / (φ_l(Q)φ_l(K)ᵀ1): one chapter-8 linear attention per feature map, O(N)."""
     maps = _check_feature_maps(feature_maps)
     if not maps:
@@ -102,13 +102,13 @@ def far_field_attention(
 
 
 def far_field_matrix(
-    q: torch.Tensor,
-    k: torch.Tensor,
+    q: Tensor,
+    k: Tensor,
     causal: bool = False,
     *,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
-) -> torch.Tensor:
+) -> Tensor:
     """L = Σ_l diag(1 / (φ_l(Q)φ_l(K)ᵀ1 + eps)) φ_l(Q)φ_l(K)ᵀ (..., n_q, n_k): the far field as a matrix, O(N²).
 
     Non-causal, each term has rank ≤ d_k (a diagonal scaling of φ_l(Q) φ_l(K)ᵀ), so rank(L) ≤ r·d_k. Causal,
@@ -136,40 +136,41 @@ def far_field_matrix(
 # FMMformer attention: the blend
 
 
+def _check_fmmformer(w_near: object, w_far: object, feature_maps: object) -> tuple[FeatureMap, ...]:
+    for name, w in (("w_near", w_near), ("w_far", w_far)):
+        if isinstance(w, bool) or not isinstance(w, (int, float, Tensor)):
+            raise TypeError(f"{name} must be a number or a tensor, got {describe(w)}")
+    maps = _check_feature_maps(feature_maps)
+    near_off = isinstance(w_near, (int, float)) and w_near == 0
+    far_off = not maps or (isinstance(w_far, (int, float)) and w_far == 0)
+    if near_off and far_off:
+        raise ValueError("fmmformer_attention: both terms are off (w_near = 0 and w_far = 0 or no feature maps)")
+    return maps
+
+
 def fmmformer_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    causal: bool = False,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,  # any mask for the near field, only key padding for the far field
+    causal: bool = False,  # the causal band and causal linear attention
     *,
     bandwidth: int = DEFAULT_BANDWIDTH,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
-    w_near: float | torch.Tensor = 1.0,
-    w_far: float | torch.Tensor = 1.0,
+    w_near: float | Tensor = 1.0,  # w₁: a number, or a tensor such as (h, 1, 1), one per head
+    w_far: float | Tensor = 1.0,  # w₂; a weight that is the number 0 skips its term
     eps: float = DEFAULT_EPS,
-    dropout_p: float = 0.0,
-) -> torch.Tensor:
-    """V̂ = w₁·DV + w₂·Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1), (..., n_q, d_k) → (..., n_q, d_v); O(N·k + N·r).
-
-    ``w_near`` (w₁) and ``w_far`` (w₂): numbers or tensors broadcasting against the output, e.g. ``(h, 1, 1)``
-    for one weight per head. ``causal``: causal band and causal linear attention; ``mask``: any mask for the
-    near field, only a key-padding mask for the far field (linear attention can only drop keys). ``dropout_p``
-    drops near-field weights. A weight that is exactly 0 (a number) skips its term.
-    """
-    for name, w in (("w_near", w_near), ("w_far", w_far)):
-        if isinstance(w, bool) or not isinstance(w, (int, float, torch.Tensor)):
-            raise TypeError(f"{name} must be a number or a tensor, got {describe(w)}")
-    maps = _check_feature_maps(feature_maps)
+    dropout_p: float = 0.0,  # on the near-field weights
+) -> Tensor:
+    """V̂ = w₁·DV + w₂·Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1): (..., n_q, d_k) → (..., n_q, d_v)."""
+    maps = _check_fmmformer(w_near, w_far, feature_maps)
     terms = []
     if not (isinstance(w_near, (int, float)) and w_near == 0):
         near = banded_attention(q, k, v, mask, causal, bandwidth=bandwidth, dropout_p=dropout_p)
         terms.append(w_near * near)
     if maps and not (isinstance(w_far, (int, float)) and w_far == 0):
         terms.append(w_far * far_field_attention(q, k, v, mask, causal, feature_maps=maps, eps=eps))
-    if not terms:
-        raise ValueError("fmmformer_attention: both terms are off (w_near = 0 and w_far = 0 or no feature maps)")
-    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    return sum(terms[1:], terms[0])  # O(N·k + N·r)
 
 
 def _inverse_softplus(y: float) -> float:
@@ -177,86 +178,53 @@ def _inverse_softplus(y: float) -> float:
     return y + math.log(-math.expm1(-y))
 
 
+def _check_fmm_attention(bandwidth: object, n_heads: object, positive: object, init_near: float, init_far: float):
+    require_positive_int(bandwidth, "bandwidth")
+    if n_heads is not None:
+        require_positive_int(n_heads, "n_heads")
+    if positive and not (init_near > 0 and init_far > 0):
+        raise ValueError(f"positive weights need init_near, init_far > 0, got {init_near} and {init_far}")
+
+
+def _check_head_weights(w: Tensor, q: Tensor) -> None:
+    if w.ndim and (q.ndim < 3 or q.shape[-3] != w.shape[0]):
+        raise ValueError(f"FMMAttention has {w.shape[0]} heads' weights, got q of shape {tuple(q.shape)}")
+
+
 class FMMAttention(nn.Module):
-    """FMMformer attention with learned blend weights, usable as ``MultiHeadAttention(attention=...)``.
-
-        V̂ = w₁ · softmax(band_k(QKᵀ/√d_k)) V + w₂ · Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1)
-
-    Called as ``attention(q, k, v, mask=None, causal=False)`` with q, k, v of shape (B, h, n, d). With
-    ``positive=True`` (the paper) ``w = softplus(θ)`` for free parameters θ; with ``positive=False`` (the
-    released code) ``w = θ``. ``n_heads`` gives one (w₁, w₂) per head, otherwise one pair is shared.
-
-    Args:
-        bandwidth: k, the keys in the causal band (abs(i − j) < k when not causal).
-        feature_maps: the far field's φ_l (default: elu(x) + 1 and elu(−x) + 1).
-        n_heads: one pair of weights per head if given.
-        positive: softplus-constrained weights (default) or unconstrained ones.
-        init_near, init_far: the starting values of w₁ and w₂.
-        eps: added to each far-field denominator.
-    """
+    """fmmformer_attention with learned w₁, w₂: MultiHeadAttention(attention=FMMAttention(...))."""
 
     def __init__(
         self,
-        bandwidth: int = DEFAULT_BANDWIDTH,
-        feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
+        bandwidth: int = DEFAULT_BANDWIDTH,  # k, the keys in the band
+        feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],  # the far field's φ_l
         *,
-        n_heads: int | None = None,
-        positive: bool = True,
-        init_near: float = 0.5,
-        init_far: float = 0.5,
-        eps: float = DEFAULT_EPS,
+        n_heads: int | None = None,  # one (w₁, w₂) per head if given, else one pair
+        positive: bool = True,  # w = softplus(θ) (the paper), else w = θ (the released code)
+        init_near: float = 0.5,  # w₁ at the start
+        init_far: float = 0.5,  # w₂ at the start
+        eps: float = DEFAULT_EPS,  # added to each far-field denominator
     ) -> None:
         super().__init__()
-        require_positive_int(bandwidth, "bandwidth")
-        if n_heads is not None:
-            require_positive_int(n_heads, "n_heads")
-        self.bandwidth = int(bandwidth)
+        _check_fmm_attention(bandwidth, n_heads, positive, init_near, init_far)
+        self.bandwidth, self.positive, self.eps = bandwidth, bool(positive), eps
         self.feature_maps = _check_feature_maps(feature_maps)
-        self.positive = bool(positive)
-        self.eps = eps
-        if positive and not (init_near > 0 and init_far > 0):
-            raise ValueError(f"positive weights need init_near, init_far > 0, got {init_near} and {init_far}")
         shape = (n_heads, 1, 1) if n_heads is not None else ()
-        to_raw = _inverse_softplus if positive else float
-        self.near_raw = nn.Parameter(torch.full(shape, to_raw(init_near)))
-        self.far_raw = nn.Parameter(torch.full(shape, to_raw(init_far)))
+        to_raw = _inverse_softplus if positive else float  # θ from w
+        self.near_raw = nn.Parameter(torch.full(shape, to_raw(init_near)))  # θ₁
+        self.far_raw = nn.Parameter(torch.full(shape, to_raw(init_far)))  # θ₂
 
-    @property
-    def w_near(self) -> torch.Tensor:
-        """The near weight w₁ = softplus(θ₁) (positive=True) or θ₁, of shape () or (n_heads, 1, 1)."""
-        return F.softplus(self.near_raw) if self.positive else self.near_raw
+    w_near = property(lambda self: self._weight(self.near_raw))  # w₁: () or (n_heads, 1, 1)
+    w_far = property(lambda self: self._weight(self.far_raw))  # w₂
 
-    @property
-    def w_far(self) -> torch.Tensor:
-        """The far weight w₂ = softplus(θ₂) (positive=True) or θ₂, of shape () or (n_heads, 1, 1)."""
-        return F.softplus(self.far_raw) if self.positive else self.far_raw
+    def _weight(self, raw: Tensor) -> Tensor:
+        return F.softplus(raw) if self.positive else raw
 
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        causal: bool = False,
-        *,
-        dropout_p: float = 0.0,
-    ) -> torch.Tensor:
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask=None, causal=False, *, dropout_p=0.0) -> Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
-        if w_near.ndim and (q.ndim < 3 or q.shape[-3] != w_near.shape[0]):
-            raise ValueError(f"FMMAttention has {w_near.shape[0]} heads' weights, got q of shape {tuple(q.shape)}")
-        return fmmformer_attention(
-            q,
-            k,
-            v,
-            mask,
-            causal,
-            bandwidth=self.bandwidth,
-            feature_maps=self.feature_maps,
-            w_near=w_near,
-            w_far=w_far,
-            eps=self.eps,
-            dropout_p=dropout_p,
-        )
+        _check_head_weights(w_near, q)
+        options = dict(bandwidth=self.bandwidth, feature_maps=self.feature_maps, eps=self.eps)
+        return fmmformer_attention(q, k, v, mask, causal, w_near=w_near, w_far=w_far, dropout_p=dropout_p, **options)
 
     def extra_repr(self) -> str:
         names = ", ".join(getattr(f, "__name__", type(f).__name__) for f in self.feature_maps)
@@ -272,15 +240,15 @@ class AttentionSpectrum:
     """Singular values of A and of A − band_k(A), largest first, each divided by A's largest."""
 
     bandwidth: int
-    full: torch.Tensor
-    off_band: torch.Tensor
+    full: Tensor
+    off_band: Tensor
 
     def rank(self, eps: float) -> tuple[int, int]:
         """(rank of A, rank of A − band_k(A)) at tolerance eps: the singular values above eps · σ_1(A)."""
         return int((self.full > eps).sum()), int((self.off_band > eps).sum())
 
 
-def attention_spectrum(a: torch.Tensor, bandwidth: int, *, causal: bool = True) -> AttentionSpectrum:
+def attention_spectrum(a: Tensor, bandwidth: int, *, causal: bool = True) -> AttentionSpectrum:
     """The spectrum of an attention matrix A (n_q, n_k) and of its far field A − band_k(A) (the band of ``band_mask``).
 
     Both are divided by σ_1(A), so the two curves share one scale: if A − band_k(A) is nearly low-rank its
@@ -299,7 +267,7 @@ def attention_spectrum(a: torch.Tensor, bandwidth: int, *, causal: bool = True) 
     return AttentionSpectrum(int(bandwidth), full / top, off / top)
 
 
-def far_field_rank(q: torch.Tensor, k: torch.Tensor, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]) -> int:
+def far_field_rank(q: Tensor, k: Tensor, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]) -> int:
     """Numerical rank of the non-causal far-field matrix of one head, q (n_q, d_k), k (n_k, d_k): ≤ r·d_k."""
     return numerical_rank(far_field_matrix(q, k, feature_maps=feature_maps))
 
@@ -310,7 +278,7 @@ def far_field_rank(q: torch.Tensor, k: torch.Tensor, feature_maps: Sequence[Feat
 
 def fmmformer_implementations(
     *, causal: bool = True, bandwidth: int = DEFAULT_BANDWIDTH, dense: bool = True
-) -> dict[str, Callable[..., torch.Tensor]]:
+) -> dict[str, Callable[..., Tensor]]:
     """``name → fn(q, k, v)`` for :func:`companion.linear_attention.measure_linear_attention`.
 
     ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused softmax attention); ``"softmax"``:
@@ -321,10 +289,10 @@ def fmmformer_implementations(
     kernel with the band as a boolean N × N mask).
     """
 
-    def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    impls: dict[str, Callable[..., torch.Tensor]] = {
+    impls: dict[str, Callable[..., Tensor]] = {
         "sdpa": sdpa,
         "softmax": lambda q, k, v: scaled_dot_product_attention(q, k, v, causal=causal),
         "linear": lambda q, k, v: linear_attention(q, k, v, causal=causal),
@@ -333,7 +301,7 @@ def fmmformer_implementations(
     }
     if dense:
 
-        def band_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        def band_sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
             mask = band_mask(q.shape[-2], k.shape[-2], bandwidth, causal=causal, device=q.device)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 

@@ -17,12 +17,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
-from ._validate import check_token_ids, describe, require_heads, require_positive_int, require_probability
+from ._validate import (
+    check_token_ids,
+    describe,
+    require_choice,
+    require_heads,
+    require_instance,
+    require_positive_int,
+    require_positive_ints,
+    require_positive_number,
+    require_probability,
+)
 from .attention import KVCache, scaled_dot_product_attention
 from .positional import LearnedPositionalEmbedding
 from .transformer import CausalBlock, LayerNorm
@@ -48,42 +59,36 @@ GPT2_SIZES = {
 }
 
 
+def _check_gpt_config(c: GPTConfig) -> int:
+    """Check the fields of a :class:`GPTConfig`; return ``d_ff`` (4 d when it is None)."""
+    require_positive_ints(vocab_size=c.vocab_size, context_length=c.context_length, n_layers=c.n_layers)
+    require_heads(c.d_model, c.n_heads)
+    require_probability(c.dropout)
+    require_positive_number(c.eps, "eps")
+    return 4 * c.d_model if c.d_ff is None else require_positive_int(c.d_ff, "d_ff")
+
+
 @dataclass
 class GPTConfig:
-    """The hyperparameters of a :class:`GPT`; the defaults are GPT-2 small's.
+    """The hyperparameters of a :class:`GPT`; the defaults are GPT-2 small's."""
 
-    ``vocab_size`` V, ``context_length`` T (the most positions the model reads), ``n_layers`` L, ``n_heads``
-    h, ``d_model`` d, ``d_ff`` the width of the feed-forward layer (``None``: 4d, as in GPT-2 and GPT-3),
-    ``dropout`` (on the embeddings, the attention weights and every residual branch) and ``eps`` of every
-    layer norm.
-    """
-
-    vocab_size: int = 50257
-    context_length: int = 1024
-    n_layers: int = 12
-    n_heads: int = 12
-    d_model: int = 768
-    d_ff: int | None = None
-    dropout: float = 0.0
-    eps: float = 1e-5
+    vocab_size: int = 50257  # V
+    context_length: int = 1024  # T, the most positions the model reads
+    n_layers: int = 12  # L
+    n_heads: int = 12  # h
+    d_model: int = 768  # d
+    d_ff: int | None = None  # the feed-forward width; None: 4d, as in GPT-2 and GPT-3
+    dropout: float = 0.0  # on the embeddings, the attention weights, every residual branch
+    eps: float = 1e-5  # of every layer norm
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "context_length", "n_layers", "d_model"):
-            require_positive_int(getattr(self, name), name)
-        require_heads(self.d_model, self.n_heads)
-        self.d_ff = 4 * self.d_model if self.d_ff is None else require_positive_int(self.d_ff, "d_ff")
-        require_probability(self.dropout)
-        if not isinstance(self.eps, (int, float)) or not self.eps > 0:
-            raise ValueError(f"eps must be a positive number, got {self.eps!r}")
+        self.d_ff = _check_gpt_config(self)
 
     @classmethod
     def gpt2(cls, size: str = "gpt2", **overrides: object) -> GPTConfig:
         """GPT-2 ``"gpt2"`` (small), ``"gpt2-medium"``, ``"gpt2-large"`` or ``"gpt2-xl"``; overrides replace fields."""
-        if size not in GPT2_SIZES:
-            raise ValueError(f"size must be one of {sorted(GPT2_SIZES)}, got {size!r}")
-        n_layers, n_heads, d_model = GPT2_SIZES[size]
-        fields = dict(n_layers=n_layers, n_heads=n_heads, d_model=d_model) | overrides
-        return cls(**fields)
+        n_layers, n_heads, d_model = GPT2_SIZES[require_choice(size, "size", list(GPT2_SIZES))]
+        return cls(**(dict(n_layers=n_layers, n_heads=n_heads, d_model=d_model) | overrides))
 
     @classmethod
     def gpt3(cls) -> GPTConfig:
@@ -104,45 +109,30 @@ def count_parameters(config: GPTConfig) -> int:
     return V * d + T * d + L * (4 * d * d + 2 * d * d_ff + d_ff + 9 * d) + 2 * d
 
 
+def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
+    ids = check_token_ids(ids, "ids", c.vocab_size, c.context_length - offset)
+    if ids.shape[1] == 0:
+        raise ValueError(f"ids must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+
+
 class GPT(nn.Module):
-    """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T.
+    """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T."""
 
-    E (V, d) is the token embedding, P (T, d) the learned positions; the output layer reuses E (weight tying,
-    chapter 2's one table instead of two), so the logit of token v is the dot product of the last hidden state
-    with v's embedding. ``attention`` is every block's attention function (chapter 4's seam). With ``caches``
-    (one :class:`~companion.attention.KVCache` per block, from :meth:`new_caches`) ``ids`` are the tokens after
-    the cached ones.
-    """
-
-    def __init__(
-        self, config: GPTConfig, *, attention: Callable[..., torch.Tensor] = scaled_dot_product_attention
-    ) -> None:
+    def __init__(self, config: GPTConfig, *, attention: Callable[..., Tensor] = scaled_dot_product_attention) -> None:
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"config must be a GPTConfig, got {describe(config)}")
-        self.config = c = config
+        self.config = c = require_instance(config, GPTConfig, "config")
         self.embed = nn.Embedding(c.vocab_size, c.d_model)  # E
         self.pos = LearnedPositionalEmbedding(c.d_model, c.context_length)  # P
         self.dropout = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            CausalBlock(
-                c.d_model,
-                c.n_heads,
-                c.d_ff,
-                c.dropout,
-                norm_first=True,
-                activation="gelu_tanh",
-                eps=c.eps,
-                attention=attention,
-            )  # fmt: skip
-            for _ in range(c.n_layers)
-        )
+        kw = dict(norm_first=True, activation="gelu_tanh", eps=c.eps, attention=attention)
+        block = partial(CausalBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **kw)
+        self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))  # pre-norm
         self.norm = LayerNorm(c.d_model, c.eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        self.lm_head.weight = self.embed.weight  # tied: one (V, d) table for input and output
+        self.lm_head.weight = self.embed.weight  # tied: one (V, d) table in and out
         self.apply(self._init_weights)
-        for block in self.blocks:  # GPT-2: the layers that write into the residual stream start smaller
-            for layer in (block.self_attn.out_proj, block.ff.linear2):
+        for b in self.blocks:  # the layers that write into the residual stream start smaller
+            for layer in (b.self_attn.out_proj, b.ff.linear2):
                 nn.init.normal_(layer.weight, std=0.02 / math.sqrt(2 * c.n_layers))
 
     @staticmethod
@@ -152,34 +142,44 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
+    def forward(self, ids: Tensor, caches: list[KVCache] | None = None) -> Tensor:
+        offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
+        _check_ids(ids, self.config, offset)
+        x = self.dropout(self.pos(self.embed(ids), offset))  # (B, n, d)
+        caches = caches or [None] * len(self.blocks)  # one KVCache per block, or none
+        for block, cache in zip(self.blocks, caches, strict=True):
+            x = block(x, cache=cache)
+        return self.lm_head(self.norm(x))  # (B, n, V)
+
     def new_caches(self) -> list[KVCache]:
         """One empty key/value cache per block."""
         return [KVCache() for _ in self.blocks]
-
-    def forward(self, ids: torch.Tensor, caches: list[KVCache] | None = None) -> torch.Tensor:
-        offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
-        check_token_ids(ids, "ids", self.config.vocab_size, self.config.context_length - offset)
-        if ids.shape[1] == 0:
-            raise ValueError(f"ids must hold at least one token per sequence, got shape {tuple(ids.shape)}")
-        x = self.dropout(self.pos(self.embed(ids), offset))  # (B, n, d)
-        for block, cache in zip(self.blocks, caches or [None] * len(self.blocks), strict=True):
-            x = block(x, cache=cache)
-        return self.lm_head(self.norm(x))  # (B, n, V)
 
     def num_parameters(self) -> int:
         """The number of distinct parameters (the tied table counts once), as :func:`count_parameters` predicts."""
         return sum(p.numel() for p in self.parameters())
 
 
-def next_token_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """L = -(1 / B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t): the mean cross-entropy in nats, ids (B, n), n ≥ 2.
-
-    The model reads ``ids[:, :-1]`` and position t is scored on ``ids[:, t + 1]``; ``model`` may be wrapped
-    (e.g. in ``DistributedDataParallel``), so this is the ``loss_fn`` of :func:`companion.training.train`.
-    """
+def _check_stream_batch(ids: object) -> None:
     if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] < 2:
         raise ValueError(f"ids must be a (batch, n) tensor of token ids with n >= 2, got {describe(ids)}")
-    logits = model(ids[:, :-1])  # (B, n-1, V)
+
+
+def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+    if top_k is not None and not 1 <= require_positive_int(top_k, "top_k") <= logits.shape[-1]:
+        raise ValueError(f"top_k must lie in [1, vocab_size = {logits.shape[-1]}], got {top_k}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
+
+
+def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
+    """L = -(1 / B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t) in nats: ids (B, n), n ≥ 2."""
+    _check_stream_batch(ids)
+    logits = model(ids[:, :-1])  # (B, n-1, V): position t is scored on ids[:, t + 1]
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
@@ -198,35 +198,17 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
-def sample_next(
-    logits: torch.Tensor,
-    *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """x ~ softmax(logits / temperature), restricted to the top k and/or the top-p nucleus: (B, V) → (B, 1).
-
-    ``temperature = 0`` is greedy (argmax). Top-k keeps the k largest logits (:func:`top_k_logits`); top-p
-    keeps the fewest most likely tokens whose probabilities add up to at least p, always at least one
-    (:func:`top_p_logits`). The draw uses ``generator``: a seeded generator gives the same tokens every time.
-    """
-    if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or not logits.is_floating_point():
-        raise ValueError(f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    if top_k is not None and not 1 <= require_positive_int(top_k, "top_k") <= logits.shape[-1]:
-        raise ValueError(f"top_k must lie in [1, vocab_size = {logits.shape[-1]}], got {top_k}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
-    if temperature == 0:
+def sample_next(logits: Tensor, *, temperature=1.0, top_k=None, top_p=None, generator=None) -> Tensor:
+    """x ~ softmax(logits / temperature), within the top k and the top-p nucleus: (B, V) → (B, 1)."""
+    _check_sampling(logits, temperature, top_k, top_p)
+    if temperature == 0:  # greedy
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
     if top_k is not None:
         logits = top_k_logits(logits, top_k)
     if top_p is not None:
         logits = top_p_logits(logits, top_p)
+    # a seeded generator draws the same tokens every time
     return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
 
 

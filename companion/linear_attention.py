@@ -39,8 +39,16 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from ._validate import describe, require_floating_tensor, require_positive_int, require_tensor
+from ._validate import (
+    check_attention_inputs,
+    check_mask,
+    describe,
+    require_floating_tensor,
+    require_positive_int,
+    require_tensor,
+)
 from .benchmarking import AttentionMeasurement, peak_memory, time_call
 
 __all__ = [
@@ -72,7 +80,7 @@ __all__ = [
     "loglog_slope",
 ]
 
-FeatureMap = Callable[[torch.Tensor], torch.Tensor]
+FeatureMap = Callable[[Tensor], Tensor]
 """A feature map φ, any function from ``(..., d_k)`` to ``(..., r)`` with non-negative values."""
 
 DEFAULT_EPS = 1e-6
@@ -89,56 +97,31 @@ at N = 16,384. A chunk's C × C kernel matrix costs N·C per head, the states be
 # Feature maps and kernels
 
 
-def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
+def elu_plus_one(x: Tensor) -> Tensor:
     """φ(x) = elu(x) + 1 = e^{min(x, 0)} + max(x, 0), elementwise (..., d) → (..., d): always > 0."""
     # F.elu(x) + 1 computes (eˣ − 1) + 1, which rounds to 0 in float32 once eˣ < 6e-8 (x < −16.6);
     # eˣ on its own stays accurate down to x ≈ −87 (and then underflows to 0, never to a negative number).
     return torch.exp(x.clamp(max=0)) + x.clamp(min=0)
 
 
-def relu_feature_map(x: torch.Tensor) -> torch.Tensor:
+def relu_feature_map(x: Tensor) -> Tensor:
     """φ(x) = max(x, 0), elementwise (..., d) → (..., d): non-negative, and exactly 0 for half the inputs."""
     return F.relu(x)
 
 
-def exponential_kernel(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+def exponential_kernel(q: Tensor, k: Tensor) -> Tensor:
     """sim(q_i, k_j) = exp(q_iᵀk_j / √d_k), q (..., n_q, d_k), k (..., n_k, d_k) → (..., n_q, n_k): softmax's."""
     # No max subtracted (unlike softmax): exp overflows once a score passes 88 in float32. A reference only.
     return torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
 
 
-def kernel_matrix(q: torch.Tensor, k: torch.Tensor, feature_map: FeatureMap = elu_plus_one) -> torch.Tensor:
+def kernel_matrix(q: Tensor, k: Tensor, feature_map: FeatureMap = elu_plus_one) -> Tensor:
     """sim(q_i, k_j) = φ(q_i)ᵀφ(k_j), q (..., n_q, d_k), k (..., n_k, d_k) → (..., n_q, n_k): rank ≤ r."""
     return feature_map(q) @ feature_map(k).transpose(-2, -1)
 
 
 # ----------------------------------------------------------------------------------------------------
 # Input checks (once, at the public entry points)
-
-
-def _check_qkv(q: object, k: object, v: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_floating_tensor(x, name)
-        if x.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., n, d), got shape {tuple(x.shape)}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
-        raise ValueError(
-            f"q, k and v must have the same leading (batch, head) dimensions {tuple(q.shape[:-2])}, got shapes "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k must have shape (..., n_k, {q.shape[-1]}) to match q of shape {tuple(q.shape)}, "
-            f"got k of shape {tuple(k.shape)}"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v must have shape (..., {k.shape[-2]}, d_v) to match k of shape {tuple(k.shape)}, "
-            f"got v of shape {tuple(v.shape)}"
-        )
-    return q, k, v
 
 
 def _check_eps(eps: object) -> float:
@@ -149,27 +132,11 @@ def _check_eps(eps: object) -> float:
     return float(eps)
 
 
-def _check_mask(mask: object, scores_shape: tuple[int, ...]) -> torch.Tensor:
-    require_tensor(mask, "mask")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
-    try:
-        ok = mask.ndim >= 2 and torch.broadcast_shapes(mask.shape, scores_shape) == torch.Size(scores_shape)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"mask must broadcast against the scores of shape {tuple(scores_shape)} (..., n_q, n_k), "
-            f"got shape {tuple(mask.shape)}"
-        )
-    return mask
-
-
-def _key_mask(mask: torch.Tensor | None, scores_shape: tuple[int, ...]) -> torch.Tensor | None:
+def _key_mask(mask: Tensor | None, scores_shape: tuple[int, ...]) -> Tensor | None:
     """The mask as a key-padding mask ``(..., n_k)`` (True = keep the key), or ValueError if it is not one."""
     if mask is None:
         return None
-    _check_mask(mask, scores_shape)
+    check_mask(mask, scores_shape)
     if mask.shape[-2] != 1 and not bool((mask == mask[..., :1, :]).all()):
         raise ValueError(
             "linear attention can only drop keys: the mask must be a key-padding mask that broadcasts against "
@@ -182,16 +149,16 @@ def _key_mask(mask: torch.Tensor | None, scores_shape: tuple[int, ...]) -> torch
 
 def _features(
     q: object, k: object, v: object, mask: object, feature_map: object, eps: object
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+) -> tuple[Tensor, Tensor, Tensor, float]:
     """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v, eps."""
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v)
     eps = _check_eps(eps)
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
     phi_q, phi_k = feature_map(q), feature_map(k)
     for name, phi, x in (("q", phi_q, q), ("k", phi_k, k)):
-        if not isinstance(phi, torch.Tensor) or phi.shape[:-1] != x.shape[:-1]:
+        if not isinstance(phi, Tensor) or phi.shape[:-1] != x.shape[:-1]:
             raise ValueError(
                 f"feature_map must map (..., d_k) to (..., r); for {name} of shape {tuple(x.shape)} expected "
                 f"shape {(*x.shape[:-1], 'r')}, got {describe(phi)}"
@@ -211,7 +178,8 @@ def _no_dropout(dropout_p: float) -> None:
         )
 
 
-def _check_causal_lengths(phi_q: torch.Tensor, phi_k: torch.Tensor) -> None:
+def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor, chunk_size: object = 1) -> None:
+    require_positive_int(chunk_size, "chunk_size")
     n_q, n_k = phi_q.shape[-2], phi_k.shape[-2]
     if n_k < n_q:
         raise ValueError(
@@ -225,39 +193,39 @@ def _check_causal_lengths(phi_q: torch.Tensor, phi_k: torch.Tensor) -> None:
 
 
 def kernel_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     causal: bool = False,
-    kernel: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = exponential_kernel,
+    kernel: Callable[[Tensor, Tensor], Tensor] = exponential_kernel,
     eps: float = 0.0,
-) -> torch.Tensor:
+) -> Tensor:
     """v̂_i = Σ_j sim(q_i, k_j) v_j / (Σ_j sim(q_i, k_j) + eps) over allowed j; sim = kernel(q, k) (..., n_q, n_k)."""
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_attention_inputs(q, k, v)
     eps = _check_eps(eps)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if not callable(kernel):
         raise TypeError(f"kernel must be a function (q, k) -> (..., n_q, n_k), got {describe(kernel)}")
     sim = kernel(q, k)  # (..., n_q, n_k)
-    if not isinstance(sim, torch.Tensor) or sim.shape != (*q.shape[:-2], n_q, n_k):
+    if not isinstance(sim, Tensor) or sim.shape != (*q.shape[:-2], n_q, n_k):
         raise ValueError(f"kernel must return shape {(*q.shape[:-2], n_q, n_k)}, got {describe(sim)}")
     if mask is not None:
-        sim = sim * _check_mask(mask, tuple(sim.shape))
+        sim = sim * check_mask(mask, tuple(sim.shape))
     if causal:
         sim = sim.tril(diagonal=n_k - n_q)  # keep j <= i + n_k - n_q
     return (sim @ v) / (sim.sum(dim=-1, keepdim=True) + eps)
 
 
 def quadratic_linear_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     causal: bool = False,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
-) -> torch.Tensor:
+) -> Tensor:
     """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
@@ -269,16 +237,8 @@ def quadratic_linear_attention(
 
 
 def linear_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    causal: bool = False,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-    *,
-    dropout_p: float = 0.0,
-) -> torch.Tensor:
+    q, k, v, mask=None, causal=False, feature_map=elu_plus_one, eps=DEFAULT_EPS, *, dropout_p=0.0
+) -> Tensor:
     """v̂_i = φ(q_i)ᵀ(Σ_j φ(k_j)v_jᵀ) / (φ(q_i)ᵀΣ_j φ(k_j) + eps); (..., n_q, d_k) → (..., n_q, d_v)."""
     _no_dropout(dropout_p)
     if causal:
@@ -295,8 +255,8 @@ def linear_attention(
 class LinearAttentionState:
     """Causal linear attention's state after some keys: S = Σ_j φ(k_j)v_jᵀ (..., r, d_v), z = Σ_j φ(k_j) (..., r)."""
 
-    s: torch.Tensor
-    z: torch.Tensor
+    s: Tensor
+    z: Tensor
 
     @property
     def nbytes(self) -> int:
@@ -304,19 +264,19 @@ class LinearAttentionState:
         return self.s.numel() * self.s.element_size() + self.z.numel() * self.z.element_size()
 
 
-def _state_of(phi_k: torch.Tensor, v: torch.Tensor) -> LinearAttentionState:
+def _state_of(phi_k: Tensor, v: Tensor) -> LinearAttentionState:
     """S = φ(K)ᵀV (..., r, d_v), z = φ(K)ᵀ1 (..., r) from features φ(K) (..., n, r) and values V (..., n, d_v)."""
     return LinearAttentionState(phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2))
 
 
-def _prefix(phi_k: torch.Tensor, v: torch.Tensor, n_q: int) -> tuple[LinearAttentionState, torch.Tensor, torch.Tensor]:
+def _prefix(phi_k: Tensor, v: Tensor, n_q: int) -> tuple[LinearAttentionState, Tensor, Tensor]:
     """Causal alignment at the end: the first n_k − n_q keys are seen by every query and start the state."""
     n_pre = phi_k.shape[-2] - n_q
     return _state_of(phi_k[..., :n_pre, :], v[..., :n_pre, :]), phi_k[..., n_pre:, :], v[..., n_pre:, :]
 
 
 def linear_attention_state(
-    k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, feature_map: FeatureMap = elu_plus_one
+    k: Tensor, v: Tensor, mask: Tensor | None = None, feature_map: FeatureMap = elu_plus_one
 ) -> LinearAttentionState:
     """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
     require_tensor(k, "k")
@@ -324,40 +284,42 @@ def linear_attention_state(
     return _state_of(phi_k, v)
 
 
-def _read(phi_q: torch.Tensor, state: LinearAttentionState, eps: float) -> torch.Tensor:
+def _read(phi_q: Tensor, state: LinearAttentionState, eps: float) -> Tensor:
     """y = φ(q)ᵀS / (φ(q)ᵀz + eps) for one position: φ(q) (..., r) → y (..., d_v)."""
     return (phi_q.unsqueeze(-2) @ state.s).squeeze(-2) / ((phi_q * state.z).sum(dim=-1, keepdim=True) + eps)
 
 
-def _update(state: LinearAttentionState, phi_k: torch.Tensor, v: torch.Tensor) -> LinearAttentionState:
+def _update(state: LinearAttentionState, phi_k: Tensor, v: Tensor) -> LinearAttentionState:
     """S ← S + φ(k)vᵀ, z ← z + φ(k) for one position: φ(k) (..., r), v (..., d_v)."""
     return LinearAttentionState(state.s + phi_k.unsqueeze(-1) * v.unsqueeze(-2), state.z + phi_k)
 
 
-def linear_attention_step(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    state: LinearAttentionState | None = None,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-) -> tuple[torch.Tensor, LinearAttentionState]:
-    """One token, q, k (..., d_k), v (..., d_v): S ← S + φ(k)vᵀ, z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
+def _check_one_position(q: object, k: object, v: object) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
-        require_tensor(x, name)
-        if x.ndim < 1:
+        if require_tensor(x, name).ndim < 1:
             raise ValueError(f"{name} must have shape (..., d) for one position, got a 0-dimensional tensor")
-    phi_q, phi_k, v, eps = _features(q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2), None, feature_map, eps)
-    phi_q, phi_k, v = phi_q.squeeze(-2), phi_k.squeeze(-2), v.squeeze(-2)
-    if state is None:
-        state = LinearAttentionState(v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape))
-    elif not isinstance(state, LinearAttentionState):
+
+
+def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
+    if not isinstance(state, LinearAttentionState):
         raise TypeError(f"state must be a LinearAttentionState or None, got {describe(state)}")
-    elif state.s.shape != (*phi_k.shape, v.shape[-1]) or state.z.shape != phi_k.shape:
+    if state.s.shape != (*phi_k.shape, v.shape[-1]) or state.z.shape != phi_k.shape:
         raise ValueError(
             f"state must hold s of shape {(*phi_k.shape, v.shape[-1])} and z of shape {tuple(phi_k.shape)}, "
             f"got {tuple(state.s.shape)} and {tuple(state.z.shape)}"
         )
+
+
+def linear_attention_step(
+    q: Tensor, k: Tensor, v: Tensor, state=None, feature_map=elu_plus_one, eps=DEFAULT_EPS
+) -> tuple[Tensor, LinearAttentionState]:
+    """One token, q, k (..., d_k), v (..., d_v): S ← S + φ(k)vᵀ, z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
+    _check_one_position(q, k, v)
+    phi_q, phi_k, v, eps = _features(q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2), None, feature_map, eps)
+    phi_q, phi_k, v = phi_q.squeeze(-2), phi_k.squeeze(-2), v.squeeze(-2)  # (..., r), (..., r), (..., d_v)
+    if state is None:  # S = 0 (..., r, d_v), z = 0 (..., r)
+        state = LinearAttentionState(v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape))
+    _check_state(state, phi_k, v)
     state = _update(state, phi_k, v)
     return _read(phi_q, state, eps), state
 
@@ -367,13 +329,8 @@ def linear_attention_step(
 
 
 def causal_linear_attention_recurrent(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-) -> torch.Tensor:
+    q: Tensor, k: Tensor, v: Tensor, mask=None, feature_map=elu_plus_one, eps=DEFAULT_EPS
+) -> Tensor:
     """For i = 1…N: S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i = z_{i−1} + φ(k_i), y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
     _check_causal_lengths(phi_q, phi_k)
@@ -386,18 +343,11 @@ def causal_linear_attention_recurrent(
 
 
 def causal_linear_attention_chunked(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> torch.Tensor:
+    q: Tensor, k: Tensor, v: Tensor, mask=None, feature_map=elu_plus_one, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE
+) -> Tensor:
     """Blocks c of C queries: y = (tril(φQ_c φK_cᵀ)V_c + φQ_c S_{<c}) / (tril(φQ_c φK_cᵀ)1 + φQ_c z_{<c} + eps)."""
-    require_positive_int(chunk_size, "chunk_size")
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
-    _check_causal_lengths(phi_q, phi_k)
+    _check_causal_lengths(phi_q, phi_k, chunk_size)
     state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: zero unless n_k > n_q
     n = phi_q.shape[-2]
     c = min(chunk_size, n)  # a sequence shorter than a chunk is one chunk of its own length, not padded
@@ -416,13 +366,13 @@ def causal_linear_attention_chunked(
 
 
 def causal_linear_attention_cumsum(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
-) -> torch.Tensor:
+) -> Tensor:
     """All S_i = Σ_{j≤i} φ(k_j)v_jᵀ at once (..., N, r, d_v); y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
     _check_causal_lengths(phi_q, phi_k)
@@ -438,7 +388,7 @@ def causal_linear_attention_cumsum(
 # Rank: the rank-one remark and low-rank approximations of attention matrices
 
 
-def _check_matrix(a: object, r: object | None = None) -> torch.Tensor:
+def _check_matrix(a: object, r: object | None = None) -> Tensor:
     require_floating_tensor(a, "a")
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix (..., m, n), got shape {tuple(a.shape)}")
@@ -451,20 +401,20 @@ def _check_matrix(a: object, r: object | None = None) -> torch.Tensor:
     return a
 
 
-def low_rank_factors(a: torch.Tensor, r: int) -> tuple[torch.Tensor, torch.Tensor]:
+def low_rank_factors(a: Tensor, r: int) -> tuple[Tensor, Tensor]:
     """A ≈ L Rᵀ, L = U_r Σ_r (..., m, r), R = V_r (..., n, r) from the SVD A = U Σ Vᵀ; A V ≈ L (Rᵀ V) costs O(N r)."""
     a = _check_matrix(a, r)
     u, sigma, vh = torch.linalg.svd(a, full_matrices=False)
     return u[..., :r] * sigma[..., None, :r], vh[..., :r, :].transpose(-2, -1)
 
 
-def best_rank_r_approximation(a: torch.Tensor, r: int) -> torch.Tensor:
+def best_rank_r_approximation(a: Tensor, r: int) -> Tensor:
     """A_r = U_r Σ_r V_rᵀ (..., m, n): the closest matrix of rank ≤ r in Frobenius and spectral norm (Eckart–Young)."""
     left, right = low_rank_factors(a, r)
     return left @ right.transpose(-2, -1)
 
 
-def low_rank_error(a: torch.Tensor, ranks: int | Iterable[int]) -> torch.Tensor:
+def low_rank_error(a: Tensor, ranks: int | Iterable[int]) -> Tensor:
     """‖A − A_r‖_F / ‖A‖_F = √(Σ_{i>r} σ_i²) / √(Σ_i σ_i²) for each r: (..., len(ranks)), or (...) for an int r."""
     a = _check_matrix(a)
     single = isinstance(ranks, int)
@@ -478,13 +428,18 @@ def low_rank_error(a: torch.Tensor, ranks: int | Iterable[int]) -> torch.Tensor:
     return errors[..., 0] if single else errors
 
 
-def numerical_rank(a: torch.Tensor, rtol: float | None = None) -> int:
-    """The number of singular values σ_i > rtol · σ_1 (default rtol = max(m, n) · machine epsilon), as numpy's."""
+def _check_one_matrix(a: object) -> Tensor:
     a = _check_matrix(a)
     if a.ndim != 2:
         raise ValueError(f"numerical_rank takes one matrix (m, n), got shape {tuple(a.shape)}")
+    return a
+
+
+def numerical_rank(a: Tensor, rtol: float | None = None) -> int:
+    """The number of singular values σ_i > rtol · σ_1, as numpy's matrix_rank."""
+    a = _check_one_matrix(a)
     sigma = torch.linalg.svdvals(a)
-    if rtol is None:
+    if rtol is None:  # numpy's default
         rtol = max(a.shape) * torch.finfo(a.dtype).eps
     return int((sigma > rtol * sigma[0]).sum()) if sigma.numel() and sigma[0] > 0 else 0
 
@@ -493,9 +448,7 @@ def numerical_rank(a: torch.Tensor, rtol: float | None = None) -> int:
 # Generation: a constant-size state against a growing KV cache
 
 
-def _kv_cache_step(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, position: int
-) -> torch.Tensor:
+def _kv_cache_step(q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, position: int) -> Tensor:
     """Write k, v (..., d) at ``position`` of the caches (..., L, d), attend with q (..., d) to keys 0…position."""
     k_cache[..., position, :] = k
     v_cache[..., position, :] = v
@@ -571,11 +524,11 @@ def measure_generation(
 # Time and memory against N: the chapter's figure and benchmarks/linear_attention_vs_sdpa.py
 
 
-def _sdpa(causal: bool) -> Callable[..., torch.Tensor]:
+def _sdpa(causal: bool) -> Callable[..., Tensor]:
     return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callable[..., torch.Tensor]]:
+def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callable[..., Tensor]]:
     """``name → fn(q, k, v)`` for :func:`measure_linear_attention`: PyTorch's fused softmax attention and our forms.
 
     Causal: ``"sdpa"`` (``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``), ``"chunked"``,
@@ -605,7 +558,7 @@ def measure_linear_attention(
     d: int = 64,
     heads: int = 4,
     batch: int = 1,
-    implementations: dict[str, Callable[..., torch.Tensor]] | None = None,
+    implementations: dict[str, Callable[..., Tensor]] | None = None,
     max_n: dict[str, int] | None = None,
     min_run_time: float = 0.2,
     rounds: int = 1,

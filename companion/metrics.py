@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validate import describe
+from ._validate import describe, require_instance
 
 __all__ = [
     "normalize_answer",
@@ -42,8 +42,7 @@ _PUNCTUATION = set(string.punctuation)
 
 def normalize_answer(s: str) -> str:
     """SQuAD's normalisation: lower-case, drop punctuation, drop the articles a/an/the, collapse whitespace."""
-    if not isinstance(s, str):
-        raise TypeError(f"an answer must be a str, got {describe(s)}")
+    require_instance(s, str, "an answer")
     s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())

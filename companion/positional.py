@@ -133,9 +133,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, *, base: float = 10000.0) -> torch.Tensor:
-    """y_2i = x_2i cos φ - x_2i+1 sin φ, y_2i+1 = x_2i sin φ + x_2i+1 cos φ, φ = position · base^(-2i/d):
-    x (..., n, d), positions (n,) (default 0 … n-1) → y (..., n, d)."""
-    positions = _rope_positions(x, positions)
+    """y_2i = x_2i cos φ − x_2i+1 sin φ, y_2i+1 = x_2i sin φ + x_2i+1 cos φ, φ = pos · base^(−2i/d)."""
+    positions = _rope_positions(x, positions)  # (n,), default 0 … n-1; x (..., n, d)
     angle = rope_angles(positions, x.shape[-1], base=base)
     return _rotate(x, angle.cos().to(x.dtype), angle.sin().to(x.dtype))
 

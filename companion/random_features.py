@@ -40,9 +40,9 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from ._validate import describe, require_floating_tensor, require_positive_int
+from ._validate import describe, require_choice, require_floating_tensor, require_positive_int
 
 __all__ = [
     "KERNELS",
@@ -228,22 +228,17 @@ def sample_phases(R: int, generator: torch.Generator | None = None, dtype: torch
 # Random Fourier features
 
 
-def random_fourier_features(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def random_fourier_features(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
     """z(x) = √(2/R) cos(xw + b) for x (..., d), w (d, R), b (R,) -> (..., R)."""
-    x = _check_rows(x, "x")
-    w = _check_frequencies(x, w)
-    require_floating_tensor(b, "b")
-    if b.shape != (w.shape[1],):
-        raise ValueError(f"b must have shape (R,) = ({w.shape[1]},) to match w, got shape {tuple(b.shape)}")
+    x, w, b = _check_features(x, w, b)
     R = w.shape[1]
-    return math.sqrt(2 / R) * torch.cos(x @ w.to(x.dtype) + b.to(x.dtype))
+    return math.sqrt(2 / R) * torch.cos(x @ w + b)  # (..., R)
 
 
-def random_fourier_features_cos_sin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def random_fourier_features_cos_sin(x: Tensor, w: Tensor) -> Tensor:
     """z(x) = √(2/R) [cos(xw), sin(xw)] for x (..., d), w (d, R/2) -> (..., R): R features from R/2 frequencies."""
-    x = _check_rows(x, "x")
-    w = _check_frequencies(x, w)
-    xw = x @ w.to(x.dtype)  # (..., R/2)
+    x, w = _check_features(x, w)
+    xw = x @ w  # (..., R/2)
     return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
 
 
@@ -283,11 +278,25 @@ class RandomFourierFeatures(nn.Module):
         return random_fourier_features_cos_sin(x, self.w)
 
 
-def monte_carlo_kernel(delta: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _check_features(x: object, w: object, b: object = None, *, name: str = "x", stabilize: object = None):
+    """Check the inputs of a random-feature map; return them, ``w`` and ``b`` in the dtype of ``x``."""
+    x = _check_rows(x, name)
+    w = _check_frequencies(x, w).to(x.dtype)
+    require_choice(stabilize, "stabilize", (None, "rows", "all"))
+    if stabilize == "all" and x.ndim < 2:
+        raise ValueError(f"stabilize='all' needs x of shape (..., n, d), got shape {tuple(x.shape)}")
+    if b is None:
+        return x, w
+    require_floating_tensor(b, "b")
+    if b.shape != (w.shape[1],):
+        raise ValueError(f"b must have shape (R,) = ({w.shape[1]},) to match w, got shape {tuple(b.shape)}")
+    return x, w, b.to(x.dtype)
+
+
+def monte_carlo_kernel(delta: Tensor, w: Tensor) -> Tensor:
     """k(Δ) ≈ (1/R) Σ_r cos(w_rᵀΔ) for Δ (..., d), w (d, R) -> (...): the seed's Monte Carlo estimate."""
-    delta = _check_rows(delta, "delta")
-    w = _check_frequencies(delta, w)
-    return torch.cos(delta @ w.to(delta.dtype)).mean(-1)
+    delta, w = _check_features(delta, w, name="delta")
+    return torch.cos(delta @ w).mean(-1)  # (..., R) -> (...)
 
 
 def rff_variance(
@@ -419,24 +428,14 @@ def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
 
 
-def positive_softmax_features(x: torch.Tensor, w: torch.Tensor, stabilize: str | None = None) -> torch.Tensor:
-    """φ(x) = exp(xw − ‖x‖²/2 − c) / √m for x (..., d), w (d, m) ~ N(0, I) -> (..., m); c = 0 without stabilizer.
-
-    ``stabilize="rows"`` takes c = the largest exponent of each row (allowed for queries: a factor e^{−c_i}
-    common to numerator and denominator of row i); ``"all"`` takes c = the largest exponent over the last two
-    dimensions (positions and features), one constant for every key, so it cancels for keys too. Either way c
-    cancels in attention's ratio, and the largest feature is exp(0) = 1 instead of underflowing.
-    """
-    x = _check_rows(x, "x")
-    w = _check_frequencies(x, w)
-    if stabilize not in (None, "rows", "all"):
-        raise ValueError(f"stabilize must be None, 'rows' or 'all', got {stabilize!r}")
-    if stabilize == "all" and x.ndim < 2:
-        raise ValueError(f"stabilize='all' needs x of shape (..., n, d), got shape {tuple(x.shape)}")
-    exponent = x @ w.to(x.dtype) - (x * x).sum(-1, keepdim=True) / 2  # (..., m)
-    if stabilize == "rows":
+def positive_softmax_features(x: Tensor, w: Tensor, stabilize: str | None = None) -> Tensor:
+    """φ(x) = exp(xw − ‖x‖²/2 − c) / √m: x (..., d), w (d, m) ~ N(0, I) -> (..., m)."""
+    x, w = _check_features(x, w, stabilize=stabilize)
+    exponent = x @ w - (x * x).sum(-1, keepdim=True) / 2  # (..., m)
+    # c cancels in attention's ratio; with it the largest feature is exp(0) = 1, not 0
+    if stabilize == "rows":  # c_i per row: a factor common to row i (queries only)
         exponent = exponent - exponent.detach().amax(dim=-1, keepdim=True)
-    elif stabilize == "all":
+    elif stabilize == "all":  # one c over positions and features: fine for keys too
         exponent = exponent - exponent.detach().amax(dim=(-2, -1), keepdim=True)
     return torch.exp(exponent) / math.sqrt(w.shape[1])
 

@@ -16,18 +16,21 @@ Masks follow :mod:`companion.masks`: boolean, ``True`` = may attend.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from ._validate import (
     check_token_ids,
     describe,
+    require_choice,
     require_heads,
     require_integer_tensor,
     require_ndim,
@@ -35,6 +38,7 @@ from ._validate import (
     require_probability,
 )
 from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .attention import scaled_dot_product_attention as sdpa
 from .masks import padding_to_attention_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
@@ -76,9 +80,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.activation = ACTIVATIONS[activation]
+        self.activation = ACTIVATIONS[require_choice(activation, "activation", sorted(ACTIVATIONS))]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(require_probability(dropout))
@@ -105,52 +107,38 @@ class Residual(nn.Module):
 class EncoderBlock(nn.Module):
     """x = x + attn(x, x, x); x = x + ff(x), each through a :class:`Residual`: x (B, n, d_model) → same."""
 
-    causal = False  # BERT's encoder block: every position sees every other one (unless the mask says no)
-
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = False,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
-        rotary: RotaryEmbedding | None = None,
+        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention, rotary=rotary)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first, eps) for _ in range(2))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
-        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=self.causal, cache=cache))
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask))
         return self.residuals[1](x, self.ff)
 
 
 class CausalBlock(EncoderBlock):
     """GPT's block: an :class:`EncoderBlock` whose self-attention is causal (position i sees positions j <= i)."""
 
-    causal = True
+    def __init__(self, *args: Any, rotary: RotaryEmbedding | None = None, **kwargs: Any) -> None:
+        """The arguments of :class:`EncoderBlock`, and ``rotary``: RoPE on every head's queries and keys."""
+        super().__init__(*args, **kwargs)
+        self.self_attn.rotary = rotary
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+        """``cache`` (a :class:`~companion.attention.KVCache`) holds the earlier positions' keys and values."""
+        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True, cache=cache))
+        return self.residuals[1](x, self.ff)
 
 
 class DecoderBlock(nn.Module):
-    """x = x + attn(x, causal); x = x + attn(x, memory); x = x + ff(x), each through a :class:`Residual`:
-    x (B, n_tgt, d_model), memory (B, n_src, d_model) → (B, n_tgt, d_model)."""
+    """x += attn(x, causal); x += attn(x, memory); x += ff(x), each a Residual: x (B, n_tgt, d_model)."""
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = False,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
+        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
@@ -158,13 +146,7 @@ class DecoderBlock(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first, eps) for _ in range(3))
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        memory: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: Tensor, memory: Tensor, mask=None, memory_mask=None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True))
         x = self.residuals[1](x, lambda h: self.cross_attn(h, memory, mask=memory_mask))
         return self.residuals[2](x, self.ff)
@@ -260,8 +242,7 @@ class EncoderDecoder(nn.Module):
         return self.encoder_norm(x)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor | None = None) -> torch.Tensor:
-        """Target ids (B, n_tgt), memory (B, n_src, d_model) → logits (B, n_tgt, V); ``src`` masks its padding
-        out of the cross-attention. Position t predicts token t + 1 (the self-attention is causal)."""
+        """tgt (B, n_tgt), memory (B, n_src, d_model) → logits (B, n_tgt, V); t predicts t + 1."""
         check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.max_len)
         x = self.dropout(self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model)))
         mask, memory_mask = self.padding_mask(tgt), None if src is None else self.padding_mask(src)
@@ -277,25 +258,23 @@ class EncoderDecoder(nn.Module):
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
 
-def seq2seq_loss(
-    model: EncoderDecoder, batch: tuple[torch.Tensor, torch.Tensor], *, label_smoothing: float = 0.0
-) -> torch.Tensor:
-    """Teacher forcing: the mean cross-entropy (nats per target token, padding excluded) of predicting
-    ``tgt[:, 1:]`` from ``src`` and ``tgt[:, :-1]``, ``batch = (src, tgt)``, ``tgt = [BOS, y_1 … y_T, EOS, PAD…]``."""
+def _check_seq2seq_batch(batch: object) -> tuple[Tensor, Tensor]:
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(f"batch must be a pair (src, tgt) of id tensors, got {describe(batch)}")
     src, tgt = batch
     require_ndim(require_integer_tensor(tgt, "tgt"), "tgt", 2, "(batch, n_tgt)")
     if tgt.shape[1] < 2:
         raise ValueError(f"tgt needs at least 2 positions (BOS and one token), got shape {tuple(tgt.shape)}")
-    logits = model(src, tgt[:, :-1])
-    pad = model.config.pad_id
-    return F.cross_entropy(
-        logits.flatten(0, 1),
-        tgt[:, 1:].flatten(),
-        ignore_index=-100 if pad is None else pad,
-        label_smoothing=label_smoothing,
-    )
+    return src, tgt
+
+
+def seq2seq_loss(model: EncoderDecoder, batch: tuple[Tensor, Tensor], *, label_smoothing=0.0) -> Tensor:
+    """Mean cross-entropy of tgt[:, 1:] given src and tgt[:, :-1] (teacher forcing), batch = (src, tgt)."""
+    src, tgt = _check_seq2seq_batch(batch)  # tgt = [BOS, y_1 … y_T, EOS, PAD …]
+    logits = model(src, tgt[:, :-1])  # (B, n_tgt - 1, V)
+    pad = -100 if model.config.pad_id is None else model.config.pad_id  # excluded
+    targets = tgt[:, 1:].flatten()
+    return F.cross_entropy(logits.flatten(0, 1), targets, ignore_index=pad, label_smoothing=label_smoothing)
 
 
 def _require_token(value: object, name: str, vocab_size: int) -> None:
@@ -303,20 +282,18 @@ def _require_token(value: object, name: str, vocab_size: int) -> None:
         raise ValueError(f"{name} must be a token id in [0, {vocab_size}), got {value!r}")
 
 
-@torch.no_grad()
-def greedy_decode(
-    model: EncoderDecoder,
-    src: torch.Tensor,
-    *,
-    bos_id: int,
-    eos_id: int | None = None,
-    max_new_tokens: int = 32,
-) -> torch.Tensor:
-    """y_0 = BOS, y_{t+1} = argmax_v logits(src, y_0 … y_t)[t, v]: src (B, n_src) → (B, 1 + T), T ≤ max_new_tokens.
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Put ``model`` in eval mode for the block, then back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
-    The source is encoded once. After ``eos_id`` a sequence is padded with ``pad_id`` (``eos_id`` if the model
-    has none); generation stops when every sequence has finished. The model is in eval mode during the call.
-    """
+
+def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
     if not isinstance(model, EncoderDecoder):
         raise TypeError(f"model must be an EncoderDecoder, got {describe(model)}")
     if 1 + require_positive_int(max_new_tokens, "max_new_tokens") > model.config.max_len:
@@ -326,23 +303,26 @@ def greedy_decode(
     _require_token(bos_id, "bos_id", model.config.tgt_vocab_size)
     if eos_id is not None:
         _require_token(eos_id, "eos_id", model.config.tgt_vocab_size)
-    was_training = model.training
-    model.eval()
-    try:
-        memory = model.encode(src)
-        out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-        filler = model.config.pad_id if model.config.pad_id is not None else eos_id
+
+
+@torch.no_grad()
+def greedy_decode(model: EncoderDecoder, src: Tensor, *, bos_id: int, eos_id=None, max_new_tokens=32) -> Tensor:
+    """y_0 = BOS, y_{t+1} = argmax_v logits(src, y_0 … y_t)[t, v]: src (B, n_src) -> (B, 1 + T)."""
+    _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
+    B, c = src.shape[0], model.config
+    with eval_mode(model):
+        memory = model.encode(src)  # once
+        out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1): BOS
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,): reached EOS
+        filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
         for _ in range(max_new_tokens):
-            nxt = model.decode(out, memory, src)[:, -1].argmax(dim=-1)  # the prediction for the next position
+            nxt = model.decode(out, memory, src)[:, -1].argmax(dim=-1)  # (B,)
             if eos_id is not None:
                 nxt = torch.where(done, torch.full_like(nxt, filler), nxt)
                 done = done | (nxt == eos_id)
-            out = torch.cat([out, nxt.unsqueeze(1)], dim=1)
+            out = torch.cat([out, nxt.unsqueeze(1)], dim=1)  # (B, 1 + t)
             if eos_id is not None and bool(done.all()):
-                break
-    finally:
-        model.train(was_training)
+                break  # every sequence has finished
     return out
 
 

@@ -66,16 +66,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ._validate import (
+    check_integer_tensors,
+    check_negative_sampling,
     describe,
+    require_choice,
     require_floating_tensor,
     require_index_range,
     require_integer_tensor,
     require_ndim,
     require_positive_int,
+    require_positive_ints,
+    require_probability,
 )
 from .text import Vocabulary
 
@@ -185,32 +190,22 @@ def _check_counts(counts: object) -> torch.Tensor:
     return counts.to(torch.float64)
 
 
-def keep_probabilities(counts: torch.Tensor, sample: float = 1e-3, formula: str = "reference") -> torch.Tensor:
-    """The probability that subsampling keeps each occurrence of each word.
+def _check_keep(sample: object, formula: object) -> float:
+    require_choice(formula, "formula", ("reference", "paper"))
+    return require_probability(sample, "sample")
 
-    With ``T = counts.sum()``, ``f = counts / T`` and threshold ``s = sample``:
 
-    - ``formula="reference"`` (the C code and gensim): ``min(1, (sqrt(f/s) + 1) · s/f)``;
-    - ``formula="paper"`` (Mikolov et al. 2013b discard ``1 - sqrt(s/f)``): ``min(1, sqrt(s/f))``.
-
-    ``sample = 0`` keeps everything.
-
-    Args:
-        counts: ``(V,)`` positive word counts.
-
-    Returns:
-        ``(V,)`` float64 probabilities in ``(0, 1]``.
-    """
-    c = _check_counts(counts)
-    if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not 0 <= sample < 1:
-        raise ValueError(f"sample must be a number in [0, 1), got {sample!r}")
-    if formula not in ("reference", "paper"):
-        raise ValueError(f"formula must be 'reference' or 'paper', got {formula!r}")
+def keep_probabilities(counts: Tensor, sample: float = 1e-3, formula: str = "reference") -> Tensor:
+    """P(keep) of each word (V,), from counts (V,), f = counts / Σ counts and threshold s = sample."""
+    c, sample = _check_counts(counts), _check_keep(sample, formula)
     if sample == 0:
         return torch.ones_like(c)
     f = c / c.sum()
-    keep = ((f / sample).sqrt() + 1) * sample / f if formula == "reference" else (sample / f).sqrt()
-    return keep.clamp(max=1.0)
+    if formula == "reference":  # the C code and gensim
+        keep = ((f / sample).sqrt() + 1) * sample / f
+    else:  # the paper (Mikolov et al. 2013b) discards with probability 1 - sqrt(s/f)
+        keep = (sample / f).sqrt()
+    return keep.clamp(max=1.0)  # min(1, ·); float64, in (0, 1]
 
 
 def subsample(ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -280,18 +275,8 @@ def _check_stream(
     return sentence_ids, windows
 
 
-def skipgram_pairs_loop(
-    ids: torch.Tensor,
-    window: int,
-    sentence_ids: torch.Tensor | None = None,
-    windows: torch.Tensor | None = None,
-) -> list[tuple[int, int]]:
-    """All ``(centre, context)`` pairs, with plain Python loops (the definition, for teaching and tests).
-
-    For every position ``i`` and every ``j`` with ``0 < |j - i| <= b_i`` in the same sentence, the pair
-    ``(ids[i], ids[j])``; ``b_i = windows[i]`` (default: ``window`` everywhere). Pairs come ordered by
-    ``i``, then by ``j``.
-    """
+def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None) -> list[tuple[int, int]]:
+    """``(ids[i], ids[j])`` for all ``0 < |j − i| ≤ b_i`` in a sentence, ``b_i = windows[i]`` or window."""
     sentence_ids, windows = _check_stream(ids, window, sentence_ids, windows)
     tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()
     pairs = []
@@ -345,63 +330,34 @@ def skipgram_pairs(
 # The loss, the teaching model, and the hand-derived gradients
 
 
-def negative_sampling_loss(
-    v: torch.Tensor, u_pos: torch.Tensor, u_neg: torch.Tensor, reduction: str = "mean"
-) -> torch.Tensor:
-    """The negative-sampling loss ``-log σ(u_pos · v) - sum_k log σ(-u_neg[k] · v)`` per example.
-
-    Args:
-        v: ``(B, D)`` input vectors.
-        u_pos: ``(B, D)`` output vectors of the true words.
-        u_neg: ``(B, K, D)`` output vectors of the negative words.
-        reduction: ``"mean"`` over the batch (a 0-d tensor), ``"sum"``, or ``"none"`` (shape ``(B,)``).
-    """
-    for x, name in ((v, "v"), (u_pos, "u_pos"), (u_neg, "u_neg")):
-        require_floating_tensor(x, name)
-    require_ndim(v, "v", 2, "(B, D)")
-    require_ndim(u_neg, "u_neg", 3, "(B, K, D)")
-    if u_pos.shape != v.shape:
-        raise ValueError(f"u_pos must have the shape of v {tuple(v.shape)}, got {tuple(u_pos.shape)}")
-    if u_neg.shape[0] != v.shape[0] or u_neg.shape[2] != v.shape[1]:
-        raise ValueError(f"u_neg must have shape ({v.shape[0]}, K, {v.shape[1]}), got {tuple(u_neg.shape)}")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    pos = (u_pos * v).sum(-1)
-    neg = torch.bmm(u_neg, v.unsqueeze(2)).squeeze(2)
-    loss = -nn.functional.logsigmoid(pos) - nn.functional.logsigmoid(-neg).sum(-1)
-    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+def negative_sampling_loss(v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction: str = "mean") -> Tensor:
+    """-log σ(u_pos · v) - Σ_k log σ(-u_neg[k] · v): v, u_pos (B, D), u_neg (B, K, D)."""
+    check_negative_sampling(v, u_pos, u_neg, reduction)
+    pos = (u_pos * v).sum(-1)  # (B,)
+    neg = torch.bmm(u_neg, v.unsqueeze(2)).squeeze(2)  # (B, K)
+    loss = -nn.functional.logsigmoid(pos) - nn.functional.logsigmoid(-neg).sum(-1)  # (B,)
+    if reduction == "none":
+        return loss
+    return loss.mean() if reduction == "mean" else loss.sum()
 
 
 class SkipGramNegativeSampling(nn.Module):
-    """Skip-gram with negative sampling as an ``nn.Module`` trained by autograd (the chapter's first version).
-
-    ``forward(centres, contexts, negatives)`` returns the mean :func:`negative_sampling_loss` with
-    ``v = input(centres)``, ``u_pos = output(contexts)``, ``u_neg = output(negatives)``.
-
-    Args:
-        vocab_size: ``V``.
-        dim: ``D``.
-        seed: initialisation seed. Input vectors start uniform in ``[-0.5/D, 0.5/D]``, output vectors at 0,
-            as in the reference code.
-    """
+    """Mean negative_sampling_loss of v = input(centres), u_pos = output(contexts), u_neg = output(negatives)."""
 
     def __init__(self, vocab_size: int, dim: int, *, seed: int = 0) -> None:
         super().__init__()
-        require_positive_int(vocab_size, "vocab_size")
-        require_positive_int(dim, "dim")
+        require_positive_ints(vocab_size=vocab_size, dim=dim)
         g = torch.Generator().manual_seed(seed)
         self.input = nn.Embedding(vocab_size, dim)
         self.output = nn.Embedding(vocab_size, dim)
-        with torch.no_grad():
+        with torch.no_grad():  # as in the reference code:
             self.input.weight.copy_((torch.rand(vocab_size, dim, generator=g) - 0.5) / dim)
-            self.output.weight.zero_()
+            self.output.weight.zero_()  # inputs uniform in [-0.5/D, 0.5/D], outputs 0
 
-    def forward(self, centres: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-        """Mean loss over the batch: centres ``(B,)``, contexts ``(B,)``, negatives ``(B, K)`` ids."""
-        for x, name in ((centres, "centres"), (contexts, "contexts"), (negatives, "negatives")):
-            require_integer_tensor(x, name)
-        require_ndim(negatives, "negatives", 2, "(B, K)")
-        return negative_sampling_loss(self.input(centres), self.output(contexts), self.output(negatives))
+    def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:  # (B,), (B,), (B, K)
+        check_integer_tensors(centres=centres, contexts=contexts, negatives=(negatives, 2, "(B, K)"))
+        v = self.input(centres)  # (B, D)
+        return negative_sampling_loss(v, self.output(contexts), self.output(negatives))
 
 
 def skipgram_window_gradients(

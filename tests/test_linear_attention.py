@@ -303,12 +303,14 @@ def test_bad_inputs_raise_clear_errors():
         linear_attention(q, k.tolist(), v)
     with pytest.raises(TypeError, match="share one dtype"):
         linear_attention(q, k.float(), v)
-    with pytest.raises(ValueError, match=r"k must have shape \(\.\.\., n_k, 4\).*got k of shape \(2, 5, 3\)"):
+    with pytest.raises(ValueError, match=r"expected k of shape \(\.\.\., n_k, 4\).*got k of shape \(2, 5, 3\)"):
         linear_attention(q, k[..., :3], v)
-    with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., 5, d_v\).*got v of shape \(2, 4, 4\)"):
+    with pytest.raises(ValueError, match=r"expected v of shape \(\.\.\., 5, d_v\).*got v of shape \(2, 4, 4\)"):
         causal_linear_attention_recurrent(q, k, v[:, :4])
-    with pytest.raises(ValueError, match="same leading"):
-        causal_linear_attention_cumsum(q, k[:1], v[:1])
+    with pytest.raises(
+        ValueError, match=r"leading \(batch\) dimensions of q, k and v must broadcast.*\(2, 5, 4\), \(3, 5, 4\)"
+    ):
+        causal_linear_attention_cumsum(q, torch.cat([k, k[:1]]), torch.cat([v, v[:1]]))
     with pytest.raises(ValueError, match=r"at least 2 dimensions.*got shape \(4,\)"):
         linear_attention(q[0, 0], k, v)
     with pytest.raises(TypeError, match="boolean tensor"):

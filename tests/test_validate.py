@@ -1,0 +1,81 @@
+"""The one rule for q, k, v and the mask (companion._validate.check_attention_inputs): leading dimensions
+broadcast, as in torch.matmul and PyTorch's scaled_dot_product_attention, and every attention function of the
+companion follows it. Each function is checked against itself on explicitly expanded inputs."""
+
+import pytest
+import torch
+
+from companion._validate import check_attention_inputs, check_mask
+from companion.attention import scaled_dot_product_attention
+from companion.banded_attention import banded_attention, banded_attention_dense
+from companion.linear_attention import (
+    causal_linear_attention_chunked,
+    causal_linear_attention_cumsum,
+    causal_linear_attention_recurrent,
+    kernel_attention,
+    linear_attention,
+    quadratic_linear_attention,
+)
+
+FUNCTIONS = [
+    scaled_dot_product_attention,
+    linear_attention,
+    quadratic_linear_attention,
+    kernel_attention,
+    causal_linear_attention_recurrent,
+    causal_linear_attention_chunked,
+    causal_linear_attention_cumsum,
+    lambda q, k, v: banded_attention(q, k, v, bandwidth=2),
+    lambda q, k, v: banded_attention_dense(q, k, v, bandwidth=2),
+]
+
+
+def shared_kv(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64)  # (B, h, n, d_k)
+    k = torch.randn(1, 3, 5, 4, generator=g, dtype=torch.float64)  # one k for every batch
+    v = torch.randn(5, 6, generator=g, dtype=torch.float64)  # one v for every batch and head
+    return q, k, v
+
+
+@pytest.mark.parametrize("f", FUNCTIONS)
+def test_every_attention_function_broadcasts_leading_dimensions(f):
+    q, k, v = shared_kv()
+    expanded = f(q, k.expand(2, 3, 5, 4), v.expand(2, 3, 5, 6))
+    assert expanded.shape == (2, 3, 5, 6)
+    torch.testing.assert_close(f(q, k, v), expanded, rtol=0, atol=1e-12)
+
+
+def test_the_checked_tensors_come_back_expanded_to_one_leading_shape():
+    q, k, v = shared_kv()
+    q2, k2, v2 = check_attention_inputs(q, k, v)
+    assert (q2.shape, k2.shape, v2.shape) == ((2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 6))
+    assert k2.data_ptr() == k.data_ptr() and torch.equal(k2[1], k[0])  # a view, not a copy
+
+
+def test_leading_dimensions_that_do_not_broadcast_are_refused_with_their_shapes():
+    q, k, v = shared_kv()
+    with pytest.raises(ValueError, match=r"must broadcast, got shapes \(2, 3, 5, 4\), \(3, 3, 5, 4\)"):
+        check_attention_inputs(q, k.expand(3, 3, 5, 4), v)
+    for f in FUNCTIONS:
+        with pytest.raises(ValueError, match="must broadcast"):
+            f(q, k.expand(3, 3, 5, 4), v)
+
+
+def test_the_mask_broadcasts_against_the_scores_without_enlarging_them():
+    assert check_mask(torch.ones(5, 5, dtype=torch.bool), (2, 3, 5, 5)).shape == (5, 5)
+    with pytest.raises(
+        ValueError, match=r"broadcast against the scores of shape \(3, 5, 5\), got shape \(2, 3, 5, 5\)"
+    ):
+        check_mask(torch.ones(2, 3, 5, 5, dtype=torch.bool), (3, 5, 5))
+    with pytest.raises(ValueError, match=r"mask must have shape \(5, 5\)"):
+        check_mask(torch.ones(1, 5, 5, dtype=torch.bool), (5, 5), exact=True)
+    with pytest.raises(TypeError, match="boolean tensor"):
+        check_mask(torch.ones(5, 5), (5, 5))
+
+
+def test_keys_must_cover_queries_when_asked():
+    q, k, v = shared_kv()
+    with pytest.raises(ValueError, match="at least as many keys as queries.*n_q = 5 queries and n_k = 3 keys"):
+        check_attention_inputs(q, k[..., :3, :], v[:3], keys_cover_queries=True)
+    check_attention_inputs(q, k[..., :3, :], v[:3])  # not asked: fine
