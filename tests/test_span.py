@@ -315,3 +315,40 @@ def test_a_named_mistake_is_not_given_to_an_unrelated_error():
 
     verdict = check_best_span.verdict(first_case_separate_else_garbage)
     assert verdict.status == "wrong" and "separately" not in str(verdict)
+
+
+# --- the grader, on chapter 7's homework ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_grader_passes_a_right_best_span_and_fails_a_wrong_one(tmp_path):
+    """Chapter 7's homework with best_span answered right (a loop) and wrong (start and end taken separately)."""
+    import inspect
+    import json
+    import textwrap
+    from pathlib import Path
+
+    from grading_support import gradebook, run_grader
+
+    homework = json.loads((Path(__file__).resolve().parents[1] / "book/homework/07_bert.ipynb").read_text())
+    stub = next(
+        k
+        for k, c in enumerate(homework["cells"])
+        if "exercise-stub" in c["metadata"].get("tags", []) and "def best_span(" in "".join(c["source"])
+    )
+    answers = {
+        "right": inspect.getsource(spans_by_loops).replace("spans_by_loops", "best_span"),
+        "wrong": inspect.getsource(wrong_separate_argmax).replace("wrong_separate_argmax", "best_span"),
+    }
+    (tmp_path / "class").mkdir()
+    for student, code in answers.items():
+        nb = json.loads(json.dumps(homework))
+        nb["cells"][stub]["source"] = "import torch\n\n\n" + textwrap.dedent(code)
+        (tmp_path / "class" / f"{student}.ipynb").write_text(json.dumps(nb))
+    run_grader(tmp_path / "class", tmp_path / "out", "--chapter", "7", "--timeout", "60", timeout=600)
+    book = gradebook(tmp_path / "out")
+    assert book["right"]["best_span"] == "passed", book["right"]
+    assert book["wrong"]["best_span"] == "wrong", book["wrong"]
+    feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
+    assert "Taking the best start and the best end separately" in feedback
+    assert book["right"]["wordpiece"] == "not attempted"  # the other exercises are left as stubs
