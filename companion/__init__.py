@@ -16,7 +16,7 @@
   count, sampling), :mod:`companion.pretraining` (pretraining on Python's documentation, the shipped checkpoint),
   :mod:`companion.induction` (an induction head forming in a two-layer attention-only model);
 - chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's encoder and
-  pretraining heads, the parameter count, sentence embeddings);
+  pretraining heads, the parameter count, sentence embeddings, SQuAD's span head and span decoding);
 - chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, rank, generation cost);
 - chapter 9: :mod:`companion.banded_attention` (the near field), :mod:`companion.fmmformer` (near plus low-rank
   far field), :mod:`companion.nbody` (the n-body analogue);
@@ -26,7 +26,8 @@
 
 - data and tasks: :mod:`companion.data.corpus` (offline corpora and evaluation sets, chapter 3),
   :mod:`companion.data.date_task` (the dates task, chapter 5), :mod:`companion.pretraining_data` (BERT's masked-LM
-  and next-sentence inputs, chapter 7), :mod:`companion.recall_task` (associative recall, chapter 8),
+  and next-sentence inputs, chapter 7), :mod:`companion.data.span_task` (the generated span task, chapter 7),
+  :mod:`companion.recall_task` (associative recall, chapter 8),
   :mod:`companion.metrics` (SQuAD, SNLI and GLUE metrics, chapter 7);
 - figures, in :mod:`companion.plotting` (shared ones) and its modules :mod:`companion.plotting.embeddings`
   (chapters 2-3), :mod:`companion.plotting.attention` and :mod:`companion.plotting.diagrams` (chapters 4-5),

@@ -7,7 +7,9 @@
 - :class:`MaskedLMHead` (dense, GELU, LayerNorm, then the decoder tied to the token embedding with its own
   bias) and :class:`BertForPreTraining` (encoder, masked-LM head, next-sentence head: ``BertForPreTraining``);
 - :func:`pretraining_loss`, :func:`bert_parameter_count` (the count by formula), :func:`mean_pool` and
-  :func:`sentence_embeddings` (sentence-transformers' mean pooling).
+  :func:`sentence_embeddings` (sentence-transformers' mean pooling);
+- SQuAD's span head: :class:`SpanHead` (start and end logits from each token's vector), :func:`span_loss` (the
+  mean of the two cross-entropies) and :func:`best_span` (the best start ≤ end within the context).
 
 Weights of Hugging Face's models (or of a ``model.safetensors`` file) are ported by :mod:`companion.interop_bert`.
 """
@@ -45,6 +47,9 @@ __all__ = [
     "bert_parameter_count",
     "mean_pool",
     "sentence_embeddings",
+    "SpanHead",
+    "span_loss",
+    "best_span",
 ]
 
 
@@ -314,3 +319,62 @@ def sentence_embeddings(
     finally:
         model.train(was_training)
     return out
+
+
+class SpanHead(nn.Module):
+    """SQuAD's head: [start, end logits] = h W + b, W (d, 2): h (B, n, d) → two tensors (B, n)."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(require_positive_int(d_model, "d_model"), 2)
+
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        start_logits, end_logits = self.linear(h).unbind(dim=-1)
+        return start_logits, end_logits
+
+
+def span_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
+) -> torch.Tensor:
+    """L = (CE(start logits, start) + CE(end logits, end)) / 2, means over the batch: logits (B, n), targets (B,)."""
+    _check_span_logits(start_logits, end_logits)
+    return (F.cross_entropy(start_logits, starts) + F.cross_entropy(end_logits, ends)) / 2
+
+
+def best_span(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, context_mask: torch.Tensor, max_len: int = 30
+) -> torch.Tensor:
+    """argmax over i ≤ j < i + max_len, i and j context tokens, of start[i] + end[j]: (B, n) → (B, 2) [i, j].
+
+    Ties go to the smallest i, then the smallest j (the first maximum in row-major order).
+    """
+    _check_span_inputs(start_logits, end_logits, context_mask, max_len)
+    B, n = start_logits.shape
+    scores = start_logits[:, :, None] + end_logits[:, None, :]  # (B, n, n): row i = start, column j = end
+    ones = torch.ones(n, n, dtype=torch.bool, device=scores.device)
+    allowed = torch.triu(ones) & ~torch.triu(ones, diagonal=max_len)  # 0 <= j - i < max_len
+    allowed = allowed & context_mask[:, :, None] & context_mask[:, None, :]  # both ends in the context
+    best = scores.masked_fill(~allowed, float("-inf")).reshape(B, n * n).argmax(dim=1)
+    return torch.stack([best // n, best % n], dim=1)
+
+
+def _check_span_logits(start_logits: object, end_logits: object) -> None:
+    for name, x in (("start_logits", start_logits), ("end_logits", end_logits)):
+        if not isinstance(x, torch.Tensor) or x.ndim != 2 or not x.dtype.is_floating_point:
+            raise ValueError(f"{name} must be a floating-point tensor (B, n), got {describe(x)}")
+    if start_logits.shape != end_logits.shape:  # type: ignore[union-attr]
+        raise ValueError(
+            f"start_logits and end_logits must have the same shape, got {tuple(start_logits.shape)} "  # type: ignore[union-attr]
+            f"and {tuple(end_logits.shape)}"  # type: ignore[union-attr]
+        )
+
+
+def _check_span_inputs(start_logits: object, end_logits: object, context_mask: object, max_len: object) -> None:
+    _check_span_logits(start_logits, end_logits)
+    shape = tuple(start_logits.shape)  # type: ignore[union-attr]
+    if not isinstance(context_mask, torch.Tensor) or context_mask.dtype != torch.bool or context_mask.shape != shape:
+        raise ValueError(f"context_mask must be a boolean tensor of shape {shape}, got {describe(context_mask)}")
+    require_positive_int(max_len, "max_len")
+    empty = ~context_mask.any(dim=1)
+    if empty.any():
+        raise ValueError(f"every row needs at least one context token; row {int(empty.nonzero()[0])} has none")

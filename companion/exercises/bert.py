@@ -8,6 +8,8 @@ checker                     what the student writes
 ``check_mlm_masking``       ``mlm_masking(ids, chosen, u, random_ids, mask_id) -> (inputs, labels)``: 80/10/10
 ``check_bert_embeddings``   ``bert_embeddings(ids, token_types, E, P, T, gamma, beta) -> (B, n, d)``
 ``check_squad_f1``          ``squad_f1(prediction, gold) -> float``: F1 of the bags of normalised tokens
+``check_best_span``         ``best_span(start_logits, end_logits, context_mask, max_len) -> (B, 2)``: the best
+                            start ≤ end within the context, at most ``max_len`` tokens long
 ==========================  =========================================================================================
 """
 
@@ -18,11 +20,11 @@ from collections import Counter
 
 import torch
 
-from .. import metrics
+from .. import bert, metrics
 from .. import wordpiece as wp
 from ..checking import case, compare
 
-__all__ = ["check_wordpiece", "check_mlm_masking", "check_bert_embeddings", "check_squad_f1"]
+__all__ = ["check_wordpiece", "check_mlm_masking", "check_bert_embeddings", "check_squad_f1", "check_best_span"]
 
 
 # --- WordPiece ----------------------------------------------------------------------------------------------
@@ -325,4 +327,132 @@ check_squad_f1 = compare(
     hint="Normalise (lower-case, drop punctuation and a/an/the, split on whitespace); common = size of the "
     "Counter intersection; P = common/len(pred), R = common/len(gold), F1 = 2PR/(P+R); 1 if both are empty.",
     what="The F1",
+)
+
+
+# --- SQuAD's span decoding ----------------------------------------------------------------------------------
+
+
+def _best_span_reference(start_logits, end_logits, context_mask, max_len):
+    return bert.best_span(start_logits, end_logits, context_mask, max_len)
+
+
+def _span_variant(start_logits, end_logits, context_mask, max_len, *, reverse=False, mask="both", length="<",
+                  separate=False, relative=False, last_tie=False, swapped=False):  # fmt: skip
+    """Loops over every (i, j), with one rule changed: the named mistakes of the exercise."""
+    out = []
+    for s, e, m in zip(start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True):
+        n, context = len(s), [t for t, inside in enumerate(m) if inside]
+        if separate:  # the best start and the best end, each on its own
+            i = max(context, key=lambda t: (s[t], -t))
+            j = max(context, key=lambda t: (e[t], -t))
+        else:
+            best, i, j = None, 0, 0
+            for a in range(n):
+                for b in range(n):
+                    if not reverse and b < a:
+                        continue
+                    gap = abs(b - a)
+                    if length == "<" and gap >= max_len or length == "<=" and gap > max_len:
+                        continue
+                    if mask == "both" and not (m[a] and m[b]) or mask == "start" and not m[a]:
+                        continue
+                    score = s[a] + e[b]
+                    if best is None or score > best or last_tie and score == best:
+                        best, i, j = score, a, b
+        if relative:
+            i, j = i - context[0], j - context[0]
+        out.append([j, i] if swapped else [i, j])
+    return torch.tensor(out, dtype=torch.long)
+
+
+def _span_case(n_question, n_context, n_pad, max_len, *, integers=False, batch=1, why=""):
+    """A batch of [CLS] question [SEP] context [SEP] padding rows, with random logits everywhere."""
+    n = n_question + n_context + 3 + n_pad
+    if integers:  # small integers: many ties, summed exactly in any floating dtype
+        start, end = (torch.randint(-3, 4, (batch, n)).float() for _ in range(2))
+    else:
+        start, end = torch.randn(batch, n), torch.randn(batch, n)
+    mask = torch.zeros(batch, n, dtype=torch.bool)
+    mask[:, n_question + 2 : n_question + 2 + n_context] = True
+    return case(start, end, mask, max_len, why=why or f"{batch} row(s): question {n_question} tokens, context "
+                f"{n_context}, padding {n_pad}, max_len {max_len}")  # fmt: skip
+
+
+def _best_span_cases() -> list:
+    big = torch.tensor([[0.0, 0, 0, 0, 9, 0, 0, 0, 0]])  # a large start logit at 4, a large end logit at 2
+    reverse = case(big.clone(), torch.tensor([[0.0, 0, 9, 0, 0, 1, 0, 0, 0]]),
+                   torch.tensor([[False, False, True, True, True, True, True, True, False]]), 4,
+                   why="the largest end logit lies before the largest start logit")  # fmt: skip
+    question = case(torch.tensor([[0.0, 5, 0, 0, 1, 0, 0]]), torch.tensor([[0.0, 0, 6, 0, 0, 1, 0]]),
+                    torch.tensor([[False, False, False, True, True, True, False]]), 3,
+                    why="the question (1, 2) scores highest, but the answer lies in the context 3 … 5")  # fmt: skip
+    longest = case(torch.tensor([[0.0, 0, 4, 0, 0, 0, 0, 0]]), torch.tensor([[0.0, 0, 0, 0, 0, 2, 3, 0]]),
+                   torch.ones(1, 8, dtype=torch.bool), 4,
+                   why="max_len = 4: the span (2, 5) has 4 tokens and is allowed, (2, 6) has 5 and is not")  # fmt: skip
+    ties = case(torch.tensor([[0.0, 0, 2, 1, 2, 0, 1, 0]]), torch.tensor([[0.0, 0, 1, 2, 0, 2, 1, 0]]),
+                torch.tensor([[False, True, True, True, True, True, True, False]]), 8,
+                why="ties: (2, 3), (2, 5) and (4, 5) all score 4; the first in row-major order wins")  # fmt: skip
+    return [
+        reverse, question, longest, ties,
+        _span_case(4, 9, 0, 30, batch=3),
+        _span_case(6, 12, 5, 3, batch=4),
+        _span_case(3, 8, 2, 5, integers=True, batch=4, why="integer logits: ties everywhere"),
+    ]  # fmt: skip
+
+
+def _random_spans() -> list:
+    out = []
+    for _ in range(4):
+        q, c, pad = (int(torch.randint(low, high, ())) for low, high in ((1, 8), (1, 15), (0, 6)))
+        max_len = int(torch.randint(1, c + 2, ()))
+        out.append(_span_case(q, c, pad, max_len, integers=bool(torch.rand(()) < 0.5), batch=3))
+    return out
+
+
+check_best_span = compare(
+    "best_span",
+    _best_span_reference,
+    _best_span_cases,
+    hidden=_random_spans,
+    withhold=["companion.bert.best_span"],
+    mistakes=[
+        (lambda *a: _span_variant(*a, reverse=True), "The end cannot come before the start: only spans with i <= j."),
+        (
+            lambda *a: _span_variant(*a, mask="none"),
+            "The answer lies in the context: both i and j must be positions where context_mask is True (not the "
+            "question, [CLS], [SEP] or padding).",
+        ),
+        (
+            lambda *a: _span_variant(*a, mask="start"),
+            "The end must be a context token too, not only the start: require context_mask[j] as well.",
+        ),
+        (
+            lambda *a: _span_variant(*a, separate=True),
+            "Taking the best start and the best end separately can give j < i or a span longer than max_len: "
+            "maximise start_logits[i] + end_logits[j] over the allowed pairs together.",
+        ),
+        (
+            lambda *a: _span_variant(*a, length="<="),
+            "Off by one: a span of max_len tokens has j - i = max_len - 1, so require j - i < max_len.",
+        ),
+        (lambda *a: _span_variant(*a, length="none"), "A span has at most max_len tokens: require j - i < max_len."),
+        (
+            lambda *a: _span_variant(*a, relative=True),
+            "Return positions in the whole input (indices into start_logits), not counted from the first context "
+            "token.",
+        ),
+        (
+            lambda *a: _span_variant(*a, last_tie=True),
+            "On a tie keep the first best pair (smallest i, then smallest j), as argmax does: replace the best only "
+            "when a score is strictly larger.",
+        ),
+        (lambda *a: _span_variant(*a, swapped=True), "Each row is [start, end], in that order."),
+    ],
+    hint="For each row: among the pairs (i, j) with i <= j, j - i < max_len and context_mask True at i and at j, "
+    "take the one with the largest start_logits[i] + end_logits[j] (the first in row-major order on a tie); "
+    "return a LongTensor of shape (B, 2).",
+    what="The spans",
+    atol=0,
+    rtol=0,
 )
