@@ -47,9 +47,7 @@ __all__ = [
 ]
 
 
-def weightless_self_attention(
-    x: torch.Tensor, *, return_weights: bool = False
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+def weightless_self_attention(x, *, return_weights=False):
     """y_i = Σ_j softmax_j(x_i · x_j) x_j: x (..., n, d) → y (..., n, d), and the weights (..., n, n) if asked."""
     require_min_ndim(require_floating_tensor(x, "x"), "x", 2, "(..., n, d)")
     weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)

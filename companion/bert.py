@@ -333,27 +333,23 @@ class SpanHead(nn.Module):
         return start_logits, end_logits
 
 
-def span_loss(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
-) -> torch.Tensor:
-    """L = (CE(start logits, start) + CE(end logits, end)) / 2, means over the batch: logits (B, n), targets (B,)."""
+def span_loss(start_logits, end_logits, starts, ends) -> torch.Tensor:
+    """L = (CE(start logits, start) + CE(end logits, end)) / 2: logits (B, n), targets (B,)."""
     _check_span_logits(start_logits, end_logits)
-    return (F.cross_entropy(start_logits, starts) + F.cross_entropy(end_logits, ends)) / 2
+    loss_start = F.cross_entropy(start_logits, starts)  # mean over the batch
+    loss_end = F.cross_entropy(end_logits, ends)
+    return (loss_start + loss_end) / 2
 
 
-def best_span(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, context_mask: torch.Tensor, max_len: int = 30
-) -> torch.Tensor:
-    """argmax over i ≤ j < i + max_len, i and j context tokens, of start[i] + end[j]: (B, n) → (B, 2) [i, j].
-
-    Ties go to the smallest i, then the smallest j (the first maximum in row-major order).
-    """
+def best_span(start_logits, end_logits, context_mask, max_len=30) -> torch.Tensor:
+    """argmax of start[i] + end[j] over context tokens i ≤ j < i + max_len: (B, n) → (B, 2) [i, j]."""
     _check_span_inputs(start_logits, end_logits, context_mask, max_len)
     B, n = start_logits.shape
     scores = start_logits[:, :, None] + end_logits[:, None, :]  # (B, n, n): row i = start, column j = end
     ones = torch.ones(n, n, dtype=torch.bool, device=scores.device)
     allowed = torch.triu(ones) & ~torch.triu(ones, diagonal=max_len)  # 0 <= j - i < max_len
     allowed = allowed & context_mask[:, :, None] & context_mask[:, None, :]  # both ends in the context
+    # argmax returns the first maximum in row-major order: ties go to the smallest i, then the smallest j
     best = scores.masked_fill(~allowed, float("-inf")).reshape(B, n * n).argmax(dim=1)
     return torch.stack([best // n, best % n], dim=1)
 
@@ -362,16 +358,16 @@ def _check_span_logits(start_logits: object, end_logits: object) -> None:
     for name, x in (("start_logits", start_logits), ("end_logits", end_logits)):
         if not isinstance(x, torch.Tensor) or x.ndim != 2 or not x.dtype.is_floating_point:
             raise ValueError(f"{name} must be a floating-point tensor (B, n), got {describe(x)}")
-    if start_logits.shape != end_logits.shape:  # type: ignore[union-attr]
+    if start_logits.shape != end_logits.shape:
         raise ValueError(
-            f"start_logits and end_logits must have the same shape, got {tuple(start_logits.shape)} "  # type: ignore[union-attr]
-            f"and {tuple(end_logits.shape)}"  # type: ignore[union-attr]
+            f"start_logits and end_logits must have the same shape, got {tuple(start_logits.shape)} "
+            f"and {tuple(end_logits.shape)}"
         )
 
 
 def _check_span_inputs(start_logits: object, end_logits: object, context_mask: object, max_len: object) -> None:
     _check_span_logits(start_logits, end_logits)
-    shape = tuple(start_logits.shape)  # type: ignore[union-attr]
+    shape = tuple(start_logits.shape)
     if not isinstance(context_mask, torch.Tensor) or context_mask.dtype != torch.bool or context_mask.shape != shape:
         raise ValueError(f"context_mask must be a boolean tensor of shape {shape}, got {describe(context_mask)}")
     require_positive_int(max_len, "max_len")

@@ -174,10 +174,10 @@ def test_no_pretence_of_static_typing(root):
     assert not (root / "companion" / "py.typed").exists()
     pragmas = [
         f"{path.relative_to(root)}:{number}"
-        for folder in ("companion", "tools", "benchmarks", "tests", "book")
+        for folder in ("companion", "book")  # the package and the chapters (tools/shown_code.py names the pragma)
         for path in sorted((root / folder).rglob("*"))
         if path.suffix in {".py", ".md"} and ".venv" not in path.parts
         for number, line in enumerate(path.read_text().splitlines(), 1)
-        if "type: ignore" in line and "pragmas" not in line
+        if "type: ignore" in line
     ]
     assert not pragmas, pragmas

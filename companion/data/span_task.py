@@ -130,17 +130,17 @@ def span_inputs(examples: Sequence[SpanExample], tokenizer: object, max_len: int
     for ex in examples:
         if not isinstance(ex, SpanExample):
             raise TypeError(f"examples must hold SpanExample objects, got {describe(ex)}")
-        pieces = [tokenizer.encode(w) for w in ex.words]  # type: ignore[attr-defined]
+        pieces = [tokenizer.encode(w) for w in ex.words]
         context = [i for p in pieces for i in p]
         word = [w for w, p in enumerate(pieces) for _ in p]
-        question = tokenizer.encode(ex.question)  # type: ignore[attr-defined]
+        question = tokenizer.encode(ex.question)
         if len(question) + len(context) + 3 > max_len:
             raise ValueError(f"an example needs {len(question) + len(context) + 3} tokens, more than max_len={max_len}")
         first = len(question) + 2  # [CLS] question [SEP], then the context
         answers.append((first + word.index(ex.start), first + len(word) - 1 - word[::-1].index(ex.end)))
         pairs.append((question, context))
         word_lists.append((first, word))
-    batch = bert_inputs(pairs, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, max_len)  # type: ignore[attr-defined]
+    batch = bert_inputs(pairs, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, max_len)
     word_of = torch.full_like(batch["input_ids"], -1)
     for b, (first, word) in enumerate(word_lists):
         word_of[b, first : first + len(word)] = torch.tensor(word)
