@@ -385,8 +385,9 @@ def _attach(box: Sandbox, graph: dict[str, Any], value: Any, args: tuple, kwargs
         if not (isinstance(leaf, torch.Tensor) and leaf.requires_grad):
             return value  # not the grader's leaves: the values stay, with no gradient to give
         leaves.append(leaf)
-    outs = [t for t in _tensors(value) if t.requires_grad]
-    if not torch.is_grad_enabled() or not leaves:
+    found = _tensors(value)
+    outs = [found[i] for i in graph.get("outs", []) if isinstance(i, int) and 0 <= i < len(found)]
+    if not torch.is_grad_enabled() or not leaves or not outs:
         return value
     attached = _RemoteGraph.apply(box, graph["graph"], len(outs), *[o.detach() for o in outs], *leaves)
     return _replaced(value, {id(o): a for o, a in zip(outs, attached, strict=True)})

@@ -150,10 +150,16 @@ def _disable(original: Any, name: str) -> None:
     """Make the reference itself raise, for whatever still reaches it (a subclass's ``__mro__``,
     ``__subclasses__()``, ``gc.get_objects()``): a function's code, a class's ``__init__`` and ``forward``."""
     message = f"the companion's `{name}` is not available while your answer is graded: write this one yourself"
+    free = original.__code__.co_freevars if isinstance(original, types.FunctionType) else ()
+    cells = "".join(f"    {v} = None\n" for v in free)  # the same number of free variables (a method using super())
+    uses = f"        {', '.join(free)}\n" if free else ""
+    source = (
+        f"def outer():\n{cells}    def blocked(*args, **kwargs):\n{uses}        raise PermissionError({message!r})\n"
+    )
     namespace: dict[str, Any] = {}
-    exec(f"def blocked(*args, **kwargs):\n    raise PermissionError({message!r})\n", namespace)
-    blocked = namespace["blocked"]
-    if isinstance(original, types.FunctionType) and not original.__closure__:
+    exec(source + "    return blocked\n", namespace)
+    blocked = namespace["outer"]()
+    if isinstance(original, types.FunctionType):
         original.__code__ = blocked.__code__
     elif isinstance(original, type):
         for attr in ("__init__", "forward", "__call__"):
@@ -355,7 +361,8 @@ def _model_class(spec: str, private: tuple[str, ...]) -> type:
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise wire.WireError(f"{spec!r} is not a model class")
     if private:
-        namespace = {n: _blocked_method(cls.__name__, n) for n in private}
+        namespace: dict[str, Any] = {n: _blocked_method(cls.__name__, n) for n in private}
+        namespace["_blocked_methods"] = private
         cls = type(cls.__name__, (cls,), namespace)
     return cls
 
@@ -408,14 +415,17 @@ class Graphs:
         self.kept: dict[int, tuple[list[Any], list[Any]]] = {}
 
     def keep(self, value: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
-        """``None``, or when a tensor of ``value`` carries gradient ``{"graph": key, "leaves": [...]}``: the
-        leaves are every parameter of a model argument (``[argument, name]``) and every tensor argument
-        (``[argument, None]``) that requires gradient, the argument an index or a keyword."""
+        """``None``, or when a tensor of ``value`` is computed with gradient ``{"graph": key, "leaves": [...],
+        "outs": [...]}``: ``outs`` are those tensors' places among the result's tensors; the leaves are every
+        parameter of a model argument (``[argument, name]``) and every tensor argument (``[argument, None]``)
+        that requires gradient, the argument an index or a keyword."""
         import torch
 
-        outs = [t for t in _tensors(value) if t.requires_grad]
-        if not outs:
-            return None
+        found = _tensors(value)
+        places = [i for i, t in enumerate(found) if t.requires_grad and t.grad_fn is not None]
+        if not places:
+            return None  # (a leaf that requires gradient comes back as one: no graph behind it)
+        outs = [found[i] for i in places]
         leaves: list[Any] = []
         where: list[list[Any]] = []
         for at, a in [*enumerate(args), *kwargs.items()]:
@@ -429,7 +439,7 @@ class Graphs:
                 where.append([at, None])
         key = len(self.kept)
         self.kept[key] = (outs, leaves)
-        return {"graph": key, "leaves": where}
+        return {"graph": key, "leaves": where, "outs": places}
 
     def backward(self, meta: dict) -> Any:
         """The gradients of the kept graph's leaves, given those of its outputs."""

@@ -168,9 +168,12 @@ def module_data(model: torch.nn.Module, tensors: list[torch.Tensor], *, strict: 
             if _public_module(c.__module__) and "<" not in c.__qualname__:
                 cls = c
                 break
+            if "_blocked_methods" in vars(c):  # rebuilt in an answer's process from a checker's class: sent back
+                private += list(vars(c)["_blocked_methods"])
+                continue
+            if not c.__module__.startswith("companion.exercises."):
+                raise (Unportable if strict else ValueError)(f"a model of class {type(m).__qualname__}")
             private += [k for k, v in vars(c).items() if callable(v) and not k.startswith("__")]
-        else:
-            raise (Unportable if strict else ValueError)(f"a model of class {type(m).__qualname__}")
         hooks = [k for k in vars(m) if "hooks" in k and vars(m)[k]]
         if hooks:
             raise (Unportable if strict else ValueError)(f"a model with hooks ({', '.join(hooks)})")
