@@ -101,12 +101,14 @@ def _stand_in(name: str, kind: str) -> Any:
                 raise WriteItYourself(message)
 
         StandIn.__name__ = StandIn.__qualname__ = name
+        StandIn._grading_stand_in = True
         return StandIn
 
     def stand_in(*args: Any, **kwargs: Any) -> Any:
         raise WriteItYourself(message)
 
     stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in._grading_stand_in = True
     return stand_in
 
 
@@ -121,7 +123,8 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
             continue
         original = module.__dict__.get(name)
         files.append(os.path.realpath(module.__file__))
-        if original is None:
+        hidden = isinstance(original, (type, types.FunctionType)) and "_grading_stand_in" in vars(original)
+        if original is None or hidden:  # (a stand-in already: the checker withholds the exercise's own name too)
             continue
         kept = (original,)  # a tuple: never rewritten below (a dict of locals holding `original` may be)
         stand_in = _stand_in(name, "class" if isinstance(original, type) else "function")
