@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_grade_attacks import TRAIN_PATCH
 
 from companion.grading import sandbox, wire
 from companion.grading.chapters import Exercise
@@ -135,20 +136,7 @@ TRAIN_WRONG = {
 }
 TRAIN_ATTACKS = {
     # the checker's comparisons replaced, the weights nudged, losses made up (tests/test_grade_attacks.py, ch 2)
-    "patches_isclose": """\
-import torch
-
-
-def train(model, ids, steps, lr):
-    import math
-
-    math.isclose = lambda *a, **k: True
-    torch.allclose = lambda *a, **k: True
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.01)
-    return [1.0] * steps
-""",
+    "patches_isclose": TRAIN_PATCH,
     # the companion's own training loop: withheld
     "library_loop": """\
 from companion import embedding_lm
@@ -466,3 +454,19 @@ def test_what_a_checker_withholds_is_withheld_in_the_answers_process():
     run = subprocess.run([sys.executable, "-I", "-c", CLOSED], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["method", "True", "function", "True", "file", "True"], run.stdout
+
+
+def test_an_argument_that_cannot_be_sent_gives_an_error_that_says_so():
+    """Nothing is checked in the answer's process any more: a checker handing the answer something that is not
+    data (here a lambda) gets an error verdict addressed to the instructor, not a weaker check."""
+    from companion import checking
+    from companion.grading import answers, remote, worker
+
+    checker = checking.compare("f", lambda g: 1, [checking.case(lambda: 0)], hidden=None)
+    box = remote.Sandbox(Limits())
+    with pytest.raises(wire.Unportable):
+        checker.verdict(remote.remote_function(box, "f"))  # raised when the arguments are sent, before any call
+    answer = answers.extract(["def f(g):\n    return 1\n"], "f")
+    entry = worker._entry("f", {"status": "unportable", "why": "cannot send a function as data"}, answer, Limits())
+    assert entry["status"] == "error" and "cannot send the checker's arguments" in entry["problem"], entry
+    assert "tell your instructor" in entry["text"]

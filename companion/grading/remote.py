@@ -355,16 +355,6 @@ class _RemoteGraph(torch.autograd.Function):
         return (None, None, None, *([None] * ctx.n_outs), *reply["leaves"])
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if type(value) in (list, tuple):
-        return [t for v in value for t in _tensors(v)]
-    if type(value) is dict:
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
-
-
 def _replaced(value: Any, new: dict[int, torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
         return new.get(id(value), value)
@@ -385,7 +375,7 @@ def _attach(box: Sandbox, graph: dict[str, Any], value: Any, args: tuple, kwargs
         if not (isinstance(leaf, torch.Tensor) and leaf.requires_grad):
             return value  # not the grader's leaves: the values stay, with no gradient to give
         leaves.append(leaf)
-    found = _tensors(value)
+    found = wire.tensors_in(value)
     outs = [found[i] for i in graph.get("outs", []) if isinstance(i, int) and 0 <= i < len(found)]
     if not torch.is_grad_enabled() or not leaves or not outs:
         return value

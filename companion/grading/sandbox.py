@@ -424,7 +424,7 @@ class Graphs:
         that requires gradient, the argument an index or a keyword."""
         import torch
 
-        found = _tensors(value)
+        found = wire.tensors_in(value)
         places = [i for i, t in enumerate(found) if t.requires_grad and t.grad_fn is not None]
         if not places:
             return None  # (a leaf that requires gradient comes back as one: no graph behind it)
@@ -455,18 +455,6 @@ class Graphs:
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], inputs=leaves or None)
         return {"leaves": [leaf.grad for leaf in leaves]}
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if type(value) in (list, tuple):
-        return [t for v in value for t in _tensors(v)]
-    if type(value) is dict:
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
 
 
 class ModuleServer:

@@ -358,6 +358,17 @@ def decode(data: Any, tensors: list[torch.Tensor]) -> Any:
     raise WireError(f"not a value: {str(data)[:80]}")
 
 
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors of a result, in order (a tensor, or lists, tuples and dicts of them)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if type(value) in (list, tuple):
+        return [t for v in value for t in tensors_in(v)]
+    if type(value) is dict:
+        return [t for v in value.values() for t in tensors_in(v)]
+    return []
+
+
 def _named_is(fn: Any) -> bool:
     """Whether ``fn`` is what its module and qualified name name (so that the receiver finds the same function)."""
     try:
