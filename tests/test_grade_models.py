@@ -329,6 +329,8 @@ def test_right_answers_pass_out_of_process(verdicts, exercise, style, code):
     r = verdicts[code]
     assert r["status"] == "passed", r
     assert r["how"] == "remote", r  # checked in the grader's process, the answer in its own
+    if exercise is not TRAIN:  # the checker's hidden random cases ran too
+        assert "3 of them on hidden random inputs" in r["text"], r["text"]
 
 
 @pytest.mark.slow
@@ -470,3 +472,43 @@ def test_an_argument_that_cannot_be_sent_gives_an_error_that_says_so():
     entry = worker._entry("f", {"status": "unportable", "why": "cannot send a function as data"}, answer, Limits())
     assert entry["status"] == "error" and "cannot send the checker's arguments" in entry["problem"], entry
     assert "tell your instructor" in entry["text"]
+
+
+# ----- a class to time (README, "Grading homework") ------------------------------------------------------------
+
+STYLES = {
+    "train": [*TRAIN_RIGHT.values(), TRAIN_WRONG["no_zero_grad"][0]],
+    "gpt_forward": [*FORWARD_RIGHT.values(), FORWARD_WRONG["no_final_norm"][0]],
+    "next_token_loss": [*LOSS_RIGHT.values(), LOSS_WRONG["summed"][0]],
+}
+
+
+def build_copies(folder: Path, chapter: str, count: int) -> None:
+    """``count`` solved notebooks of ``chapter`` (``02`` or ``06``): the book's solutions, except that each
+    model-receiving exercise gets one of the three right styles above or a wrong answer, in turn."""
+    import json
+    import re
+
+    book = next((ROOT / "book").glob(f"{chapter}_*.md")).read_text()
+    solutions = {}
+    for body in re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", book, re.MULTILINE | re.DOTALL):
+        if "# BEGIN SOLUTION" in body:
+            lines = body.split("---\n")[-1].splitlines() if body.startswith("---") else body.splitlines()
+            text = "\n".join(line for line in lines if "SOLUTION" not in line and not line.startswith(":"))
+            solutions |= dict.fromkeys(re.findall(r"^(?:def|class) (\w+)", text, re.MULTILINE), text)
+    homework = next((ROOT / "book" / "homework").glob(f"{chapter}_*.ipynb"))
+    folder.mkdir(parents=True)
+    for k in range(count):
+        nb = json.loads(homework.read_text())
+        for cell in nb["cells"]:
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            name = re.search(r"^(?:def|class) (\w+)", source, re.MULTILINE)
+            if "exercise-stub" in cell.get("metadata", {}).get("tags", []) and name:
+                n = name.group(1)
+                cell["source"] = f"# written by student {k}\n" + (STYLES[n][k % 4] if n in STYLES else solutions[n])
+        (folder / f"student{k:02d}.ipynb").write_text(json.dumps(nb))
+
+
+if __name__ == "__main__":  # python tests/test_grade_models.py FOLDER CHAPTER COUNT: a class to grade by hand
+    build_copies(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+    print(f"{sys.argv[3]} notebooks of chapter {sys.argv[2]} in {sys.argv[1]}")
