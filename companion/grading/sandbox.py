@@ -277,7 +277,7 @@ def hide_attributes(names: list[str]) -> list[str]:
 
 
 def serve(rfd: int, wfd: int) -> None:
-    import numpy  # noqa: F401  (imported before the limits, as the checkers need it)
+    import numpy  # noqa: F401  (imported before the limits: answers use it, and the wire reads arrays)
     import torch
 
     init = wire.read(rfd)
