@@ -296,6 +296,14 @@ def test_train_loop_stub_and_reference():
     assert check_train_loop.verdict(lambda m, i, s, lr: lm.train_embedding_lm(m, i, steps=s, lr=lr, progress=False))
 
 
+def test_train_loop_withholds_the_companions_loop():
+    """The companion's own training loop is the answer: while the checker runs the student's code it is withheld."""
+    import companion.embedding_lm as library
+
+    own = check_train_loop.verdict(lambda m, i, s, lr: library.train_embedding_lm(m, i, steps=s, lr=lr, progress=False))
+    assert_wrong(own, "companion's own answer")
+
+
 def _no_zero_grad(model, ids, steps, lr):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     out = []

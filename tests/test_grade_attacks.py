@@ -450,16 +450,16 @@ def test_class_that_patches_the_checker_gets_no_pass(graded, student):
 
 
 @pytest.mark.slow
-def test_checked_in_process_answer_that_patches_the_checker_gets_an_error(graded):
-    """Chapter 2's ``train`` receives a model, so its checker runs in the answer's process (the weaker way): an
-    answer that replaces ``math.isclose`` and ``torch.allclose`` there, and only nudges the weights, is caught by
-    comparing what the checker uses before and after, and gets an error naming it."""
+def test_model_receiving_answer_that_patches_the_checker_gets_no_pass(graded):
+    """Chapter 2's ``train`` receives a model: the model goes to the answer's process as data and the checker runs
+    in the grader's, so an answer that replaces ``math.isclose`` and ``torch.allclose`` (in its own process) and
+    nudges the weights is simply wrong (more such attacks, on chapter 6's exercises too: test_grade_models.py)."""
     out, _ = graded
     row = gradebook(out)["train_patches_isclose"]
-    assert "0/4 passed" in row["problems"], row
+    assert "0/4 passed" in row["problems"] and "own process" not in row["flags"], row
     feedback = (out / "feedback" / "train_patches_isclose.md").read_text()
-    assert "## `train`: error" in feedback and "your answer replaced" in feedback, feedback
-    assert "`math.isclose`" in feedback and "`torch.allclose`" in feedback, feedback
+    assert "## `train`: wrong" in feedback and "The first loss is wrong" in feedback, feedback
+    assert "own process" not in feedback
 
 
 @pytest.mark.slow

@@ -6,8 +6,10 @@ uses; ``grading.remote`` runs that code alone in a fresh process (``grading.sand
 imported
 torch once, a session of its own, limits on time, memory and output, an audit hook, the companion's reference
 replaced by a stand-in) and calls it from the checker running in the grader's own process, the arguments and
-results going both ways as data (``grading.wire``, never a pickle; a class through a mirror module). Functions whose
-checker hands them a model are checked inside the answer's process (weaker; flagged). ``grading.worker`` grades one
+results going both ways as data (``grading.wire``, never a pickle; a class through a mirror module; a model the
+checker hands the answer as its classes' names, attributes and weights, rebuilt there from torch's and the
+companion's own classes and sent back as the answer left it; a loss's gradients on demand). Nothing is checked in
+the answer's process. ``grading.worker`` grades one
 notebook, ``grading.cli`` a folder (``--jobs`` notebooks at once), ``grading.report`` writes ``gradebook.csv``,
 ``feedback/STUDENT.md``, ``summary.md``/``.png`` and ``results.json`` once every answer's process has ended.
 

@@ -3,9 +3,13 @@
 :func:`check_exercise` grades one answer. For a function the checker runs here, in the grader's process, on a
 stand-in for the student's function that sends the arguments to the answer's process as data and returns what
 came back (see :mod:`companion.grading.sandbox`): the inputs, the expected values, the comparison, the named
-mistakes and the verdict never exist in the student's process. A class is checked the same way through a mirror
-(:func:`remote_class`). A function whose checker passes arguments that are not data (a model, a callable) is
-checked in the answer's process instead, the weaker way.
+mistakes and the verdict never exist in the student's process. A model the checker hands the function goes as
+data too (:class:`~companion.grading.wire.ModuleData`), is rebuilt there from torch's and the companion's own
+classes, and comes back as the function left it (a model trained in place, or changed by mistake); a result that
+carries gradient comes back attached to the grader's copy of the model, its gradients computed there on demand
+(:class:`_RemoteGraph`). A class is checked the same way through a mirror (:func:`remote_class`). An argument
+that cannot be sent as data (a lambda, an object of a class of the checker's own that is no model) gives an
+error verdict that says so: nothing is ever checked in the answer's process.
 Whatever happens, the process and everything it started are killed (its process group) before this returns.
 """
 
@@ -284,10 +288,13 @@ def _rebuild(reply: dict[str, Any]) -> BaseException:
 
 def _write_back(original: Any, after: Any) -> None:
     """Make the grader's argument look as the student's was after the call (so a change in place is seen)."""
-    if isinstance(original, torch.Tensor) and isinstance(after, torch.Tensor):
+    if isinstance(original, torch.nn.Module) and isinstance(after, wire.ModuleData):
+        _write_back_model(original, after)
+    elif isinstance(original, torch.Tensor) and isinstance(after, torch.Tensor):
         with torch.no_grad():
             if original.shape == after.shape and original.dtype == after.dtype:
-                original.copy_(after)
+                if not torch.equal(original, after):  # (an unchanged tensor keeps its version: a graph may hold it)
+                    original.copy_(after)
             elif not original.requires_grad:
                 original.data = after
     elif isinstance(original, list) and isinstance(after, list):
@@ -305,6 +312,77 @@ def _write_back(original: Any, after: Any) -> None:
                 _write_back(original[k], after[k])
 
 
+CHANGED_MARK = "replaced_by_your_answer"
+
+
+def _write_back_model(model: torch.nn.Module, after: wire.ModuleData) -> None:
+    """The grader's model takes the parameters, buffers and ``training`` flags the answer left in its copy; where
+    the answer added or removed a parameter or buffer, a buffer of that name marks the model as changed."""
+    theirs = after.named_tensors()
+    ours = dict(model.named_parameters(remove_duplicate=False))
+    ours |= {n: b for n, b in model.named_buffers(remove_duplicate=False) if b is not None}
+    with torch.no_grad():
+        for name, t in ours.items():
+            new = theirs.get(name)
+            if not isinstance(new, torch.Tensor):
+                continue
+            if t.shape == new.shape and t.dtype == new.dtype:
+                if not torch.equal(t, new):
+                    t.copy_(new)
+            else:
+                t.data = new.detach()
+    if theirs.keys() != ours.keys() and CHANGED_MARK not in model._buffers:
+        model.register_buffer(CHANGED_MARK, torch.ones(()))
+    for path, training in after.training().items():
+        try:
+            (model.get_submodule(path) if path else model).training = training
+        except AttributeError:
+            pass
+
+
+class _RemoteGraph(torch.autograd.Function):
+    """A result of the student's function that carries gradient: its values came back as data; its backward
+    asks the answer's process for the gradients of the leaves (the model's parameters, the tensor arguments)."""
+
+    @staticmethod
+    def forward(ctx, box, key, n_outs, *tensors):  # noqa: ANN001
+        ctx.box, ctx.key, ctx.n_outs = box, key, n_outs
+        return tuple(t.detach().clone() for t in tensors[:n_outs])
+
+    @staticmethod
+    def backward(ctx, *grads):  # noqa: ANN001
+        reply = _request(ctx.box, "gradients", {"graph": ctx.key, "grads": list(grads)})["value"]
+        return (None, None, None, *([None] * ctx.n_outs), *reply["leaves"])
+
+
+def _replaced(value: Any, new: dict[int, torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return new.get(id(value), value)
+    if type(value) in (list, tuple):
+        return type(value)(_replaced(v, new) for v in value)
+    if type(value) is dict:
+        return {k: _replaced(v, new) for k, v in value.items()}
+    return value
+
+
+def _attach(box: Sandbox, graph: dict[str, Any], value: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """``value`` with each tensor that carries gradient in the answer's process made a function of the grader's
+    leaves (the same parameters and tensors, named by argument and parameter name)."""
+    leaves = []
+    for at, name in graph.get("leaves", []):
+        arg = args[at] if isinstance(at, int) and 0 <= at < len(args) else kwargs.get(str(at))
+        leaf = dict(arg.named_parameters()).get(name) if isinstance(arg, torch.nn.Module) else arg
+        if not (isinstance(leaf, torch.Tensor) and leaf.requires_grad):
+            return value  # not the grader's leaves: the values stay, with no gradient to give
+        leaves.append(leaf)
+    found = wire.tensors_in(value)
+    outs = [found[i] for i in graph.get("outs", []) if isinstance(i, int) and 0 <= i < len(found)]
+    if not torch.is_grad_enabled() or not leaves or not outs:
+        return value
+    attached = _RemoteGraph.apply(box, graph["graph"], len(outs), *[o.detach() for o in outs], *leaves)
+    return _replaced(value, {id(o): a for o, a in zip(outs, attached, strict=True)})
+
+
 def remote_function(box: Sandbox, name: str):
     """A function that calls the student's ``name`` in its process, with arguments and result as data."""
 
@@ -316,7 +394,10 @@ def remote_function(box: Sandbox, name: str):
             _write_back(a, b)
         for k, v in kwargs.items():
             _write_back(v, reply.get("kwargs", {}).get(k))
-        return reply.get("value")
+        value = reply.get("value")
+        if isinstance(reply.get("graph"), dict):
+            value = _attach(box, reply["graph"], value, args, kwargs)
+        return value
 
     student.__name__ = student.__qualname__ = name
     return student
@@ -455,35 +536,29 @@ def remote_class(box: Sandbox, name: str, has_forward: bool) -> type:
     return type(name, (torch.nn.Module,), namespace)
 
 
-def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str], remote: bool) -> dict[str, Any]:
+def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str]) -> dict[str, Any]:
     """Grade ``code`` (an answer) against ``exercise`` (a :class:`~companion.grading.chapters.Exercise`).
 
     Returns the verdict's fields (``status``, ``problem``, …, ``text``) plus ``module`` and ``mro`` of the
-    student's object and ``how`` (``"remote"``: checked here; ``"in process"``: checked in the answer's process);
-    a process that stopped gives ``status`` ``"timeout"`` or ``"stopped"`` with ``why``.
+    student's object and ``how`` (``"remote"``: checked here, the answer run in its own process); a process that
+    stopped gives ``status`` ``"timeout"`` or ``"stopped"`` with ``why``, and an argument the checker hands the
+    answer that cannot be sent as data ``status`` ``"unportable"`` with ``why``.
     """
-    if remote:
-        result = _check(exercise, code, limits, preload, "serve")
-        if result.get("how") != "unportable":
-            return result
-    return _check(exercise, code, limits, preload, "check")
-
-
-def _check(exercise: Any, code: str, limits: Limits, preload: list[str], mode: str) -> dict[str, Any]:
     box = Sandbox(limits)
     start = time.monotonic()
     try:
-        result = _run(box, exercise, code, limits, preload, mode)
+        result = _run(box, exercise, code, limits, preload)
     finally:
         box.close()  # the process group is dead before anything is reported
     return {**result, "output_bytes": box.output, "seconds": round(time.monotonic() - start, 2)}
 
 
-def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[str], mode: str) -> dict[str, Any]:
+def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[str]) -> dict[str, Any]:
     import importlib
 
-    init = {"name": exercise.name, "code": code, "mode": mode, "module": exercise.module}
-    init |= {"checker": exercise.checker, "preload": preload, "defining": defining_modules(exercise.name)}
+    checker = getattr(importlib.import_module(exercise.module), exercise.checker)
+    init = {"name": exercise.name, "code": code, "module": exercise.module, "preload": preload}
+    init |= {"defining": defining_modules(exercise.name), "withhold": list(getattr(checker, "withhold", ()))}
     try:
         box.start(init)
         box.deadline = time.monotonic() + limits.seconds
@@ -491,10 +566,6 @@ def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[s
         if "raised" in defined:
             return {"status": "defining", "error": f"{defined['raised']}: {defined.get('message', '')}"[:500]}
         out: dict[str, Any] = {"module": defined.get("module", ""), "mro": defined.get("mro", [])}
-        if mode == "check":
-            reply = box.verdict()
-            return {**out, **dict(reply.get("verdict") or {}), "how": "in process"}
-        checker = getattr(importlib.import_module(exercise.module), exercise.checker)
         if defined.get("kind") == "class":
             student = remote_class(box, exercise.name, bool(defined.get("forward")))
         else:
@@ -503,8 +574,8 @@ def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[s
             box.deadline = time.monotonic() + limits.seconds
             try:
                 v = checker.verdict(student)
-            except wire.Unportable:
-                return {"how": "unportable"}
+            except wire.Unportable as e:
+                return {**out, "status": "unportable", "why": str(e)}
         fields = ("status", "problem", "input", "expected", "got", "hint", "cases")
         return {**out, **{k: getattr(v, k) for k in fields}, "text": str(v), "how": "remote"}
     except Stopped as s:

@@ -43,8 +43,6 @@ def row(result: dict[str, Any], chapter: Chapter) -> dict[str, Any]:
                 flags.append(entry["flag"])
                 if notebook_copied and entry["status"] == PASSED:
                     statuses[e.name] = BOOK_SOLUTION  # for the instructor to judge; not counted in the total
-            if entry.get("weaker"):
-                flags.append(f"`{e.name}` checked in the answer's own process (weaker)")
         elif result.get("unreadable") or (not own and graded is None):
             statuses[e.name] = ERROR  # nothing could be run
         else:
@@ -135,11 +133,6 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
             lines += ["```text", text, "```"]
         if entry.get("flag"):
             lines += ["", f"Flagged for the instructor: {entry['flag']}."]
-        if entry.get("weaker"):
-            lines += [
-                "",
-                "(Checked in your answer's own process: this exercise's checker hands your function a model.)",
-            ]
     if result.get("written"):
         lines += ["", "## Written answers (for the instructor to read)"]
         for w in result["written"]:
@@ -171,7 +164,6 @@ def summary_markdown(
     rows: list[dict[str, Any]],
     chapter: Chapter,
     times: list[float],
-    weaker: list[str] = (),
     flagged: int = 0,
 ) -> str:
     head = "| exercise | passed | wrong | not attempted | error | timeout | most common mistake (students) |"
@@ -190,9 +182,6 @@ def summary_markdown(
             mistake = f"{mistake} ({p['mistake_count']})"
         counts = " | ".join(str(c[s]) for s in STATUSES)
         lines.append(f"| `{name}` | {counts} | {mistake} |")
-    if weaker:
-        names = ", ".join(f"`{n}`" for n in weaker)
-        lines += ["", f"Checked in the answer's own process (weaker: the checker hands the answer a model): {names}."]
     if flagged:
         lines += ["", f"Answers equal to the book's published solution (flagged, not counted): {flagged}."]
     if times:
@@ -255,10 +244,8 @@ def write_all(
         write_atomically(paths["feedback"] / f"{safe_name(r['student'])}.md", feedback(r, by_key, assignment))
     per = summary(rows, results, assignment)
     times = [r.get("seconds", 0.0) for r in results if not r.get("unreadable")]
-    own = [r.get("exercises", {}) for r in results if r.get("chapter") == assignment.key]
-    weaker = [e.name for e in assignment.exercises if any(x.get(e.name, {}).get("weaker") for x in own)]
     flagged = sum(1 for r in rows for e in assignment.exercises if r[e.name] == BOOK_SOLUTION)
-    write_atomically(paths["summary"], summary_markdown(per, rows, assignment, times, weaker, flagged))
+    write_atomically(paths["summary"], summary_markdown(per, rows, assignment, times, flagged))
     chart = paths["chart"].with_name(f".{paths['chart'].name}.tmp.png")
     summary_chart(chart, per, assignment)
     os.replace(chart, paths["chart"])

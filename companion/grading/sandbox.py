@@ -3,18 +3,21 @@
 The grader starts it (a new session, so that the grader can kill it and everything it started), sends the
 answer's code (see :mod:`companion.grading.answers`) and the limits, and this process
 
-1. imports what grading needs (torch, numpy, the companion modules that define the exercise's name), then puts a
-   stand-in that raises "write this one yourself" in place of the companion's reference everywhere it is bound
-   (its module, every alias in a loaded module, closures and dictionaries that hold it), and refuses to open the
-   reference's source file;
+1. imports what grading needs (torch, numpy, the companion modules that define the exercise's name, the modules
+   the answer imports, never the checkers of ``companion.exercises``), then puts a stand-in that raises "write
+   this one yourself" in place of the companion's reference everywhere it is bound (its module, every alias in a
+   loaded module, closures and dictionaries that hold it) and of whatever else the checker withholds (a method
+   such as ``GPT.forward``), makes the originals themselves raise, and refuses to open their source files and
+   the checkers';
 2. sets its limits (``RLIMIT_AS`` memory, ``RLIMIT_CPU`` time, ``RLIMIT_FSIZE`` file size) and an audit hook
    that refuses to start processes, send signals, load native libraries through ctypes, or write files outside
    its own temporary folder;
-3. runs the answer's code, alone, in a fresh namespace, and then, in ``serve`` mode, calls the student's function
-   on each set of arguments the grader sends and sends back what it returned (or raised) and the arguments as
-   they are after the call, as data (:mod:`companion.grading.wire`). In ``check`` mode (exercises whose checker
-   cannot run in the grader: classes, arguments that are not data) it runs the checker itself, here, and sends
-   the verdict: the weaker way, since the student's code shares this process with the checker.
+3. runs the answer's code, alone, in a fresh namespace, and then calls the student's function on each set of
+   arguments the grader sends and sends back what it returned (or raised) and the arguments as they are after
+   the call, as data (:mod:`companion.grading.wire`). A model among the arguments arrives as data and is rebuilt
+   here (:func:`rebuild`); a result that carries gradient keeps its graph here (:class:`Graphs`) until the
+   grader asks for the gradients. For a class, :class:`ModuleServer` builds and runs the student's modules. The
+   checker itself never runs here.
 """
 
 from __future__ import annotations
@@ -98,12 +101,14 @@ def _stand_in(name: str, kind: str) -> Any:
                 raise WriteItYourself(message)
 
         StandIn.__name__ = StandIn.__qualname__ = name
+        StandIn._grading_stand_in = True
         return StandIn
 
     def stand_in(*args: Any, **kwargs: Any) -> Any:
         raise WriteItYourself(message)
 
     stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in._grading_stand_in = True
     return stand_in
 
 
@@ -118,7 +123,8 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
             continue
         original = module.__dict__.get(name)
         files.append(os.path.realpath(module.__file__))
-        if original is None:
+        hidden = isinstance(original, (type, types.FunctionType)) and "_grading_stand_in" in vars(original)
+        if original is None or hidden:  # (a stand-in already: the checker withholds the exercise's own name too)
             continue
         kept = (original,)  # a tuple: never rewritten below (a dict of locals holding `original` may be)
         stand_in = _stand_in(name, "class" if isinstance(original, type) else "function")
@@ -147,10 +153,16 @@ def _disable(original: Any, name: str) -> None:
     """Make the reference itself raise, for whatever still reaches it (a subclass's ``__mro__``,
     ``__subclasses__()``, ``gc.get_objects()``): a function's code, a class's ``__init__`` and ``forward``."""
     message = f"the companion's `{name}` is not available while your answer is graded: write this one yourself"
+    free = original.__code__.co_freevars if isinstance(original, types.FunctionType) else ()
+    cells = "".join(f"    {v} = None\n" for v in free)  # the same number of free variables (a method using super())
+    uses = f"        {', '.join(free)}\n" if free else ""
+    source = (
+        f"def outer():\n{cells}    def blocked(*args, **kwargs):\n{uses}        raise PermissionError({message!r})\n"
+    )
     namespace: dict[str, Any] = {}
-    exec(f"def blocked(*args, **kwargs):\n    raise PermissionError({message!r})\n", namespace)
-    blocked = namespace["blocked"]
-    if isinstance(original, types.FunctionType) and not original.__closure__:
+    exec(source + "    return blocked\n", namespace)
+    blocked = namespace["outer"]()
+    if isinstance(original, types.FunctionType):
         original.__code__ = blocked.__code__
     elif isinstance(original, type):
         for attr in ("__init__", "forward", "__call__"):
@@ -161,7 +173,7 @@ def _disable(original: Any, name: str) -> None:
                     pass
 
 
-def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = ()):
+def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = (), closed: list[str] = ()):
     refused = set(refused_files)
     caches = {os.path.join(os.path.dirname(f), "__pycache__", Path(f).stem) for f in refused_files}
 
@@ -184,6 +196,8 @@ def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = ()):
                 real = ""
             if real in refused or any(real.startswith(c) for c in caches):
                 raise PermissionError(f"the companion's source of the exercise cannot be read here: {real}")
+            if any(real == p or real.startswith(p + os.sep) for p in closed):
+                raise PermissionError(f"the checkers cannot be read here: {real}")
             if any(real == p or real.startswith(p + os.sep) for p in private):
                 raise PermissionError(f"the class's notebooks and results cannot be read here: {real}")
             mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
@@ -216,28 +230,6 @@ def _limit(memory_bytes: int, cpu_seconds: float, file_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
-def _watched(checker_module: str) -> list[Any]:
-    """What a checker running in this process relies on: the modules and classes whose attributes an answer must
-    not replace (``torch.allclose``, ``Tensor.__eq__``, the checking machinery, ...)."""
-    import numpy
-    import torch
-
-    names = ["torch", "torch.nn", "torch.nn.functional", "numpy", "math", "builtins", "companion.checking"]
-    names.append(checker_module)
-    objects: list[Any] = [sys.modules[n] for n in names if n in sys.modules]
-    return objects + [torch.Tensor, torch.nn.Module, torch.nn.Linear, torch.nn.Parameter, numpy.ndarray, object]
-
-
-def _snapshot(objects: list[Any]) -> dict[tuple[int, str], int]:
-    return {(i, k): id(v) for i, o in enumerate(objects) for k, v in list(vars(o).items())}
-
-
-def _changed(objects: list[Any], before: dict[tuple[int, str], int]) -> list[str]:
-    after = _snapshot(objects)
-    keys = sorted(k for k in before if after.get(k) != before[k])  # replaced or deleted (new names may be lazy imports)
-    return [f"{getattr(objects[i], '__name__', '?')}.{k}" for i, k in keys][:5]
-
-
 def _raised(e: BaseException) -> dict[str, Any]:
     builtin = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
     try:
@@ -247,30 +239,66 @@ def _raised(e: BaseException) -> dict[str, Any]:
     return {"raised": type(e).__name__, "builtin": builtin, "message": text}
 
 
+def _closed(module_name: str) -> bool:
+    """The checkers: never imported in an answer's process (a checker holds references of its own, and the
+    classes that forbid what an exercise forbids)."""
+    return module_name.split(".")[:2] == ["companion", "exercises"]
+
+
+def hide_attributes(names: list[str]) -> list[str]:
+    """Replace each dotted name a checker withholds (``companion.gpt.next_token_loss``, a method
+    ``companion.gpt.GPT.forward``) by a stand-in, and make the original itself raise; the source files to refuse."""
+    files: list[str] = []
+    for dotted in names:
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            try:
+                module = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            break
+        else:
+            continue
+        rest = parts[i:]
+        if len(rest) == 1:
+            files += hide_reference(rest[0], [module.__name__])
+            continue
+        owner: Any = module
+        for attr in rest[:-1]:
+            owner = getattr(owner, attr, None)
+        if not isinstance(owner, type):
+            continue
+        original = vars(owner).get(rest[-1])
+        setattr(owner, rest[-1], _stand_in(dotted, "function"))
+        if isinstance(original, types.FunctionType):
+            _disable(original, dotted)
+        files.append(os.path.realpath(module.__file__))
+    return files
+
+
 def serve(rfd: int, wfd: int) -> None:
-    import numpy  # noqa: F401  (imported before the limits, as the checkers need it)
+    import numpy  # noqa: F401  (imported before the limits: answers use it, and the wire reads arrays)
     import torch
 
     init = wire.read(rfd)
-    name, mode = init["name"], init["mode"]
+    name = init["name"]
     torch.set_num_threads(1)
-    if mode == "check":
-        import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed & co. when first imported: do it before the snapshot)
-
-        checker = getattr(importlib.import_module(init["module"]), init["checker"])
-        refused: list[str] = []
-    else:
-        refused = hide_reference(name, init["defining"])
     for module_name in init.get("preload", []):  # the modules the answer imports, loaded before the limits
-        try:
-            importlib.import_module(module_name)
-        except Exception:
-            pass
+        if not _closed(module_name):
+            try:
+                importlib.import_module(module_name)
+            except Exception:
+                pass
+    refused = hide_reference(name, init["defining"]) + hide_attributes(list(init.get("withhold", [])))
+    for module_name in [m for m in sys.modules if _closed(m)]:
+        del sys.modules[module_name]
+    package = sys.modules.get("companion")
+    if package is not None and "exercises" in vars(package):
+        delattr(package, "exercises")
+    closed = [str(Path(__file__).resolve().parents[1] / "exercises")]
     _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
-    sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", []))))
+    sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", [])), closed))
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
-    watched = _watched(init["module"]) if mode == "check" else []
-    before = _snapshot(watched)
     namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
     try:
         exec(compile(init["code"], "<your answer>", "exec"), namespace)
@@ -280,47 +308,153 @@ def serve(rfd: int, wfd: int) -> None:
     student = namespace.get(name)
     module = str(getattr(student, "__module__", "") or "")
     mro = [f"{c.__module__}.{c.__qualname__}" for c in getattr(student, "__mro__", ())]
-    import torch
-
     kind = "class" if isinstance(student, type) else "function"
     forward = isinstance(student, type) and getattr(student, "forward", None) is not torch.nn.Module.forward
     wire.write(wfd, {"op": "defined", "module": module, "mro": mro, "kind": kind, "forward": forward})
-    if mode == "check":
-        try:
-            v = checker.verdict(student)
-            fields = ("status", "problem", "input", "expected", "got", "hint", "cases")
-            verdict = {k: getattr(v, k) for k in fields} | {"text": str(v)}
-        except BaseException as e:
-            verdict = {"status": "crash", "problem": f"{type(e).__name__}: {e}"[:500]}
-        replaced = _changed(watched, before)
-        if replaced:  # the checker shared this process with the answer, which changed what the checker uses
-            what = ", ".join(f"`{r}`" for r in replaced)
-            verdict = {"status": "tampered", "problem": f"your answer replaced {what}, which the checker uses"}
-        wire.write(wfd, {"op": "verdict", "verdict": {k: (v if v is None else str(v)) for k, v in verdict.items()}})
-        return
     modules = ModuleServer()
+    graphs = Graphs()
     while True:
         request = wire.read(rfd)
         op = request.get("op")
-        if op not in ("call", "new", "forward", "backward"):
+        if op not in ("call", "new", "forward", "backward", "gradients"):
             return
         args, kwargs = list(request.get("args", [])), dict(request.get("kwargs", {}))
+        graph = None
         try:
             if op == "call":
+                args, kwargs = [rebuilt(a) for a in args], {k: rebuilt(v) for k, v in kwargs.items()}
                 value = student(*args, **kwargs)
+                graph = graphs.keep(value, args, kwargs)
             elif op == "new":
                 value = modules.new(student, args, kwargs)
             elif op == "forward":
                 value = modules.forward(request["value"], args, kwargs)
-            else:
+            elif op == "backward":
                 value = modules.backward(request["value"])
+            else:
+                value = graphs.backward(request["value"])
         except BaseException as e:
             wire.write(wfd, {"op": "result", **_raised(e)})
             continue
         try:
-            wire.write(wfd, {"op": "result", "value": value, "args": args, "kwargs": kwargs})
+            reply = {"op": "result", "value": value, "args": args, "kwargs": kwargs}
+            wire.write(wfd, reply if graph is None else {**reply, "graph": graph})
         except BaseException as e:
             wire.write(wfd, {"op": "result", **_raised(e)} | {"message": f"the result could not be sent: {e}"})
+
+
+def _blocked_method(cls_name: str, name: str):
+    def blocked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"the checker's model does not let your answer call `{name}` (its class {cls_name} forbids it): "
+            "build the result from the model's parts, as the exercise asks"
+        )
+
+    blocked.__name__ = blocked.__qualname__ = name
+    return blocked
+
+
+@functools.cache
+def _model_class(spec: str, private: tuple[str, ...]) -> type:
+    """The class a model's node names: torch's or the companion's own (never the checkers' or the grader's);
+    with ``private`` methods (a checker's subclass forbade them), a subclass in which they raise."""
+    import torch
+
+    cls = wire.named_object(spec)
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise wire.WireError(f"{spec!r} is not a model class")
+    if private:
+        namespace: dict[str, Any] = {n: _blocked_method(cls.__name__, n) for n in private}
+        namespace["_blocked_methods"] = private
+        cls = type(cls.__name__, (cls,), namespace)
+    return cls
+
+
+def rebuild(data: wire.ModuleData) -> Any:
+    """The model ``data`` describes, built without calling any constructor: each module is created with
+    ``__new__``, given ``nn.Module``'s empty state, then its attributes, parameters (shared ones shared),
+    buffers and children."""
+    import torch
+
+    built = []
+    shared: dict[int, torch.nn.Parameter] = {}
+    for node in data.nodes:
+        cls = _model_class(node["type"], tuple(node["private"]))
+        m = cls.__new__(cls)
+        torch.nn.Module.__init__(m)
+        for k, v in node["attrs"].items():
+            m.__dict__[k] = v
+        for k, v in node["params"].items():
+            if v is not None and v[0] not in shared:
+                shared[v[0]] = torch.nn.Parameter(v[1], requires_grad=v[2])
+            m._parameters[k] = None if v is None else shared[v[0]]
+        for k, v in node["buffers"].items():
+            m._buffers[k] = v
+        m._non_persistent_buffers_set = set(node["transient"])
+        m.training = node["training"]
+        built.append(m)
+    for m, node in zip(built, data.nodes, strict=True):
+        for k, j in node["children"].items():
+            m._modules[k] = None if j is None else built[j]
+    return built[0]
+
+
+def rebuilt(value: Any) -> Any:
+    """An argument as the student's function receives it: a model sent as data, rebuilt (also in a list)."""
+    if isinstance(value, wire.ModuleData):
+        return rebuild(value)
+    if type(value) in (list, tuple):
+        return type(value)(rebuilt(v) for v in value)
+    if type(value) is dict:
+        return {k: rebuilt(v) for k, v in value.items()}
+    return value
+
+
+class Graphs:
+    """The computation graphs of the student's results that carry gradient, kept until the grader asks for
+    their gradients (a loss to train with: the checker backpropagates it, perhaps after other calls)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[int, tuple[list[Any], list[Any]]] = {}
+
+    def keep(self, value: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
+        """``None``, or when a tensor of ``value`` is computed with gradient ``{"graph": key, "leaves": [...],
+        "outs": [...]}``: ``outs`` are those tensors' places among the result's tensors; the leaves are every
+        parameter of a model argument (``[argument, name]``) and every tensor argument (``[argument, None]``)
+        that requires gradient, the argument an index or a keyword."""
+        import torch
+
+        found = wire.tensors_in(value)
+        places = [i for i, t in enumerate(found) if t.requires_grad and t.grad_fn is not None]
+        if not places:
+            return None  # (a leaf that requires gradient comes back as one: no graph behind it)
+        outs = [found[i] for i in places]
+        leaves: list[Any] = []
+        where: list[list[Any]] = []
+        for at, a in [*enumerate(args), *kwargs.items()]:
+            if isinstance(a, torch.nn.Module):
+                for n, p in a.named_parameters():
+                    if p.requires_grad:
+                        leaves.append(p)
+                        where.append([at, n])
+            elif isinstance(a, torch.Tensor) and a.requires_grad and a.is_leaf:
+                leaves.append(a)
+                where.append([at, None])
+        key = len(self.kept)
+        self.kept[key] = (outs, leaves)
+        return {"graph": key, "leaves": where, "outs": places}
+
+    def backward(self, meta: dict) -> Any:
+        """The gradients of the kept graph's leaves, given those of its outputs."""
+        import torch
+
+        outs, leaves = self.kept[int(meta["graph"])]
+        pairs = [(o, g) for o, g in zip(outs, meta["grads"], strict=True) if g is not None]
+        for leaf in leaves:
+            leaf.grad = None
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], inputs=leaves or None)
+        return {"leaves": [leaf.grad for leaf in leaves]}
 
 
 class ModuleServer:
@@ -420,6 +554,8 @@ def zygote(sock_fd: int) -> None:
     sock = socket.socket(fileno=sock_fd)
     first = json.loads(sock.recv(1 << 16) or b"{}")
     for module_name in first.get("preload", []):
+        if _closed(module_name):
+            continue
         try:
             importlib.import_module(module_name)
         except Exception:

@@ -155,12 +155,10 @@ def _grade_answer(answer: answers.Answer, exercise: Exercise, limits: Limits, nb
         return {"status": NOT_ATTEMPTED, "problem": "", "text": checker.not_attempted_message(), "how": "stub"}
     if answers.mentions(answer, name):
         return _imported(name, "companion")
-    result = check_exercise(exercise, answer.code, limits, answers.imported_modules(answer), remote=True)
+    result = check_exercise(exercise, answer.code, limits, answers.imported_modules(answer))
     entry = _entry(name, result, answer, limits)
     entry["output_bytes"] = result.get("output_bytes", 0)
     entry["seconds"] = result.get("seconds", 0.0)
-    if result.get("how") == "in process":
-        entry["weaker"] = True
     return entry
 
 
@@ -188,9 +186,10 @@ def _entry(name: str, result: dict[str, Any], answer: answers.Answer, limits: Li
         return {"status": TIMEOUT, "problem": f"checking `{name}` did not finish: {result['why']}"}
     if status == "stopped":
         return {"status": ERROR, "problem": f"checking `{name}` stopped its process: {result['why']}"}
-    if status == "tampered":
-        problem = f"checking `{name}`: {result.get('problem')}"
-        return {"status": ERROR, "problem": problem, "text": f"ERROR  {name}: {result.get('problem')}."}
+    if status == "unportable":
+        problem = f"the grader cannot send the checker's arguments for `{name}` as data ({result['why']})"
+        hint = "This is not a verdict on your code: tell your instructor (the checker needs a change)."
+        return {"status": ERROR, "problem": problem, "hint": hint, "text": f"ERROR  {name}: {problem}.\n{hint}"}
     if status == "crash" or status not in (PASSED, WRONG, NOT_ATTEMPTED):
         return {"status": ERROR, "problem": f"the checker could not run: {result.get('problem')}"}
     module = str(result.get("module") or "")
