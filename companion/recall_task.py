@@ -12,13 +12,27 @@ can put all its weight on that one position; linear attention must read it out o
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ._validate import describe, require_integer_tensor, require_positive_int, require_tensor
+from .training import train
 
-__all__ = ["RecallTask", "make_recall_batch", "recall_answers", "recall_lm_targets", "recall_accuracy"]
+__all__ = [
+    "RecallTask",
+    "make_recall_batch",
+    "recall_answers",
+    "recall_lm_targets",
+    "recall_accuracy",
+    "no_lookup_accuracy",
+    "train_recall",
+]
+
+TEST_SEED = 10**9  # the test set's seed; training batches use seeds below it
 
 
 @dataclass(frozen=True)
@@ -115,3 +129,71 @@ def recall_accuracy(logits: torch.Tensor, answers: torch.Tensor) -> float:
             f"and {tuple(answers.shape)}"
         )
     return float((logits.argmax(dim=-1) == answers).float().mean())
+
+
+def no_lookup_accuracy(tokens: torch.Tensor, task: RecallTask = RecallTask()) -> tuple[float, float]:
+    """The exact expected accuracy of two answers that ignore the query, averaged over sequences (B, 2m + 2).
+
+    Returns (a uniform choice among the distinct values of the sequence, its most frequent value).
+    """
+    require_integer_tensor(tokens, "tokens")
+    if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
+        raise ValueError(f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}")
+    values = tokens[:, 1 : 2 * task.n_pairs : 2]  # (B, m)
+    counts = F.one_hot(values, task.vocab_size).sum(1)  # (B, V): how often each value occurs
+    uniform = (1 / (counts > 0).sum(-1).double()).mean()
+    most_frequent = (counts.max(-1).values / task.n_pairs).double().mean()
+    return float(uniform), float(most_frequent)
+
+
+def train_recall(
+    model: nn.Module,
+    task: RecallTask = RecallTask(),
+    *,
+    steps: int,
+    every: int = 50,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+    test_size: int = 2000,
+) -> list[tuple[int, float, float]]:
+    """Train a language model (B, T) → (B, T, V) to answer recall; every ``every`` steps record
+    (step, CPU seconds of training so far, accuracy on ``test_size`` held-out sequences).
+
+    AdamW with learning rate ``lr``; step s trains on ``make_recall_batch(batch_size, task, seed=seed·steps + s)``
+    with the cross-entropy of the answer at the last position only. The test set is the same for every
+    ``seed`` (seed ``TEST_SEED``), and its measurement is not counted in the CPU time.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
+    for name, value in (("steps", steps), ("every", every), ("batch_size", batch_size), ("test_size", test_size)):
+        require_positive_int(value, name)
+    if not isinstance(seed, int) or seed < 0 or (seed + 1) * steps > TEST_SEED:
+        raise ValueError(f"seed must be an int with 0 <= seed and (seed + 1) * steps <= {TEST_SEED}, got {seed!r}")
+    test_tokens, test_answers = make_recall_batch(test_size, task, seed=TEST_SEED)
+    history, clock = [], {"start": time.process_time(), "measuring": 0.0}
+
+    def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        tokens, answers = batch
+        return F.cross_entropy(model(tokens)[:, -1], answers)  # only the answer counts
+
+    def record(step: int, loss: float) -> None:
+        if (step + 1) % every == 0 or step + 1 == steps:
+            now = time.process_time()
+            model.eval()
+            with torch.no_grad():
+                accuracy = recall_accuracy(model(test_tokens), test_answers)
+            model.train()
+            history.append((step + 1, now - clock["start"] - clock["measuring"], accuracy))
+            clock["measuring"] += time.process_time() - now
+
+    train(
+        model,
+        lambda step: make_recall_batch(batch_size, task, seed=seed * steps + step),
+        loss_fn,
+        steps=steps,
+        lr=lr,
+        progress=False,
+        callback=record,
+    )
+    return history

@@ -1,9 +1,19 @@
 """The associative-recall task: determinism, the answers against a loop, and the helpers' checks."""
 
+import itertools
+
 import pytest
 import torch
 
-from companion.recall_task import RecallTask, make_recall_batch, recall_accuracy, recall_answers, recall_lm_targets
+from companion.recall_task import (
+    RecallTask,
+    make_recall_batch,
+    no_lookup_accuracy,
+    recall_accuracy,
+    recall_answers,
+    recall_lm_targets,
+    train_recall,
+)
 
 
 def test_batches_are_deterministic_and_well_formed():
@@ -54,3 +64,64 @@ def test_bad_input():
         recall_accuracy(torch.zeros(2, 5), torch.zeros(2))
     with pytest.raises(ValueError, match="logits must be"):
         recall_accuracy(torch.zeros(2, 5), torch.zeros(3, dtype=torch.long))
+
+
+def test_no_lookup_accuracy_against_a_loop():
+    task = RecallTask(n_pairs=4, n_keys=16, n_values=5)
+    tokens, _ = make_recall_batch(300, task, seed=1)
+    uniform, most_frequent = no_lookup_accuracy(tokens, task)
+    loop_uniform = loop_most = 0.0
+    for row in tokens.tolist():
+        values = row[1 : 2 * task.n_pairs : 2]
+        loop_uniform += 1 / len(set(values)) / len(tokens)
+        loop_most += max(values.count(v) for v in values) / task.n_pairs / len(tokens)
+    assert uniform == pytest.approx(loop_uniform, abs=1e-12)
+    assert most_frequent == pytest.approx(loop_most, abs=1e-12)
+    assert 1 / task.n_pairs <= uniform <= most_frequent <= 1
+    with pytest.raises(ValueError, match=r"shape \(batch, 10\)"):
+        no_lookup_accuracy(tokens[:, :-1], task)
+
+
+class LastToken(torch.nn.Module):
+    """Logits at position t from the token before it alone (at the answer: QUERY): it cannot look anything up,
+    but it can learn a constant answer there."""
+
+    def __init__(self, vocab_size: int) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab_size, vocab_size)
+
+    def forward(self, tokens):
+        return self.table(tokens.roll(1, dims=1))
+
+
+def test_train_recall_learns_what_can_be_learnt_and_records_its_history():
+    task = RecallTask(n_pairs=3, n_keys=6, n_values=1)  # one value: the answer never changes
+    torch.manual_seed(0)
+    model = LastToken(task.vocab_size)
+    history = train_recall(model, task, steps=25, every=10, lr=0.1, test_size=200)
+    assert [step for step, _, _ in history] == [10, 20, 25]
+    assert all(0 <= a <= b for (_, a, _), (_, b, _) in itertools.pairwise(history))  # CPU time grows
+    assert history[-1][2] == 1.0 and model.training
+    torch.manual_seed(0)
+    untrained = LastToken(task.vocab_size)
+    tokens, answers = make_recall_batch(200, task, seed=10**9)
+    assert recall_accuracy(untrained(tokens), answers) < 0.5  # so training did it
+    # the same seed gives the same run; another seed other batches
+    torch.manual_seed(0)
+    again = train_recall(LastToken(task.vocab_size), task, steps=25, every=10, lr=0.1, test_size=200)
+    assert [h[2] for h in again] == [h[2] for h in history]
+
+
+def test_train_recall_on_the_task_the_query_is_needed_for():
+    task = RecallTask(n_pairs=2, n_keys=4, n_values=4)
+    torch.manual_seed(0)
+    history = train_recall(LastToken(task.vocab_size), task, steps=30, every=30, lr=0.1, test_size=500)
+    tokens, _ = make_recall_batch(500, task, seed=10**9)
+    # reading only the QUERY token it can do no better than a constant guess
+    assert history[-1][2] < 0.45
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        train_recall(lambda tokens: tokens, task, steps=3)
+    with pytest.raises(ValueError, match="seed must be an int"):
+        train_recall(LastToken(task.vocab_size), task, steps=3, seed=-1)
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        train_recall(LastToken(task.vocab_size), task, steps=0)
