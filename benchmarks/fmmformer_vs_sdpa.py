@@ -19,9 +19,9 @@ Time is the median of ``torch.utils.benchmark`` repetitions (:func:`companion.be
 implementations timed in turn ``--rounds`` times and the best kept; peak memory is
 :func:`companion.benchmarking.peak_memory` (the tensors created during one call, inputs excluded; the fused
 sdpa kernel's private scratch buffers are not seen). Both come from
-:func:`companion.linear_attention.measure_linear_attention`, chapter 7's harness. The script prints a markdown
-table, the ratios at N = 16,384 (goal: fmmformer ≥ 4× faster than sdpa) and the fitted log–log slopes of time
-and memory (1 = linear, 2 = quadratic). ``--plot FILE`` saves the log–log figure.
+:func:`companion.benchmarking.linear_attention.measure_linear_attention`, chapter 8's harness. The script
+prints a markdown table, the ratios at N = 16,384 (goal: fmmformer ≥ 4× faster than sdpa) and the fitted
+log–log slopes of time and memory (1 = linear, 2 = quadratic). ``--plot FILE`` saves the log–log figure.
 """
 
 from __future__ import annotations

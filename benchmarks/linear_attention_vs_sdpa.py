@@ -13,7 +13,7 @@ On random float32 q, k, v of shape (batch, heads, N, d) it times, in one run,
   Python loop over positions) and quadratic (the masked N × N kernel matrix);
 - non-causal: sdpa, linear attention by associativity ("linear") and the quadratic form.
 
-The slow forms stop at the lengths of :data:`companion.linear_attention.DEFAULT_MAX_N`. Time is the median
+The slow forms stop at the lengths of :data:`companion.benchmarking.linear_attention.DEFAULT_MAX_N`. Time is the median
 of ``torch.utils.benchmark`` repetitions, the implementations timed in turn ``--rounds`` times and the best
 kept (a loaded machine slows them alike). Peak memory is :func:`companion.benchmarking.peak_memory`: on the
 CPU, the bytes of the tensors PyTorch creates during one call (inputs excluded), counted through a

@@ -305,13 +305,13 @@ def far_field_rank(q: torch.Tensor, k: torch.Tensor, feature_maps: Sequence[Feat
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time and memory against N: for companion.linear_attention.measure_linear_attention and the benchmark
+# Time and memory against N: for companion.benchmarking.linear_attention.measure_linear_attention and the benchmark
 
 
 def fmmformer_implementations(
     *, causal: bool = True, bandwidth: int = DEFAULT_BANDWIDTH, dense: bool = True
 ) -> dict[str, Callable[..., torch.Tensor]]:
-    """``name → fn(q, k, v)`` for :func:`companion.linear_attention.measure_linear_attention`.
+    """``name → fn(q, k, v)`` for :func:`companion.benchmarking.linear_attention.measure_linear_attention`.
 
     ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused softmax attention); ``"softmax"``:
     :func:`companion.attention.scaled_dot_product_attention` (the N × N matrix); ``"linear"``: chapter 8's linear

@@ -8,7 +8,7 @@
 - :func:`top_k_logits`, :func:`top_p_logits`, :func:`sample_next` and :func:`generate`: temperature, top-k and
   top-p (nucleus) sampling, reproducible with a :class:`torch.Generator`, with or without the key/value cache.
 
-With the same weights (:func:`companion.interop_hf.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
+With the same weights (:func:`companion.interop.hf_gpt.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
 Face's ``GPT2LMHeadModel``; GPT-2 ties the output layer to the embedding and uses the tanh approximation of GELU.
 """
 

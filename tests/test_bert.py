@@ -1,7 +1,7 @@
-"""BERT (companion.bert, companion.interop_bert): equal to Hugging Face's BertForPreTraining and BertModel holding the
-same weights, parameter counts by formula equal to Hugging Face's, all-MiniLM-L6-v2 loaded into our encoder equal
-to transformers and sentence-transformers (also when downloaded from the hub, as in Colab), and clear errors for
-bad input."""
+"""BERT (companion.bert, companion.interop.hf_bert): equal to Hugging Face's BertForPreTraining and BertModel
+holding the same weights, parameter counts by formula equal to Hugging Face's, all-MiniLM-L6-v2 loaded into our
+encoder equal to transformers and sentence-transformers (also when downloaded from the hub, as in Colab), and
+clear errors for bad input."""
 
 import re
 import shutil
@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from companion.bert import (
+    IGNORE_INDEX,
     BertConfig,
     BertEncoder,
     BertForPreTraining,
@@ -21,7 +22,7 @@ from companion.bert import (
     pretraining_loss,
     sentence_embeddings,
 )
-from companion.interop_bert import (
+from companion.interop.hf_bert import (
     MINILM_FILES,
     config_from_hf,
     hf_parameter_names,
@@ -30,7 +31,6 @@ from companion.interop_bert import (
     minilm_path,
     read_safetensors,
 )
-from companion.pretraining_data import IGNORE_INDEX
 
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}  # largest |ours - theirs| allowed, logits of size ~1-10
 
@@ -42,7 +42,7 @@ SMALL = dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_
 def hf_pair():
     """A random BertForPreTraining (weights perturbed away from the zero biases / unit norms) and our copy."""
     transformers = pytest.importorskip("transformers")
-    from companion.interop_bert import bert_from_hf
+    from companion.interop.hf_bert import bert_from_hf
 
     torch.manual_seed(0)
     hf = transformers.BertForPreTraining(transformers.BertConfig(**SMALL)).eval()
@@ -105,7 +105,7 @@ def test_pretraining_loss_equals_hugging_faces(hf_pair):
 
 def test_equal_to_hugging_face_bert_model_and_gradients_flow(hf_pair):
     transformers = pytest.importorskip("transformers")
-    from companion.interop_bert import bert_from_hf
+    from companion.interop.hf_bert import bert_from_hf
 
     hf, _ = hf_pair
     hf_model = transformers.BertModel(hf.config).eval()

@@ -10,7 +10,7 @@ import torch
 from checker_testing import assert_wrong, stub
 from torch import nn
 
-from companion.checking import Checker, Mismatch, call, case, compare, expect, restore, same, snapshot
+from companion.exercises.checking import Checker, Mismatch, call, case, compare, expect, restore, same, snapshot
 
 
 def _twice(x: torch.Tensor, factor: float = 2.0) -> torch.Tensor:
@@ -214,7 +214,7 @@ def test_restore_puts_back_what_the_student_replaced(capsys):
 import signal  # noqa: E402
 
 import companion.masks  # noqa: E402
-from companion.checking import RAISED, confirmed, peak_bytes  # noqa: E402
+from companion.exercises.checking import RAISED, confirmed, peak_bytes  # noqa: E402
 from companion.masks import causal_mask as imported_alias  # noqa: E402
 
 

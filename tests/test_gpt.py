@@ -33,7 +33,7 @@ def hf_gpt2(n_layer=3, dtype=torch.float32, seed=0, **overrides):
 
 @pytest.mark.parametrize(("dtype", "atol"), [(torch.float32, 1e-5), (torch.float64, 1e-12)])
 def test_logits_equal_hugging_face(dtype, atol):
-    from companion.interop_hf import gpt_from_hf
+    from companion.interop.hf_gpt import gpt_from_hf
 
     hf = hf_gpt2(dtype=dtype)
     ours = gpt_from_hf(hf).eval()
@@ -46,7 +46,7 @@ def test_logits_equal_hugging_face(dtype, atol):
 
 
 def test_loss_and_gradients_equal_hugging_face():
-    from companion.interop_hf import gpt_from_hf
+    from companion.interop.hf_gpt import gpt_from_hf
 
     hf = hf_gpt2(dtype=torch.float64).train()
     ours = gpt_from_hf(hf).train()
@@ -66,7 +66,7 @@ def test_loss_and_gradients_equal_hugging_face():
 
 
 def test_greedy_generation_equals_hugging_face():
-    from companion.interop_hf import gpt_from_hf
+    from companion.interop.hf_gpt import gpt_from_hf
 
     hf = hf_gpt2(dtype=torch.float64)
     ours = gpt_from_hf(hf)
@@ -214,7 +214,7 @@ def test_bad_input_gets_clear_errors():
 
 
 def test_wrong_state_dicts_get_clear_errors():
-    from companion.interop_hf import gpt_config_from_hf, gpt_from_hf, gpt_state_dict_from_hf
+    from companion.interop.hf_gpt import gpt_config_from_hf, gpt_from_hf, gpt_state_dict_from_hf
 
     hf = hf_gpt2(n_layer=2)
     config = gpt_config_from_hf(hf.config)

@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from companion.benchmarking import loglog_slope
+from companion.benchmarking.linear_attention import measure_generation, measure_linear_attention
 from companion.linear_attention import (
     DEFAULT_EPS,
     LinearAttentionState,
@@ -22,11 +24,8 @@ from companion.linear_attention import (
     linear_attention,
     linear_attention_state,
     linear_attention_step,
-    loglog_slope,
     low_rank_error,
     low_rank_factors,
-    measure_generation,
-    measure_linear_attention,
     numerical_rank,
     quadratic_linear_attention,
     relu_feature_map,

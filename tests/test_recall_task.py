@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from companion.recall_task import RecallTask, make_recall_batch, recall_accuracy, recall_answers, recall_lm_targets
+from companion.data.recall_task import RecallTask, make_recall_batch, recall_accuracy, recall_answers, recall_lm_targets
 
 
 def test_batches_are_deterministic_and_well_formed():

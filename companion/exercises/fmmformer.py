@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from ..banded_attention import band_mask, banded_attention, banded_attention_dense
-from ..checking import Checker, case, compare, expect_memory
 from ..fmmformer import elu_flip_plus_one, fmmformer_attention
 from ..linear_attention import elu_plus_one, linear_attention, numerical_rank
+from .checking import Checker, case, compare, expect_memory
 
 __all__ = ["check_causal_band_mask", "check_banded_softmax", "check_fmm_blend", "check_numerical_rank"]
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import linear_attention as ref
-from ..checking import Checker, Mismatch, case, compare, expect_memory
+from .checking import Checker, Mismatch, case, compare, expect_memory
 
 __all__ = [
     "check_elu_plus_one",

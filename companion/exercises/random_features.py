@@ -25,7 +25,7 @@ import math
 import torch
 
 from .. import random_features as ref
-from ..checking import case, compare
+from .checking import case, compare
 
 __all__ = [
     "check_monte_carlo_kernel",

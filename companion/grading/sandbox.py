@@ -222,7 +222,7 @@ def _watched(checker_module: str) -> list[Any]:
     import numpy
     import torch
 
-    names = ["torch", "torch.nn", "torch.nn.functional", "numpy", "math", "builtins", "companion.checking"]
+    names = ["torch", "torch.nn", "torch.nn.functional", "numpy", "math", "builtins", "companion.exercises.checking"]
     names.append(checker_module)
     objects: list[Any] = [sys.modules[n] for n in names if n in sys.modules]
     return objects + [torch.Tensor, torch.nn.Module, torch.nn.Linear, torch.nn.Parameter, numpy.ndarray, object]

@@ -493,7 +493,7 @@ _ACTIVE = _ActiveChecks()
 
 
 def _caller_namespace() -> dict[str, Any] | None:
-    """The globals of the first frame outside ``companion.checking`` and ``companion.exercises`` (the notebook)."""
+    """The globals of the first frame outside ``companion.exercises`` and its checking module (the notebook)."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
@@ -919,7 +919,7 @@ def peak_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
 
 
 def _peak_bytes_once(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    from .benchmarking import MemoryTracker
+    from ..benchmarking import MemoryTracker
 
     running = tracemalloc.is_tracing()
     if not running:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validate import describe
+from .._validate import describe
 
 __all__ = [
     "normalize_answer",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validate import describe, require_integer_tensor, require_positive_int, require_tensor
+from .._validate import describe, require_integer_tensor, require_positive_int, require_tensor
 
 __all__ = ["RecallTask", "make_recall_batch", "recall_answers", "recall_lm_targets", "recall_accuracy"]
 

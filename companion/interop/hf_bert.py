@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ._validate import describe
-from .bert import BertConfig, BertEncoder, BertForPreTraining
-from .wordpiece import WordPieceTokenizer
+from .._validate import describe
+from ..bert import BertConfig, BertEncoder, BertForPreTraining
+from ..wordpiece import WordPieceTokenizer
 
 __all__ = [
     "config_from_hf",

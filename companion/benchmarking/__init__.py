@@ -8,7 +8,11 @@ call :func:`measure_attention`, so the figure and the benchmark come from one pi
   ``min_run_time`` seconds, median per call);
 - peak memory: on a GPU ``torch.cuda.max_memory_allocated``; on the CPU, :class:`MemoryTracker` adds up the
   bytes of every tensor created during the call and subtracts them when they are freed, and reports the
-  largest total (the inputs, made before, do not count).
+  largest total (the inputs, made before, do not count);
+- growth: :func:`loglog_slope`, the exponent p of a power law y ∝ x^p fitted to the measurements.
+
+Sub-modules: :mod:`companion.benchmarking.linear_attention` (chapter 8: linear attention against N and per
+generated token) and :mod:`companion.benchmarking.nbody` (chapter 9: the direct and the cell sum).
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ._validate import describe, require_positive_int
-from .attention import blocked_attention, scaled_dot_product_attention
+from .._validate import describe, require_positive_int
+from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
     "MemoryTracker",
@@ -36,6 +40,7 @@ __all__ = [
     "measure_attention",
     "default_attention_implementations",
     "format_table",
+    "loglog_slope",
 ]
 
 
@@ -259,3 +264,13 @@ def format_table(rows: Sequence[AttentionMeasurement], *, baseline: str = "pytor
                 line += f" | {ratio:>20}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """The slope p of the least-squares line log y = p log x + c: y ∝ x^p (p = 1 linear, p = 2 quadratic)."""
+    x, y = torch.tensor(xs, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
+    if x.ndim != 1 or x.shape != y.shape or len(x) < 2 or not bool((x > 0).all() and (y > 0).all()):
+        raise ValueError(f"need two equally long lists of at least 2 positive numbers, got {list(xs)} and {list(ys)}")
+    lx, ly = x.log(), y.log()
+    lx, ly = lx - lx.mean(), ly - ly.mean()
+    return float((lx * ly).sum() / (lx * lx).sum())
