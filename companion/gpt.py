@@ -25,7 +25,7 @@ from torch import nn
 from ._validate import check_token_ids, describe, require_heads, require_positive_int, require_probability
 from .attention import KVCache, scaled_dot_product_attention
 from .positional import LearnedPositionalEmbedding
-from .transformer import CausalBlock, LayerNorm
+from .transformer import CausalBlock, DecoderOnlyTransformer, LayerNorm
 
 __all__ = [
     "GPTConfig",
@@ -232,7 +232,7 @@ def sample_next(
 
 @torch.no_grad()
 def generate(
-    model: GPT,
+    model: GPT | DecoderOnlyTransformer,
     ids: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -246,18 +246,25 @@ def generate(
 
     With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
     without, every step reruns the whole sequence. Both give the same tokens. The model is in eval mode during
-    the call; n + max_new_tokens must not exceed the context length T.
+    the call; n + max_new_tokens must not exceed the context length T. This is the book's one generation loop
+    for decoder-only models (:class:`GPT` and :class:`~companion.transformer.DecoderOnlyTransformer`), with one
+    sampler, :func:`sample_next` (``temperature=0``: greedy).
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {describe(model)}")
-    check_token_ids(ids, "ids", model.config.vocab_size)
+    if not isinstance(model, (GPT, DecoderOnlyTransformer)):
+        raise TypeError(f"model must be a GPT or a DecoderOnlyTransformer, got {describe(model)}")
+    vocab_size, context_length = (
+        (model.config.vocab_size, model.config.context_length)
+        if isinstance(model, GPT)
+        else (model.embed.num_embeddings, model.max_len)
+    )
+    check_token_ids(ids, "ids", vocab_size)
     if ids.shape[1] == 0:
         raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")
     require_positive_int(max_new_tokens, "max_new_tokens")
-    if ids.shape[1] + max_new_tokens > model.config.context_length:
+    if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(
             f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
-            f"exceeds the context length T = {model.config.context_length}"
+            f"exceeds the context length T = {context_length}"
         )
     options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
     was_training = model.training
