@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from companion.benchmarking import loglog_slope
+from companion.benchmarking import fit_loglog_slope
 from companion.benchmarking.linear_attention import measure_generation, measure_linear_attention
 from companion.linear_attention import (
     DEFAULT_EPS,
@@ -412,12 +412,16 @@ def test_loglog_slope_against_numpy_polyfit():
     g = np.random.default_rng(0)
     xs = [2.0**p for p in range(9, 16)]
     ys = [3e-7 * x**1.7 for x in xs]
-    assert loglog_slope(xs, ys) == pytest.approx(1.7, abs=1e-12)
+    assert fit_loglog_slope(xs, ys).slope == pytest.approx(1.7, abs=1e-12)
     noisy = [y * math.exp(0.2 * g.standard_normal()) for y in ys]
     expected = np.polyfit(np.log(xs), np.log(noisy), 1)[0]
-    assert loglog_slope(xs, noisy) == pytest.approx(expected, abs=1e-12)
-    with pytest.raises(ValueError, match="at least 2 positive numbers"):
-        loglog_slope([1.0, 2.0], [1.0, 0.0])
+    assert fit_loglog_slope(xs, noisy).slope == pytest.approx(expected, abs=1e-12)
+    two = fit_loglog_slope([2.0, 8.0], [3.0, 12.0])  # y = 1.5 x, and no spread to measure
+    assert (
+        two.slope == pytest.approx(1.0) and two.intercept == pytest.approx(math.log(1.5)) and math.isnan(two.slope_se)
+    )
+    with pytest.raises(ValueError, match="at least 2 positive x and positive y"):
+        fit_loglog_slope([1.0, 2.0], [1.0, 0.0])
 
 
 def test_measure_linear_attention_skips_the_slow_forms_past_their_limit():
