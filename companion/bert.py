@@ -6,7 +6,7 @@
   (exact GELU, LayerNorm eps 1e-12) and the pooler ``tanh(W h_[CLS] + b)`` (Hugging Face's ``BertModel``);
 - :class:`MaskedLMHead` (dense, GELU, LayerNorm, then the decoder tied to the token embedding with its own
   bias) and :class:`BertForPreTraining` (encoder, masked-LM head, next-sentence head: ``BertForPreTraining``);
-- :func:`pretraining_loss`, :func:`bert_parameter_count` (the count by formula), :func:`mean_pool` and
+- :func:`pretraining_loss`, :func:`parameter_count` (the count by formula), :func:`mean_pool` and
   :func:`sentence_embeddings` (sentence-transformers' mean pooling);
 - :func:`bert_inputs` (a batch ``[CLS] a [SEP] b [SEP]`` with its segment ids, :func:`truncate_pair`) and
   :data:`IGNORE_INDEX`, the label the loss skips. The pretraining *data* (masking, sentence pairs) is machinery:
@@ -35,7 +35,7 @@ __all__ = [
     "MaskedLMHead",
     "BertForPreTraining",
     "pretraining_loss",
-    "bert_parameter_count",
+    "parameter_count",
     "mean_pool",
     "sentence_embeddings",
     "IGNORE_INDEX",
@@ -259,7 +259,7 @@ def pretraining_loss(
     return mlm + nsp, stats
 
 
-def bert_parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = False) -> int:
+def parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = False) -> int:
     """The number of parameters by formula, for width d, feed-forward width f, vocabulary V, positions P, types T:
 
     embeddings (V + P + T)·d + 2d; each layer 4(d² + d) + 2·d·f + f + d + 4d (attention, feed-forward, two

@@ -1,7 +1,7 @@
 """GPT (chapter 6): GPT-2's decoder-only language model, built from chapter 5's blocks, and how to sample from it.
 
 - :class:`GPTConfig`: the hyperparameters (as in nanoGPT), with GPT-2's four sizes and GPT-3's largest;
-- :func:`count_parameters`: the number of parameters from the configuration alone, by formula;
+- :func:`parameter_count`: the number of parameters from the configuration alone, by formula;
 - :class:`GPT`: token embedding + learned positions → pre-norm :class:`~companion.transformer.CausalBlock` s →
   final :class:`~companion.transformer.LayerNorm` → output layer *tied* to the token embedding;
 - :func:`next_token_loss`: the pretraining objective, cross-entropy of position t predicting token t + 1;
@@ -30,7 +30,7 @@ from .transformer import CausalBlock, DecoderOnlyTransformer, LayerNorm
 __all__ = [
     "GPTConfig",
     "GPT2_SIZES",
-    "count_parameters",
+    "parameter_count",
     "GPT",
     "next_token_loss",
     "top_k_logits",
@@ -91,7 +91,7 @@ class GPTConfig:
         return cls(context_length=2048, n_layers=96, n_heads=96, d_model=12288)
 
 
-def count_parameters(config: GPTConfig) -> int:
+def parameter_count(config: GPTConfig) -> int:
     """P = V·d + T·d + L·(4d² + 2·d·d_ff + d_ff + 9d) + 2d: embeddings, L blocks, the final norm (tied output).
 
     A block holds W_Q, W_K, W_V, W_O with their biases (4d² + 4d), the feed-forward layer (2·d·d_ff + d_ff + d)
@@ -167,7 +167,7 @@ class GPT(nn.Module):
         return self.lm_head(self.norm(x))  # (B, n, V)
 
     def num_parameters(self) -> int:
-        """The number of distinct parameters (the tied table counts once), as :func:`count_parameters` predicts."""
+        """The number of distinct parameters (the tied table counts once), as :func:`parameter_count` predicts."""
         return sum(p.numel() for p in self.parameters())
 
 

@@ -17,8 +17,8 @@ from companion.bert import (
     BertConfig,
     BertEncoder,
     BertForPreTraining,
-    bert_parameter_count,
     mean_pool,
+    parameter_count,
     pretraining_loss,
     sentence_embeddings,
 )
@@ -153,16 +153,16 @@ def test_parameter_counts_equal_hugging_faces(name):
         encoder = transformers.BertModel(hf_config).num_parameters()
         no_pooler = transformers.BertModel(hf_config, add_pooling_layer=False).num_parameters()
         ours = BertForPreTraining(config).num_parameters()
-    assert bert_parameter_count(config, heads=True) == pretraining == ours
-    assert bert_parameter_count(config) == encoder
-    assert bert_parameter_count(config, pooler=False) == no_pooler
+    assert parameter_count(config, heads=True) == pretraining == ours
+    assert parameter_count(config) == encoder
+    assert parameter_count(config, pooler=False) == no_pooler
 
 
 def test_parameter_count_formula_on_odd_sizes():
     config = BertConfig(vocab_size=77, d_model=12, n_layers=3, n_heads=3, d_ff=17, max_len=9, type_vocab_size=4)
     model = BertForPreTraining(config)
-    assert bert_parameter_count(config, heads=True) == model.num_parameters()
-    assert bert_parameter_count(config) == sum(p.numel() for p in model.bert.parameters())
+    assert parameter_count(config, heads=True) == model.num_parameters()
+    assert parameter_count(config) == sum(p.numel() for p in model.bert.parameters())
 
 
 def test_mean_pool_against_a_loop():

@@ -215,7 +215,7 @@ def build_class(folder: Path) -> None:
     moved = cells[cosine - 1 : cosine + 3]
     del cells[cosine - 1 : cosine + 3]
     cells.extend(moved)
-    params = next(i for i, c in enumerate(cells) if "small = cemb.embedding_parameters" in source(c))
+    params = next(i for i, c in enumerate(cells) if "small = cemb.parameter_count" in source(c))
     assert "assert small ==" in source(cells[params + 1])
     del cells[params : params + 2]  # a chapter cell and the hidden cell that checks its numbers
     save("grace/submission.ipynb", nb)
