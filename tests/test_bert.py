@@ -24,9 +24,9 @@ from companion.bert import (
 )
 from companion.interop.hf_bert import (
     MINILM_FILES,
-    config_from_hf,
-    hf_parameter_names,
-    load_hf_state_dict,
+    bert_config_from_hf,
+    bert_hf_parameter_names,
+    load_bert_state_dict_from_hf,
     load_pretrained,
     minilm_path,
     read_safetensors,
@@ -147,7 +147,7 @@ def test_parameter_counts_equal_hugging_faces(name):
                  "large": transformers.BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                                                   intermediate_size=4096)}[name]  # fmt: skip
     config = getattr(BertConfig, name)()
-    assert config_from_hf(hf_config) == config
+    assert bert_config_from_hf(hf_config) == config
     with torch.device("meta"):
         pretraining = transformers.BertForPreTraining(hf_config).num_parameters()
         encoder = transformers.BertModel(hf_config).num_parameters()
@@ -315,22 +315,24 @@ def test_bad_input_gets_clear_errors():
 def test_a_wrong_state_dict_is_refused_and_nothing_is_copied():
     model = BertEncoder(BertConfig(**config_kwargs()))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    good = {theirs: model.state_dict()[ours] + 1 for ours, theirs in hf_parameter_names(model).items()}
+    good = {theirs: model.state_dict()[ours] + 1 for ours, theirs in bert_hf_parameter_names(model).items()}
     missing = dict(good)
     del missing["encoder.layer.0.attention.self.query.weight"]
     with pytest.raises(ValueError, match=r"missing \['encoder.layer.0.attention.self.query.weight'\]"):
-        load_hf_state_dict(model, missing)
+        load_bert_state_dict_from_hf(model, missing)
     with pytest.raises(ValueError, match=r"unexpected \['encoder.layer.1.output.dense.bias'\]"):
-        load_hf_state_dict(model, {**good, "encoder.layer.1.output.dense.bias": torch.zeros(16)})
+        load_bert_state_dict_from_hf(model, {**good, "encoder.layer.1.output.dense.bias": torch.zeros(16)})
     wrong = {**good, "pooler.dense.weight": torch.zeros(16, 8)}
     with pytest.raises(ValueError, match=r"pooler.dense.weight: expected \(16, 16\), got \(16, 8\)"):
-        load_hf_state_dict(model, wrong)
+        load_bert_state_dict_from_hf(model, wrong)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    load_hf_state_dict(model, {f"bert.{k}": v for k, v in good.items()})  # BertForPreTraining's names work too
+    load_bert_state_dict_from_hf(
+        model, {f"bert.{k}": v for k, v in good.items()}
+    )  # BertForPreTraining's names work too
     assert torch.equal(model.pooler.weight, before["pooler.weight"] + 1)
     with pytest.raises(ValueError, match="hidden_act='gelu'"):
-        config_from_hf({"hidden_act": "relu"})
+        bert_config_from_hf({"hidden_act": "relu"})
     with pytest.raises(ValueError, match="not a BERT config"):
-        config_from_hf({"hidden_size": 8})
+        bert_config_from_hf({"hidden_size": 8})
     with pytest.raises(FileNotFoundError, match="config.json"):
         load_pretrained("/nonexistent")
