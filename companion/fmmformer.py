@@ -86,8 +86,8 @@ def far_field_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
-    causal: bool = False,
     *,
+    causal: bool = False,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
 ) -> torch.Tensor:
@@ -95,17 +95,17 @@ def far_field_attention(
     maps = _check_feature_maps(feature_maps)
     if not maps:
         raise ValueError("far_field_attention needs at least one feature map, got none")
-    out = linear_attention(q, k, v, mask, causal, feature_map=maps[0], eps=eps)
+    out = linear_attention(q, k, v, mask, causal=causal, feature_map=maps[0], eps=eps)
     for phi in maps[1:]:
-        out = out + linear_attention(q, k, v, mask, causal, feature_map=phi, eps=eps)
+        out = out + linear_attention(q, k, v, mask, causal=causal, feature_map=phi, eps=eps)
     return out
 
 
 def far_field_matrix(
     q: torch.Tensor,
     k: torch.Tensor,
-    causal: bool = False,
     *,
+    causal: bool = False,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
 ) -> torch.Tensor:
@@ -141,8 +141,8 @@ def fmmformer_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
-    causal: bool = False,
     *,
+    causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     w_near: float | torch.Tensor = 1.0,
@@ -163,10 +163,10 @@ def fmmformer_attention(
     maps = _check_feature_maps(feature_maps)
     terms = []
     if not (isinstance(w_near, (int, float)) and w_near == 0):
-        near = banded_attention(q, k, v, mask, causal, bandwidth=bandwidth, dropout_p=dropout_p)
+        near = banded_attention(q, k, v, mask, causal=causal, bandwidth=bandwidth, dropout_p=dropout_p)
         terms.append(w_near * near)
     if maps and not (isinstance(w_far, (int, float)) and w_far == 0):
-        terms.append(w_far * far_field_attention(q, k, v, mask, causal, feature_maps=maps, eps=eps))
+        terms.append(w_far * far_field_attention(q, k, v, mask, causal=causal, feature_maps=maps, eps=eps))
     if not terms:
         raise ValueError("fmmformer_attention: both terms are off (w_near = 0 and w_far = 0 or no feature maps)")
     return terms[0] if len(terms) == 1 else terms[0] + terms[1]
@@ -237,8 +237,8 @@ class FMMAttention(nn.Module):
         k: torch.Tensor,
         v: torch.Tensor,
         mask: torch.Tensor | None = None,
-        causal: bool = False,
         *,
+        causal: bool = False,
         dropout_p: float = 0.0,
     ) -> torch.Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
@@ -249,7 +249,7 @@ class FMMAttention(nn.Module):
             k,
             v,
             mask,
-            causal,
+            causal=causal,
             bandwidth=self.bandwidth,
             feature_maps=self.feature_maps,
             w_near=w_near,
@@ -299,7 +299,9 @@ def attention_spectrum(a: torch.Tensor, bandwidth: int, *, causal: bool = True) 
     return AttentionSpectrum(int(bandwidth), full / top, off / top)
 
 
-def far_field_rank(q: torch.Tensor, k: torch.Tensor, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]) -> int:
+def far_field_rank(
+    q: torch.Tensor, k: torch.Tensor, *, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]
+) -> int:
     """Numerical rank of the non-causal far-field matrix of one head, q (n_q, d_k), k (n_k, d_k): ≤ r·d_k."""
     return numerical_rank(far_field_matrix(q, k, feature_maps=feature_maps))
 

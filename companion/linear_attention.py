@@ -100,7 +100,7 @@ def exponential_kernel(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
 
 
-def kernel_matrix(q: torch.Tensor, k: torch.Tensor, feature_map: FeatureMap = elu_plus_one) -> torch.Tensor:
+def kernel_matrix(q: torch.Tensor, k: torch.Tensor, *, feature_map: FeatureMap = elu_plus_one) -> torch.Tensor:
     """sim(q_i, k_j) = φ(q_i)ᵀφ(k_j), q (..., n_q, d_k), k (..., n_k, d_k) → (..., n_q, n_k): rank ≤ r."""
     return feature_map(q) @ feature_map(k).transpose(-2, -1)
 
@@ -222,6 +222,7 @@ def kernel_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
     causal: bool = False,
     kernel: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = exponential_kernel,
     eps: float = 0.0,
@@ -247,6 +248,7 @@ def quadratic_linear_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
     causal: bool = False,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
@@ -254,7 +256,9 @@ def quadratic_linear_attention(
     """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
-    return kernel_attention(q, k, v, mask, causal, kernel=lambda q, k: kernel_matrix(q, k, feature_map), eps=eps)
+    return kernel_attention(
+        q, k, v, mask, causal=causal, kernel=lambda q, k: kernel_matrix(q, k, feature_map=feature_map), eps=eps
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -266,10 +270,10 @@ def linear_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
     causal: bool = False,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
-    *,
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """v̂_i = φ(q_i)ᵀ(Σ_j φ(k_j)v_jᵀ) / (φ(q_i)ᵀΣ_j φ(k_j) + eps); (..., n_q, d_k) → (..., n_q, d_v)."""
@@ -309,7 +313,7 @@ def _prefix(phi_k: torch.Tensor, v: torch.Tensor, n_q: int) -> tuple[LinearAtten
 
 
 def linear_attention_state(
-    k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, feature_map: FeatureMap = elu_plus_one
+    k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, *, feature_map: FeatureMap = elu_plus_one
 ) -> LinearAttentionState:
     """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
     require_tensor(k, "k")
@@ -332,6 +336,7 @@ def linear_attention_step(
     k: torch.Tensor,
     v: torch.Tensor,
     state: LinearAttentionState | None = None,
+    *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
 ) -> tuple[torch.Tensor, LinearAttentionState]:
@@ -364,6 +369,7 @@ def causal_linear_attention_recurrent(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
 ) -> torch.Tensor:
@@ -383,6 +389,7 @@ def causal_linear_attention_chunked(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -413,6 +420,7 @@ def causal_linear_attention_cumsum(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
 ) -> torch.Tensor:

@@ -89,3 +89,24 @@ def test_the_check_sees_every_form_of_import():
     assert machinery_imports("from companion.interop import hf_gpt")
     assert machinery_imports("from .. import elsewhere") == ["<outside companion>"]
     assert not machinery_imports("from . import linear_attention\nfrom .attention import KVCache\nimport torch")
+
+
+def test_attention_functions_take_q_k_v_mask_by_position_and_the_rest_by_name():
+    """``causal``, ``feature_map``, ``eps``, ... always by keyword, so position 5 never means two things."""
+    import inspect
+
+    from companion import attention, banded_attention, fmmformer, linear_attention
+
+    functions = [
+        (module, name)
+        for module in (attention, linear_attention, banded_attention, fmmformer)
+        for name in module.__all__
+        if inspect.isfunction(getattr(module, name)) and "q" in inspect.signature(getattr(module, name)).parameters
+    ]
+    assert len(functions) >= 12, functions
+    for module, name in functions:
+        params = list(inspect.signature(getattr(module, name)).parameters.values())
+        by_position = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        assert by_position in (["q", "k", "v", "mask"], ["q", "k", "v"], ["q", "k"], ["q", "k", "v", "state"]), (
+            f"{module.__name__}.{name} takes {by_position} by position"
+        )

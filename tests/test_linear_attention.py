@@ -37,7 +37,9 @@ CAUSAL_FORMS = {
     "chunked C=7": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(q, k, v, mask, chunk_size=7, **kw),
     "chunked C=1": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(q, k, v, mask, chunk_size=1, **kw),
     "cumsum": causal_linear_attention_cumsum,
-    "linear_attention(causal=True)": lambda q, k, v, mask=None, **kw: linear_attention(q, k, v, mask, True, **kw),
+    "linear_attention(causal=True)": lambda q, k, v, mask=None, **kw: linear_attention(
+        q, k, v, mask, causal=True, **kw
+    ),
 }
 
 
@@ -120,7 +122,7 @@ def test_quadratic_form_equals_a_double_loop(causal, phi):
     q, k, v = qkv(6, 3, n_k=8, d_v=2, seed=1)
     keep = torch.tensor([True, True, False, True, True, True, False, True])
     for mask, keep_list in ((None, None), (keep.expand(6, 8), keep)):
-        got = quadratic_linear_attention(q, k, v, mask, causal, feature_map=phi, eps=1e-3)
+        got = quadratic_linear_attention(q, k, v, mask, causal=causal, feature_map=phi, eps=1e-3)
         expected = loop_linear_attention(q, k, v, phi, causal, 1e-3, keep_list)
         torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -370,7 +372,7 @@ def test_numerical_rank_and_the_rank_of_linear_attention():
     # φ(Q)φ(K)ᵀ with r features has rank ≤ r; the softmax matrix of the same q, k has full rank
     q, k = torch.randn(2, 60, 4, generator=g, dtype=torch.float64)
     assert numerical_rank(kernel_matrix(q, k)) == 4
-    assert numerical_rank(kernel_matrix(q, k, signed_relu_features)) == 8
+    assert numerical_rank(kernel_matrix(q, k, feature_map=signed_relu_features)) == 8
     assert numerical_rank(torch.softmax(q @ k.T, dim=-1)) == 60
     # and the rank-one approximation of a softmax attention matrix is poor
     assert low_rank_error(torch.softmax(q @ k.T, dim=-1), 1) > 0.3

@@ -52,7 +52,7 @@ def test_multi_head_attention_calls_the_given_attention_function():
 
     def recording(q, k, v, mask=None, causal=False):
         calls.append((q.shape, k.shape, v.shape, mask, causal))
-        return scaled_dot_product_attention(q, k, v, mask, causal)
+        return scaled_dot_product_attention(q, k, v, mask, causal=causal)
 
     torch.manual_seed(0)
     default = MultiHeadAttention(8, 2).double()
@@ -96,7 +96,7 @@ def test_dropout_is_passed_only_while_training():
 
     def recording(q, k, v, mask=None, causal=False, dropout_p=0.0):
         seen.append(dropout_p)
-        return scaled_dot_product_attention(q, k, v, mask, causal)
+        return scaled_dot_product_attention(q, k, v, mask, causal=causal)
 
     mha = MultiHeadAttention(8, 2, dropout=0.25, attention=recording)
     x = torch.randn(1, 3, 8)

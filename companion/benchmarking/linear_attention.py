@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -103,7 +104,9 @@ def measure_generation(
         k_past, v_past = (torch.randn(batch, heads, length, d, generator=generator) for _ in range(2))
         q, k, v = (torch.randn(batch, heads, d, generator=generator) for _ in range(3))
         state = linear_attention_state(k_past, v_past, feature_map=feature_map)
-        seconds = time_call(linear_attention_step, q, k, v, state, feature_map, min_run_time=min_run_time)
+        seconds = time_call(
+            partial(linear_attention_step, feature_map=feature_map), q, k, v, state, min_run_time=min_run_time
+        )
         rows.append(GenerationMeasurement("linear (state)", length, seconds, state.nbytes))
 
         k_cache = torch.cat([k_past, torch.empty(batch, heads, 1, d)], dim=-2)
