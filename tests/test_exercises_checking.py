@@ -368,7 +368,7 @@ def test_the_companions_answer_is_withheld_while_the_students_code_runs():
     assert_wrong(check.verdict(lambda n, m=None: imported_alias(n, m)), "write this one yourself")  # an alias
     assert_wrong(check.verdict(original), "the companion's own `companion.masks.causal_mask`")
     assert companion.masks.causal_mask is original and imported_alias is original  # put back
-    assert check.verdict(lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril()).passed
+    assert check.verdict(lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril((m or n) - n)).passed
 
 
 def test_messages_agree_with_plural_subjects_and_tell_inf_from_nan():
