@@ -81,7 +81,7 @@ def measure_generation(
 ) -> list[GenerationMeasurement]:
     """Time one attention step of generation after ``length`` tokens, with a state and with a KV cache.
 
-    - ``"linear (state)"``: :func:`linear_attention_step` on a state ``(S, z)`` of shape
+    - ``"linear (state)"``: :func:`~companion.linear_attention.linear_attention_step` on a state ``(S, z)`` of shape
       ``(batch, heads, r, d) + (batch, heads, r)``: the same work and the same bytes at every length.
     - ``"softmax (KV cache)"``: the new key and value written into a preallocated cache, then
       ``torch.nn.functional.scaled_dot_product_attention`` of the one query against all ``length + 1`` keys:

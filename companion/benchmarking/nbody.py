@@ -39,8 +39,9 @@ def measure_nbody(
     min_run_time: float = 0.2,
     seed: int = 0,
 ) -> list[NBodyMeasurement]:
-    """Time :func:`direct_potential` and :func:`cell_potential` (g = 1/r) on N uniform random points of [0, 1)^dim
-    with unit masses, float64, and measure the cell method's relative error against the direct sum."""
+    """Time :func:`~companion.nbody.direct_potential` and :func:`~companion.nbody.cell_potential` (g = 1/r) on N
+    uniform random points of [0, 1)^dim with unit masses, float64, and measure the cell method's relative error
+    against the direct sum."""
     rows = []
     generator = torch.Generator().manual_seed(seed)
     for n in ns:
