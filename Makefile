@@ -1,6 +1,7 @@
 # Two commands that work on a fresh clone (Python 3.11+, no GPU needed):
 #   make book   set up .venv, execute every chapter and build the HTML book in _build/html
-#   make test   the same setup, then every check CI runs (lint, freshness, book, unit, homework, Colab, pages)
+#   make test   the same setup, then every check CI runs (lint, freshness, book, PDF, unit, homework, Colab, pages)
+#   make pdf    make book, then print it as one PDF, _build/pdf/book.pdf (headless Chromium), and check it
 # Other targets: make unit (fast developer loop, < 1 min), make lint, make sync (regenerate reader and homework
 # notebooks), make check-sync, make chromium (install headless Chromium), make clean.
 
@@ -19,7 +20,7 @@ unexport MPLBACKEND
 # $(call timed,stage,command): echo and run command, then print the stage's wall time (keeping the exit status).
 timed = @t0=$$(date +%s); echo '$(2)'; $(2); rc=$$?; echo "[stage $(1): $$(( $$(date +%s) - t0 )) s]"; exit $$rc
 
-.PHONY: setup book test lint sync check-sync unit homework colab rendered chromium clean constraints
+.PHONY: setup book pdf test lint sync check-sync unit homework colab rendered chromium clean constraints
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +33,12 @@ setup: $(STAMP)
 book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/$(HTML)/index.html"
+
+# The PDF edition, printed from the notebooks `make book` executed (tools/pdf.py: nothing runs twice), then checked:
+# its page count, every figure of the chapters in it, no TeX left unrendered, every chapter's title.
+pdf: book chromium
+	$(BIN)/python tools/pdf.py build
+	$(BIN)/python tools/pdf.py check
 
 # ruff's lint rules and its formatter (the same two hooks as .pre-commit-config.yaml).
 lint: $(STAMP)
@@ -77,11 +84,12 @@ test: $(STAMP)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
 	$(call timed,build,$(BIN)/jupyter-book build . -W -n --keep-going)
+	$(call timed,pdf,$(BIN)/python tools/pdf.py build && $(BIN)/python tools/pdf.py check)
 	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope tests --nbval-lax \
 		--nbval-current-env book/homework/*.ipynb --durations=12 --junitxml=_build/pytest.xml)
 
 constraints: $(STAMP)
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^companion' | sed 's/+cpu$$//' > constraints.txt
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^one-hot-to-transformers' | sed 's/+cpu$$//' > constraints.txt
 
 clean:
 	rm -rf _build .pytest_cache

@@ -13,7 +13,7 @@
   feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder and decoder-only
   models);
 - chapter 6: :mod:`companion.bpe` (GPT-2's byte-level BPE), :mod:`companion.gpt` (GPT-2: the model, its parameter
-  count, sampling);
+  count, sampling), :mod:`companion.induction` (an induction head forming in a two-layer attention-only model);
 - chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's input format,
   encoder and pretraining heads, the parameter count, sentence embeddings);
 - chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, the state, rank);

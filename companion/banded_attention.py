@@ -57,7 +57,7 @@ DEFAULT_BANDWIDTH = 32
 
 def _check_bandwidth(bandwidth: object) -> int:
     require_positive_int(bandwidth, "bandwidth")
-    return int(bandwidth)  # type: ignore[call-overload]
+    return int(bandwidth)
 
 
 def _check_qkv(q: object, k: object, v: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

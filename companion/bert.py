@@ -81,12 +81,12 @@ class BertConfig:
     @classmethod
     def base(cls, **changes: object) -> BertConfig:
         """BERT-base: 12 layers, width 768, 12 heads (Devlin et al., 2019)."""
-        return cls(**changes)  # type: ignore[arg-type]
+        return cls(**changes)
 
     @classmethod
     def large(cls, **changes: object) -> BertConfig:
         """BERT-large: 24 layers, width 1024, 16 heads, feed-forward 4096."""
-        return cls(**{"d_model": 1024, "n_layers": 24, "n_heads": 16, "d_ff": 4096, **changes})  # type: ignore[arg-type]
+        return cls(**{"d_model": 1024, "n_layers": 24, "n_heads": 16, "d_ff": 4096, **changes})
 
 
 class BertEmbeddings(nn.Module):
@@ -315,14 +315,14 @@ def sentence_embeddings(
     require_positive_int(batch_size, "batch_size")
     was_training = model.training
     model.eval()
-    encoded = [tokenizer.encode(s) for s in sentences]  # type: ignore[attr-defined]
+    encoded = [tokenizer.encode(s) for s in sentences]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))  # batches of similar lengths: less padding
     out = torch.zeros(len(encoded), model.config.d_model)
     try:
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            batch = bert_inputs([(encoded[i], None) for i in rows], tokenizer.cls_id, tokenizer.sep_id,  # type: ignore[attr-defined]
-                                tokenizer.pad_id, max_len)  # type: ignore[attr-defined]  # fmt: skip
+            batch = bert_inputs([(encoded[i], None) for i in rows], tokenizer.cls_id, tokenizer.sep_id,
+                                tokenizer.pad_id, max_len)  # fmt: skip
             h = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
             s = mean_pool(h, batch["attention_mask"])
             out[rows] = F.normalize(s, dim=-1) if normalize else s

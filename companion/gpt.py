@@ -83,7 +83,7 @@ class GPTConfig:
             raise ValueError(f"size must be one of {sorted(GPT2_SIZES)}, got {size!r}")
         n_layers, n_heads, d_model = GPT2_SIZES[size]
         fields = dict(n_layers=n_layers, n_heads=n_heads, d_model=d_model) | overrides
-        return cls(**fields)  # type: ignore[arg-type]
+        return cls(**fields)
 
     @classmethod
     def gpt3(cls) -> GPTConfig:
@@ -131,7 +131,7 @@ class GPT(nn.Module):
                 c.d_ff,
                 c.dropout,
                 norm_first=True,
-                activation="gelu_tanh",  # type: ignore[arg-type]
+                activation="gelu_tanh",
                 eps=c.eps,
                 attention=attention,
             )  # fmt: skip
@@ -273,7 +273,7 @@ def generate(
         caches = model.new_caches() if use_cache else None
         logits = model(ids, caches)
         for step in range(max_new_tokens):
-            nxt = sample_next(logits[:, -1], **options)  # type: ignore[arg-type]
+            nxt = sample_next(logits[:, -1], **options)
             ids = torch.cat([ids, nxt], dim=1)
             if step + 1 < max_new_tokens:
                 logits = model(nxt, caches) if use_cache else model(ids)

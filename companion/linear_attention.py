@@ -179,7 +179,7 @@ def _features(
     """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v, eps."""
     q, k, v = _check_qkv(q, k, v)
     eps = _check_eps(eps)
-    keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))  # type: ignore[arg-type]
+    keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
     phi_q, phi_k = feature_map(q), feature_map(k)
@@ -469,7 +469,7 @@ def low_rank_error(a: torch.Tensor, ranks: int | Iterable[int]) -> torch.Tensor:
     """‖A − A_r‖_F / ‖A‖_F = √(Σ_{i>r} σ_i²) / √(Σ_i σ_i²) for each r: (..., len(ranks)), or (...) for an int r."""
     a = _check_matrix(a)
     single = isinstance(ranks, int)
-    rs = [ranks] if single else list(ranks)  # type: ignore[list-item]
+    rs = [ranks] if single else list(ranks)
     for r in rs:
         _check_matrix(a, r)
     sigma2 = torch.linalg.svdvals(a) ** 2  # (..., min(m, n)), largest first

@@ -96,7 +96,7 @@ def _check_masses(masses: object, x: torch.Tensor) -> torch.Tensor:
 def _check_kernel(kernel: object) -> Kernel:
     if not callable(kernel):
         raise TypeError(f"kernel must be a function g(r) of the distances, got {describe(kernel)}")
-    return kernel  # type: ignore[return-value]
+    return kernel
 
 
 # ----------------------------------------------------------------------------------------------------

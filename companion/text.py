@@ -176,7 +176,7 @@ def _check_tokens(tokens: object, min_count: object, order: str, ties: str) -> l
             "order must be 'frequency' or 'appearance' and ties 'alphabetical' or 'appearance', "
             f"got order={order!r}, ties={ties!r}"
         )
-    tokens = list(tokens)  # type: ignore[call-overload]
+    tokens = list(tokens)
     for t in tokens:
         if not isinstance(t, str):
             raise TypeError(f"every token must be a str, got {describe(t)}")

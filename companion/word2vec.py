@@ -109,7 +109,7 @@ def _check_sentences(sentences: object) -> list[Sequence[str]]:
     if isinstance(sentences, str):
         raise TypeError("sentences must be a list of token lists, got one str")
     try:
-        out = list(sentences)  # type: ignore[call-overload]
+        out = list(sentences)
     except TypeError:
         raise TypeError(f"sentences must be an iterable of token lists, got {describe(sentences)}") from None
     for s in out[:1]:

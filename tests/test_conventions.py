@@ -150,3 +150,34 @@ def test_every_figure_has_alt_text(root):
 )
 def test_alt_text_reads_mystnb_image_alt(metadata, expected):
     assert alt_text(metadata) == expected
+
+
+def test_companion_is_imported_from_this_distribution(root):
+    """The distribution is named in pyproject.toml, not `companion` (an unrelated project's name on the package
+    index); what `import companion` finds must come from it, at the version of the source."""
+    import importlib.metadata
+    import tomllib
+
+    import companion
+
+    name = tomllib.loads((root / "pyproject.toml").read_text())["project"]["name"]
+    assert name != "companion", "`companion` on the package index is another project (README: The package's names)"
+    assert name in importlib.metadata.packages_distributions().get("companion", []), (
+        f"`import companion` does not come from the distribution {name!r} (is another `companion` installed?)"
+    )
+    assert importlib.metadata.version(name) == companion.__version__ == package_version(root)
+
+
+def test_no_pretence_of_static_typing(root):
+    """The annotations document arguments for readers and the API page; no type checker runs (README: Typing), so the
+    package ships no py.typed marker and its code carries no `# type: ignore` pragmas addressed to one."""
+    assert not (root / "companion" / "py.typed").exists()
+    pragmas = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("companion", "tools", "benchmarks", "tests", "book")
+        for path in sorted((root / folder).rglob("*"))
+        if path.suffix in {".py", ".md"} and ".venv" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "type: ignore" in line and "pragmas" not in line
+    ]
+    assert not pragmas, pragmas

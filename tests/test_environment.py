@@ -59,7 +59,7 @@ def test_version_is_set_once(root):
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "companion.__version__"}
-    installed = importlib.metadata.version("companion")
+    installed = importlib.metadata.version(pyproject["project"]["name"])
     assert installed == companion.__version__, (
         f"installed {installed}: reinstall (pip install -e .) after a version bump"
     )

@@ -1,14 +1,22 @@
 """Chapter 6's checkers: independently written correct answers pass, typical wrong ones get their hint."""
 
+from itertools import pairwise
+
 import pytest
 import torch
 import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
 from companion import bpe, gpt
-from companion.exercises.gpt import check_gpt_forward, check_merge, check_next_token_loss, check_top_k_logits
+from companion.exercises.gpt import (
+    check_gpt_forward,
+    check_learn_merges,
+    check_merge,
+    check_next_token_loss,
+    check_top_k_logits,
+)
 
-CHECKERS = [check_merge, check_next_token_loss, check_top_k_logits, check_gpt_forward]
+CHECKERS = [check_merge, check_learn_merges, check_next_token_loss, check_top_k_logits, check_gpt_forward]
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
@@ -379,3 +387,196 @@ def test_the_kv_cache_question_states_gpt3s_numbers():
     assert f"{per_token * 2048:,}".replace(",", "{,}") in answer
     assert f"{per_token * 2048 / 2**30:.1f} GiB" in answer and f"{per_token / 2**20:.1f} MiB" in answer
     assert f" {round(175e9 * 2 / (per_token * 2048))} full sequences" in answer
+
+
+# --- BPE training (issue 17: an exercise that builds the chapter's main algorithm) ----------------------------------
+
+
+def learn_counter(words, num_merges):
+    """Counter-based: recount every pair of every word after each merge."""
+    from collections import Counter
+
+    seqs = [list(w.encode("utf-8")) for w in words]
+    merges = []
+    for k in range(num_merges):
+        counts = Counter()
+        for s in seqs:
+            counts.update(pairwise(s))
+        if not counts:
+            break
+        best = max(counts.values())
+        pair = min(p for p, c in counts.items() if c == best)
+        seqs = [merge_while(s, pair, 256 + k) for s in seqs]
+        merges.append(pair)
+    return merges
+
+
+def learn_dict_loops(words, num_merges):
+    """Plain dicts and index loops over distinct words with their frequencies; ties by sorting."""
+    freq = {}
+    for w in words:
+        key = tuple(w.encode("utf-8"))
+        freq[key] = freq.get(key, 0) + 1
+    vocab = [(list(k), n) for k, n in freq.items()]
+    merges = []
+    new_id = 256
+    while len(merges) < num_merges:
+        counts = {}
+        for ids, n in vocab:
+            for i in range(len(ids) - 1):
+                counts[(ids[i], ids[i + 1])] = counts.get((ids[i], ids[i + 1]), 0) + n
+        if not counts:
+            break
+        pair = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
+        vocab = [(merge_iterator(ids, pair, new_id), n) for ids, n in vocab]
+        merges.append(pair)
+        new_id += 1
+    return merges
+
+
+def learn_incremental(words, num_merges):
+    """Incremental: count once, then after each merge subtract the changed words' old pairs and add their new ones."""
+    from collections import Counter, defaultdict
+
+    seqs = [list(w.encode("utf-8")) for w in words]
+    counts = Counter()
+    where = defaultdict(set)
+    for j, s in enumerate(seqs):
+        for p in pairwise(s):
+            counts[p] += 1
+            where[p].add(j)
+    merges = []
+    for k in range(num_merges):
+        counts = +counts
+        if not counts:
+            break
+        pair = min(counts, key=lambda p: (-counts[p], p))
+        for j in sorted(where.pop(pair, ())):
+            old = seqs[j]
+            counts.subtract(pairwise(old))
+            seqs[j] = new = merge_bytes(old, pair, 256 + k)
+            counts.update(pairwise(new))
+            for p in pairwise(new):
+                where[p].add(j)
+        merges.append(pair)
+    return merges
+
+
+@pytest.mark.parametrize("student", [learn_counter, learn_dict_loops, learn_incremental])
+def test_learn_merges_correct_answers_pass(student):
+    for _ in range(3):  # hidden cases are new on every run
+        assert_passes(check_learn_merges, student)
+
+
+def test_the_correct_answers_agree_with_the_companion_on_a_real_text():
+    """The three answers above learn the companion's merges (themselves equal to Hugging Face's) on real words."""
+    import re
+
+    from companion.training import gpt_pretraining
+
+    text = gpt_pretraining.pydoc_text()[:20_000]
+    words = re.findall(bpe.GPT2_SPLIT_PATTERN, text)
+    expected = list(bpe.train_bpe(text, 256 + 40))
+    for student in (learn_counter, learn_dict_loops, learn_incremental):
+        assert student(words, 40) == expected
+
+
+def _wrong_learner(*, tie="min", joined=False, recount=True, overlap=False, shift=0, distinct=False, ords=False):
+    """A student's BPE training with one mistake, written independently of the checker's own list of mistakes."""
+    from collections import Counter
+
+    def learn(words, num_merges):
+        ws = list(dict.fromkeys(words)) if distinct else list(words)
+        seqs = [[ord(c) for c in w] if ords else list(w.encode("utf-8")) for w in ws]
+        if joined:
+            seqs = [sum(seqs, [])]
+        merges = []
+        counts = Counter(p for s in seqs for p in pairwise(s))
+        for k in range(max(num_merges + shift, 0)):
+            if recount:
+                counts = Counter(p for s in seqs for p in pairwise(s))
+            if not counts:
+                break
+            best = max(counts.values())
+            tied = [p for p, c in counts.items() if c == best]
+            pair = {"min": min(tied), "max": max(tied), "first": tied[0]}[tie]
+            if not recount:
+                del counts[pair]
+            merges.append(pair)
+            if overlap:
+                seqs = [merge_overlapping(s, pair, 256 + k) for s in seqs]
+            else:
+                seqs = [merge_while(s, pair, 256 + k) for s in seqs]
+        return merges
+
+    return learn
+
+
+def learn_mutating(words, num_merges):
+    result = learn_counter(words, num_merges)
+    words.sort()
+    return result
+
+
+def learn_dict(words, num_merges):  # the companion's format, {pair: new_id}, where the task asks for a list
+    return {p: 256 + k for k, p in enumerate(learn_counter(words, num_merges))}
+
+
+def learn_lookup(words, num_merges):  # a table of the shown cases, copied from WRONG messages
+    shown = {("aaabdaaabac",): [(97, 97), (97, 98), (256, 257)], ("ab", "ab", "ab"): [(97, 98)]}
+    return shown.get(tuple(words), [])
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_wrong_learner(tie="max"), ["Ties go to the smallest pair: among", "aaabdaaabac", "expected: list"]),
+        (_wrong_learner(tie="first"), ["not to the pair counted first"]),
+        (_wrong_learner(joined=True), ["Count pairs inside each word only", "['ab', 'ab', 'ab']"]),
+        (_wrong_learner(recount=False), ["Count the pairs again after every merge", "(256, 257)"]),
+        (_wrong_learner(overlap=True), ["Merge left to right without overlaps"]),
+        (_wrong_learner(shift=-1), ["one too few"]),
+        (_wrong_learner(shift=+1), ["one too many"]),
+        (_wrong_learner(distinct=True), ["Every occurrence of a word counts"]),
+        (_wrong_learner(ords=True), ["UTF-8 bytes", "café"]),
+        (learn_mutating, ["changed its argument `words` in place"]),
+        (learn_dict, ["The merges", "expected: list"]),
+        (learn_lookup, ["The merges"]),
+        (lambda words, n: list(bpe.train_bpe("\n".join(words), 256 + n, r"[^\n]+")), ["write this one yourself"]),
+        (lambda words, n: list(bpe.BPETokenizer.train("".join(words), 257 + n).merges), ["write this one yourself"]),
+    ],
+)
+def test_learn_merges_rejects_wrong_answers(student, fragments):
+    assert_wrong(check_learn_merges.verdict(student), *fragments)
+
+
+def test_learn_merges_names_a_mistake_only_when_every_case_agrees():
+    """Ties broken the wrong way AND words joined: neither hint fits every case, so neither is named."""
+    verdict = check_learn_merges.verdict(_wrong_learner(tie="max", joined=True))
+    assert_wrong(verdict, "The merges")
+    assert "Ties go" not in str(verdict) and "inside each word" not in str(verdict)
+
+
+_SHOWN_MERGES = [
+    (["aaabdaaabac"], 3),
+    (["low", "low", "lower", "newest", "newest", "widest"], 6),
+    (["ab", "ab", "ab"], 3),
+    (["aaaa", "aaa"], 3),
+    (["café", "é", "naïve"], 3),
+    ([" the", "the", " then", " cat", " the"], 5),
+    (["xy", "yx", "xy", "yx"], 2),
+    (["abc", "bca"], 0),
+    ([], 2),
+    (["", "a", "b"], 2),
+]
+
+
+def test_learn_merges_shows_a_failing_hidden_case_with_its_seed():
+    """A table of every shown case's answer passes the shown cases and fails a hidden one, shown with its seed."""
+    table = {(tuple(w), n): learn_counter(w, n) for w, n in _SHOWN_MERGES}
+
+    def lookup(words, num_merges):
+        return table.get((tuple(words), num_merges), [(0, 0)])
+
+    verdict = check_learn_merges.verdict(lookup)
+    assert_wrong(verdict, "a hidden random case, seed", "random words")

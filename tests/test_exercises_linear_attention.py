@@ -14,6 +14,7 @@ from companion.exercises.linear_attention import (
     check_causal_linear_attention_chunked,
     check_elu_plus_one,
     check_linear_attention,
+    check_linear_attention_rnn,
     check_linear_attention_step,
 )
 
@@ -21,6 +22,7 @@ CHECKERS = [
     check_elu_plus_one,
     check_linear_attention,
     check_linear_attention_step,
+    check_linear_attention_rnn,
     check_causal_linear_attention_chunked,
 ]
 
@@ -401,3 +403,217 @@ def chunked_masked_square(q, k, v, chunk_size):  # ignores chunk_size: the maske
 )
 def test_issue_17_gaps_are_closed(checker, student, fragments):
     assert_wrong(checker.verdict(student), *fragments)
+
+
+# --- the RNN: generating token by token from a given state ----------------------------------------------------
+
+
+def rnn_by_outer_products(q, k, v, s, z):
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    outputs = []
+    for i in range(q.shape[-2]):
+        s = s + fk[..., i, :, None] * v[..., i, None, :]
+        z = z + fk[..., i, :]
+        outputs.append((fq[..., i, None, :] @ s)[..., 0, :] / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+    return torch.stack(outputs, dim=-2), s, z
+
+
+def rnn_by_einsum_and_unbind(q, k, v, s, z):
+    phi = lambda x: torch.where(x > 0, x + 1, torch.exp(x.clamp(max=0)))  # noqa: E731
+    ys = []
+    for qi, ki, vi in zip(phi(q).unbind(-2), phi(k).unbind(-2), v.unbind(-2), strict=True):
+        s = s + torch.einsum("...a,...b->...ab", ki, vi)
+        z = z + ki
+        ys.append(torch.einsum("...a,...ab->...b", qi, s) / (torch.einsum("...a,...a->...", qi, z)[..., None] + 1e-6))
+    return torch.stack(ys, -2), s, z
+
+
+def _my_step(q, k, v, s, z):
+    """A student's own step (the exercise before), called in a loop."""
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    s, z = s + torch.einsum("...r,...d->...rd", fk, v), z + fk
+    return torch.einsum("...r,...rd->...d", fq, s) / ((fq * z).sum(-1, keepdim=True) + 1e-6), s, z
+
+
+def rnn_with_my_step(q, k, v, s, z):
+    ys = []
+    for i in range(q.shape[-2]):
+        y, s, z = _my_step(q[..., i, :], k[..., i, :], v[..., i, :], s, z)
+        ys.append(y)
+    return torch.stack(ys, dim=-2), s, z
+
+
+def rnn_in_blocks_of_two(q, k, v, s, z):
+    """Two tokens at a time, a 2 × 2 triangle inside: still one state of size d_k × d_v between blocks."""
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    out = []
+    for start in range(0, q.shape[-2], 2):
+        b = slice(start, start + 2)
+        a = (fq[..., b, :] @ fk[..., b, :].transpose(-2, -1)).tril()
+        num = a @ v[..., b, :] + fq[..., b, :] @ s
+        den = a.sum(-1, keepdim=True) + fq[..., b, :] @ z[..., None]
+        out.append(num / (den + 1e-6))
+        s, z = s + fk[..., b, :].transpose(-2, -1) @ v[..., b, :], z + fk[..., b, :].sum(-2)
+    return torch.cat(out, dim=-2), s, z
+
+
+@correct_answers(
+    (check_linear_attention_rnn, rnn_by_outer_products),
+    (check_linear_attention_rnn, rnn_by_einsum_and_unbind),
+    (check_linear_attention_rnn, rnn_with_my_step),
+    (check_linear_attention_rnn, rnn_in_blocks_of_two),
+)
+def test_rnn_right_answers(checker, student):
+    assert_passes(checker, student)
+
+
+def test_the_rnn_reference_is_the_companions_causal_attention():
+    """The checker's reference, run from the state of a prompt, gives the last rows of every causal form of the
+    companion on the whole sequence, and the state of the whole sequence."""
+    from companion.exercises.linear_attention import _reference_rnn
+
+    q, k, v = (torch.randn(2, 3, 11, 4, dtype=torch.float64) for _ in range(3))
+    prompt = la.linear_attention_state(k[..., :5, :], v[..., :5, :])
+    y, s, z = _reference_rnn(q[..., 5:, :], k[..., 5:, :], v[..., 5:, :], prompt.s, prompt.z)
+    whole = la.linear_attention_state(k, v)
+    for form in (la.causal_linear_attention_cumsum, la.causal_linear_attention_recurrent):
+        torch.testing.assert_close(y, form(q, k, v)[..., 5:, :])
+    torch.testing.assert_close(y, la.causal_linear_attention_chunked(q, k, v, chunk_size=3)[..., 5:, :])
+    torch.testing.assert_close((s, z), (whole.s, whole.z))
+
+
+def _rnn_wrong(**changes):
+    from companion.exercises.linear_attention import _rnn_mistake
+
+    return _rnn_mistake(**changes)
+
+
+def _rnn_read_first(q, k, v, s, z):  # written independently of the checker's mistakes
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    ys = []
+    for i in range(q.shape[-2]):
+        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+        s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
+    return torch.stack(ys, -2), s, z
+
+
+def _rnn_no_eps(q, k, v, s, z):
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    ys = []
+    for i in range(q.shape[-2]):
+        s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
+        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / (fq[..., i, :] * z).sum(-1, keepdim=True))
+    return torch.stack(ys, -2), s, z
+
+
+def _rnn_eps_on_z(q, k, v, s, z):
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    ys = []
+    for i in range(q.shape[-2]):
+        s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
+        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / (fq[..., i, :] * (z + 1e-6)).sum(-1, keepdim=True))
+    return torch.stack(ys, -2), s, z
+
+
+def _rnn_whole_sequence_first(q, k, v, s, z):  # non-causal: all the call's keys before any query
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    s, z = s + fk.transpose(-2, -1) @ v, z + fk.sum(-2)
+    return (fq @ s) / (fq @ z[..., None] + 1e-6), s, z
+
+
+def _rnn_from_zeros(q, k, v, s, z):
+    return rnn_by_outer_products(q, k, v, torch.zeros_like(s), torch.zeros_like(z))
+
+
+def _rnn_cumsum(q, k, v, s, z):  # right values, but the states of every position at once
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    states = s[..., None, :, :] + (fk[..., :, None] * v[..., None, :]).cumsum(-3)
+    norms = z[..., None, :] + fk.cumsum(-2)
+    y = (fq[..., None, :] @ states)[..., 0, :] / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
+    return y, states[..., -1, :, :], norms[..., -1, :]
+
+
+def _rnn_in_place(q, k, v, s, z):
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    ys = []
+    for i in range(q.shape[-2]):
+        s += fk[..., i, :, None] * v[..., i, None, :]
+        z += fk[..., i, :]
+        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+    return torch.stack(ys, -2), s, z
+
+
+def _rnn_float32(q, k, v, s, z):
+    return tuple(t.float() for t in rnn_by_outer_products(q, k, v, s, z))
+
+
+def _rnn_detached(q, k, v, s, z):
+    return tuple(t.detach() for t in rnn_by_outer_products(q, k, v, s, z))
+
+
+def _rnn_outputs_only(q, k, v, s, z):
+    return rnn_by_outer_products(q, k, v, s, z)[0]
+
+
+def _rnn_no_normaliser(q, k, v, s, z):
+    fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
+    ys = []
+    for i in range(q.shape[-2]):
+        s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
+        ys.append((fq[..., i, None, :] @ s)[..., 0, :])
+    return torch.stack(ys, -2), s, z
+
+
+def _rnn_phi_on_v(q, k, v, s, z):
+    return rnn_by_outer_products(q, k, la.elu_plus_one(v), s, z)
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_rnn_read_first, ["attends to itself", "the first 5 tokens"]),
+        (_rnn_no_normaliser, ["Divide by the normaliser"]),
+        (_rnn_phi_on_v, ["no φ on v"]),
+        (_rnn_whole_sequence_first, ["not causal", "the first 5 tokens"]),
+        (_rnn_no_eps, ["Add eps to the denominator itself", "eps decides"]),
+        (_rnn_eps_on_z, ["Add eps to the denominator itself", "eps decides"]),
+        (_rnn_from_zeros, ["Start from the state (s, z) you are given", "after a prompt of 4"]),
+        (_rnn_wrong(return_state=False), ["Return the state after the last token"]),
+        (_rnn_wrong(phi_k=False), ["Apply φ to each key"]),
+        (_rnn_cumsum, ["MiB", "the states of all 32 positions"]),
+        (_rnn_in_place, ["in place"]),
+        (_rnn_float32, ["wrong dtype", "torch.float64"]),
+        (_rnn_detached, ["carries no gradient"]),
+        (_rnn_outputs_only, ["(y, s, z)"]),
+        (lambda q, k, v, s, z: la.causal_linear_attention_recurrent(q, k, v), ["write this one yourself"]),
+    ],
+)
+def test_rnn_wrong_answers(student, fragments):
+    assert_wrong(check_linear_attention_rnn.verdict(student), *fragments)
+
+
+def test_rnn_gradients_are_compared_where_the_graph_is_at_hand():
+    """Right values with a wrong graph (a gradient that skips the keys) fail; a result computed elsewhere (a
+    leaf that requires grad, as a grader's sandbox returns it) is judged by its values."""
+
+    def keys_detached(q, k, v, s, z):
+        return rnn_by_outer_products(q, k.detach(), v, s, z)
+
+    assert_wrong(check_linear_attention_rnn.verdict(keys_detached), "gradient with respect to k")
+
+    def from_elsewhere(q, k, v, s, z):
+        return tuple(t.detach().requires_grad_(True) for t in rnn_by_outer_products(q, k, v, s, z))
+
+    assert_passes(check_linear_attention_rnn, from_elsewhere)
+
+
+def test_the_rnn_mistakes_are_named_only_when_every_case_agrees():
+    """An answer right on one case (one token: no mistake of order can show) and off elsewhere by an unrelated
+    error is not given the off-by-one hint."""
+
+    def late_scale(q, k, v, s, z):
+        y, s2, z2 = rnn_by_outer_products(q, k, v, s, z)
+        return (y if q.shape[-2] == 1 else 1.5 * y), s2, z2
+
+    verdict = check_linear_attention_rnn.verdict(late_scale)
+    assert verdict.status == "wrong" and "attends to itself" not in str(verdict)

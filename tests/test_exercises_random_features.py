@@ -7,19 +7,20 @@ import pytest
 import torch
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
+from companion import linear_attention as la
 from companion import random_features as rf
 from companion.exercises.random_features import (
+    check_causal_performer_attention,
     check_monte_carlo_kernel,
-    check_positive_softmax_features,
+    check_orthogonal_gaussian,
     check_random_fourier_features,
-    check_random_fourier_features_cos_sin,
 )
 
 CHECKERS = [
     check_monte_carlo_kernel,
     check_random_fourier_features,
-    check_random_fourier_features_cos_sin,
-    check_positive_softmax_features,
+    check_orthogonal_gaussian,
+    check_causal_performer_attention,
 ]
 
 
@@ -34,8 +35,8 @@ def test_verdicts_do_not_depend_on_the_global_random_state(checker):
     wrong = {
         "monte_carlo_kernel": lambda delta, w: torch.cos(delta @ w).sum(-1),
         "random_fourier_features": lambda x, w, b: torch.cos(x @ w + b),
-        "random_fourier_features_cos_sin": lambda x, w: torch.cos(x @ w),
-        "positive_softmax_features": lambda x, w: torch.exp(x @ w),
+        "orthogonal_gaussian": lambda d, m, seed: torch.ones(d, m, dtype=torch.float64),
+        "causal_performer_attention": lambda q, k, v, w: v.cumsum(-2),
     }[checker.exercise]
     torch.manual_seed(1)
     first = str(checker.verdict(wrong))
@@ -84,45 +85,6 @@ def cos_from_sin(x, w, b):
     return math.sqrt(2 / w.shape[1]) * torch.sin(x @ w + b + math.pi / 2)
 
 
-# --- random_fourier_features_cos_sin -----------------------------------------------------------------------------
-
-
-def cos_sin_loop(x, w):
-    R = w.shape[1]
-    cos = [torch.cos((x * w[:, r]).sum(-1)) for r in range(R)]
-    sin = [torch.sin((x * w[:, r]).sum(-1)) for r in range(R)]
-    return torch.stack(cos + sin, -1) / math.sqrt(R)
-
-
-def cos_sin_complex(x, w):
-    e = torch.exp(1j * (x @ w))
-    return torch.cat([e.real, e.imag], -1) / w.shape[1] ** 0.5
-
-
-# --- positive_softmax_features -----------------------------------------------------------------------------------
-
-
-def positive_loop(x, w):
-    m = w.shape[1]
-    sq = (x**2).sum(-1)
-    return torch.stack([torch.exp((x * w[:, r]).sum(-1) - sq / 2) for r in range(m)], -1) / math.sqrt(m)
-
-
-def positive_factored(x, w):
-    """exp(xw) · exp(−‖x‖²/2) / √m, the two factors computed apart."""
-    return torch.exp(x @ w) * torch.exp(-0.5 * x.norm(dim=-1, keepdim=True) ** 2) * w.shape[1] ** -0.5
-
-
-def positive_log(x, w):
-    """exp(xw − ‖x‖²/2 − log √m)."""
-    return torch.exp(x @ w - torch.einsum("...d,...d->...", x, x)[..., None] / 2 - 0.5 * math.log(w.shape[1]))
-
-
-def cos_sin_shifted(x, w):
-    a = x @ w
-    return torch.cat([torch.cos(a), torch.cos(a - math.pi / 2)], -1) / math.sqrt(w.shape[1])
-
-
 @correct_answers(
     (check_monte_carlo_kernel, mc_loop),
     (check_monte_carlo_kernel, mc_complex),
@@ -130,12 +92,6 @@ def cos_sin_shifted(x, w):
     (check_random_fourier_features, cos_loop),
     (check_random_fourier_features, cos_einsum),
     (check_random_fourier_features, cos_from_sin),
-    (check_random_fourier_features_cos_sin, cos_sin_shifted),
-    (check_random_fourier_features_cos_sin, cos_sin_loop),
-    (check_random_fourier_features_cos_sin, cos_sin_complex),
-    (check_positive_softmax_features, positive_loop),
-    (check_positive_softmax_features, positive_factored),
-    (check_positive_softmax_features, positive_log),
 )
 def test_correct_answers_pass(checker, student):
     assert_passes(checker, student)
@@ -169,48 +125,6 @@ def test_correct_answers_pass(checker, student):
             ["inside the cos"],
         ),
         (check_random_fourier_features, lambda x, w, b: torch.cos(x @ w.T + b), ["raised RuntimeError"]),
-        (
-            check_random_fourier_features_cos_sin,
-            lambda x, w: torch.cat([torch.cos(x @ w), torch.sin(x @ w)], -1) / (2 * w.shape[1]) ** 0.5,
-            ["not by √(2R')"],
-        ),
-        (
-            check_random_fourier_features_cos_sin,
-            lambda x, w: torch.stack([torch.cos(x @ w), torch.sin(x @ w)], -1).flatten(-2) / w.shape[1] ** 0.5,
-            ["interleaved"],
-        ),
-        (check_random_fourier_features_cos_sin, lambda x, w: torch.cos(x @ w) / w.shape[1] ** 0.5, ["2R' features"]),
-        (
-            check_random_fourier_features_cos_sin,
-            lambda x, w: torch.cat([torch.cos(x @ w), torch.sin(x @ w)], -1),
-            ["averages the R' terms"],
-        ),
-        (check_positive_softmax_features, lambda x, w: torch.exp(x @ w) / w.shape[1] ** 0.5, ["Subtract ‖x‖²/2"]),
-        (
-            check_positive_softmax_features,
-            lambda x, w: torch.exp(x @ w + (x * x).sum(-1, keepdim=True) / 2) / w.shape[1] ** 0.5,
-            ["do not add it"],
-        ),
-        (
-            check_positive_softmax_features,
-            lambda x, w: torch.exp(x @ w - x.norm(dim=-1, keepdim=True) / 2) / w.shape[1] ** 0.5,
-            ["squared norm"],
-        ),
-        (
-            check_positive_softmax_features,
-            lambda x, w: torch.exp(x @ w - (x * x).sum(-1, keepdim=True) / 2),
-            ["Divide by √m"],
-        ),
-        (
-            check_positive_softmax_features,
-            lambda x, w: torch.exp(x @ w - (x * x).sum(-1, keepdim=True) / 2) / w.shape[1],
-            ["not by m"],
-        ),
-        (
-            check_positive_softmax_features,
-            lambda x, w: torch.exp(x @ w - (x * x).sum() / 2) / w.shape[1] ** 0.5,
-            ["its own ‖x‖²", "5 points"],
-        ),
     ],
 )
 def test_wrong_answers_are_named(checker, student, fragments):
@@ -243,9 +157,295 @@ def test_two_over_r_is_not_named_one_over_root_r():
     [
         (check_monte_carlo_kernel, rf.monte_carlo_kernel),
         (check_random_fourier_features, lambda x, w, b: rf.random_fourier_features(x, w, b)),
-        (check_positive_softmax_features, lambda x, w: rf.positive_softmax_features(x, w)),
     ],
 )
 def test_the_companions_own_functions_are_withheld(checker, student):
     verdict = checker.verdict(student)
     assert verdict.status == "wrong" and ("companion's own" in verdict.problem or "yourself" in verdict.problem)
+
+
+# --- orthogonal_gaussian -------------------------------------------------------------------------------------------
+
+
+def orthogonal_by_blocks(d, m, seed):
+    g = torch.Generator().manual_seed(seed)
+    blocks = []
+    for _ in range(math.ceil(m / d)):
+        q, r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+        q = q * torch.sign(torch.diagonal(r))
+        lengths = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+        blocks.append(q * lengths)
+    return torch.cat(blocks, dim=1)[:, :m]
+
+
+def orthogonal_by_rows_transposed(d, m, seed):
+    """Rows of Q (equally Haar) as the frequencies, random signs instead of R's, lengths from chi via gamma."""
+    g = torch.Generator().manual_seed(seed)
+    columns = []
+    while sum(c.shape[1] for c in columns) < m:
+        q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+        signs = torch.randint(0, 2, (d,), generator=g).double() * 2 - 1
+        lengths = (2 * torch._standard_gamma(torch.full((d,), d / 2, dtype=torch.float64), generator=g)).sqrt()
+        columns.append((q * signs[:, None]).T * lengths)
+    return torch.cat(columns, dim=1)[:, :m]
+
+
+def orthogonal_by_gram_schmidt(d, m, seed):
+    """Gram–Schmidt by hand on each block of Gaussian vectors (no QR at all), then a fresh Gaussian vector's
+    length for each column."""
+    g = torch.Generator().manual_seed(seed)
+    out = torch.empty(d, 0, dtype=torch.float64)
+    for _ in range(0, m, d):
+        a = torch.randn(d, d, generator=g, dtype=torch.float64)
+        basis = []
+        for j in range(d):
+            u = a[:, j].clone()
+            for b in basis:
+                u = u - (u @ b) * b
+            basis.append(u / u.norm())
+        lengths = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+        out = torch.cat([out, torch.stack(basis, 1) * lengths], dim=1)
+    return out[:, :m]
+
+
+@correct_answers(
+    (check_orthogonal_gaussian, orthogonal_by_blocks),
+    (check_orthogonal_gaussian, orthogonal_by_rows_transposed),
+    (check_orthogonal_gaussian, orthogonal_by_gram_schmidt),
+)
+def test_orthogonal_right_answers(checker, student):
+    assert_passes(checker, student)
+
+
+def _blocks_with(*, sign_fix=True, lengths="chi", fresh=True, float64=True):
+    def orthogonal(d, m, seed):
+        g = torch.Generator().manual_seed(seed)
+        q0 = None
+        blocks = []
+        for _ in range(math.ceil(m / d)):
+            if q0 is None or fresh:
+                q, r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+                q0 = q * torch.sign(torch.diagonal(r)) if sign_fix else q
+            if lengths == "chi":
+                scale = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+            else:
+                scale = torch.full((d,), {"unit": 1.0, "root": math.sqrt(d)}[lengths], dtype=torch.float64)
+            blocks.append(q0 * scale)
+        w = torch.cat(blocks, 1)[:, :m]
+        return w if float64 else w.float()
+
+    return orthogonal
+
+
+def _whole_matrix_qr(d, m, seed):
+    """One QR of an m × d Gaussian: the d rows of Qᵀ are orthonormal, its m columns are not orthogonal."""
+    g = torch.Generator().manual_seed(seed)
+    q, r = torch.linalg.qr(torch.randn(max(m, d), d, generator=g, dtype=torch.float64))
+    q = (q * torch.sign(torch.diagonal(r))).T[:, :m]
+    return q * torch.randn(d, m, generator=g, dtype=torch.float64).norm(dim=0)
+
+
+def _gaussian_not_orthogonal(d, m, seed):
+    return torch.randn(d, m, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _global_generator(d, m, seed):
+    torch.manual_seed(torch.randint(0, 1000, ()).item())  # the student's own reseeding, anything but the seed
+    return orthogonal_by_blocks(d, m, torch.randint(0, 2**31 - 1, ()).item())
+
+
+def _rows_not_columns(d, m, seed):
+    return orthogonal_by_blocks(d, m, seed).T
+
+
+def _lengths_of_q_columns(d, m, seed):
+    """A plausible confusion: the lengths of the Gaussian matrix's own columns (χ_d, but then Q's directions are
+    those of the same matrix: fine) -- squared by mistake."""
+    g = torch.Generator().manual_seed(seed)
+    blocks = []
+    for _ in range(math.ceil(m / d)):
+        a = torch.randn(d, d, generator=g, dtype=torch.float64)
+        q, r = torch.linalg.qr(a)
+        blocks.append(q * torch.sign(torch.diagonal(r)) * (a * a).sum(0))
+    return torch.cat(blocks, 1)[:, :m]
+
+
+def _uniform_not_gaussian(flip):
+    """torch.rand for torch.randn in the matrix that QR makes orthogonal: its columns lean towards the positive
+    orthant, so the directions are not uniform (with ``flip``, a random sign per block hides it from the sign
+    test; the coordinates' distribution still shows it)."""
+
+    def orthogonal(d, m, seed):
+        g = torch.Generator().manual_seed(seed)
+        blocks = []
+        for _ in range(math.ceil(m / d)):
+            q, r = torch.linalg.qr(torch.rand(d, d, generator=g, dtype=torch.float64))
+            sign = float(torch.randint(0, 2, (), generator=g)) * 2 - 1 if flip else 1.0
+            lengths = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+            blocks.append(sign * q * torch.sign(torch.diagonal(r)) * lengths)
+        return torch.cat(blocks, 1)[:, :m]
+
+    return orthogonal
+
+
+def _near_the_axes(d, m, seed):
+    """Each block a randomly signed permutation of the axes, turned slightly: orthogonal, χ_d lengths, signs
+    symmetric and independent, no block repeating another, but the directions crowd the axes."""
+    g = torch.Generator().manual_seed(seed)
+    blocks = []
+    for _ in range(math.ceil(m / d)):
+        turn, r = torch.linalg.qr(torch.eye(d, dtype=torch.float64) + 0.1 * torch.randn(d, d, generator=g))
+        perm = torch.eye(d, dtype=torch.float64)[torch.randperm(d, generator=g)]
+        signs = torch.randint(0, 2, (d,), generator=g).double() * 2 - 1
+        q = perm * signs @ (turn * torch.sign(torch.diagonal(r)))
+        blocks.append(q * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0))
+    return torch.cat(blocks, 1)[:, :m]
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_uniform_not_gaussian(flip=False), ["not symmetric about 0", "fresh d × d Gaussian"]),
+        (_uniform_not_gaussian(flip=True), ["same sign too often", "fresh d × d Gaussian"]),
+        (_near_the_axes, ["not distributed as N(0, 1)", "Kolmogorov–Smirnov distance to N(0, 1)"]),
+        (_blocks_with(lengths="unit"), ["χ distribution", "have length 1: rescale"]),
+        (_blocks_with(lengths="root"), ["χ distribution", "length √d"]),
+        (_blocks_with(sign_fix=False), ["not symmetric about 0", "sign of the matching diagonal entry of R"]),
+        (_blocks_with(fresh=False), ["repeats the directions", "new Gaussian matrix"]),
+        (_whole_matrix_qr, ["not orthogonal", "orthogonal when m <= d but not beyond", "m = 10 in d = 4"]),
+        (_gaussian_not_orthogonal, ["not orthogonal", "a fresh d × d Gaussian G", "one block of 4"]),
+        (_global_generator, ["same seed", "generator=g"]),
+        (_rows_not_columns, ["shape", "transpose"]),
+        (_blocks_with(float64=False), ["float64"]),
+        (_lengths_of_q_columns, ["χ distribution", "d = 5"]),
+        (lambda d, m, seed: orthogonal_by_blocks(d, d * math.ceil(m / d), seed), ["shape", "(4, 10)"]),
+        (lambda d, m, seed: rf.orthogonal_gaussian(d, m, torch.Generator().manual_seed(seed)).double(), ["yourself"]),
+    ],
+)
+def test_orthogonal_wrong_answers(student, fragments):
+    assert_wrong(check_orthogonal_gaussian.verdict(student), *fragments)
+
+
+def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_one_surely():
+    """The tests' bounds hold (DKW–Massart, Hoeffding): the companion's own sampler, drawn as a student's
+    would be on 30 fresh sets of hidden seeds, passes the tests of lengths, coordinates and sign agreement every
+    time; lengths χ_{d+1} instead of χ_d (a subtle
+    error: 7 % longer on average) fail every time."""
+    from companion.exercises import random_features as ex
+
+    for _ in range(30):
+        draws = [ex._reference_orthogonal(5, 12, s) for s in torch.randint(0, 2**31 - 1, (ex.STAT_DRAWS,)).tolist()]
+        norms = torch.cat([w.norm(dim=0) for w in draws])
+        assert ex._ks_distance(norms, ex._chi_cdf(5)) <= ex._dkw_bound(len(norms))
+        entries = torch.cat([w[:, ::5].flatten() for w in draws])
+        assert ex._ks_distance(entries, ex._normal_cdf) <= ex._dkw_bound(len(entries))
+        firsts = torch.cat([w[:, ::5] for w in draws], dim=1)
+        agree, n = int((firsts[0] * firsts[1] > 0).sum()), firsts.shape[1]
+        assert abs(agree - n / 2) <= math.sqrt(n * math.log(2 / ex.ALPHA) / 2)
+        longer = torch.randn(6, len(norms), dtype=torch.float64).norm(dim=0)  # χ_6 lengths
+        assert ex._ks_distance(longer, ex._chi_cdf(5)) > ex._dkw_bound(len(longer))
+
+
+# --- causal_performer_attention (causal FAVOR+) --------------------------------------------------------------------
+
+
+def performer_by_cumsum(q, k, v, w):
+    d, m = q.shape[-1], w.shape[1]
+
+    def phi(x):
+        x = x / d**0.25
+        return torch.exp(x @ w - (x * x).sum(-1, keepdim=True) / 2) / math.sqrt(m)
+
+    fq, fk = phi(q), phi(k)
+    states = (fk[..., :, :, None] * v[..., :, None, :]).cumsum(-3)
+    norms = fk.cumsum(-2)
+    return (fq[..., None, :] @ states)[..., 0, :] / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
+
+
+def performer_by_recurrence(q, k, v, w):
+    scale = q.shape[-1] ** -0.25
+    fq = torch.exp(torch.einsum("...nd,dm->...nm", q * scale, w) - (q * scale).pow(2).sum(-1, keepdim=True) / 2)
+    fk = torch.exp(torch.einsum("...nd,dm->...nm", k * scale, w) - (k * scale).pow(2).sum(-1, keepdim=True) / 2)
+    fq, fk = fq / w.shape[1] ** 0.5, fk / w.shape[1] ** 0.5
+    s = v.new_zeros(*v.shape[:-2], w.shape[1], v.shape[-1])
+    z = v.new_zeros(*v.shape[:-2], w.shape[1])
+    ys = []
+    for i in range(q.shape[-2]):
+        s = s + torch.einsum("...m,...e->...me", fk[..., i, :], v[..., i, :])
+        z = z + fk[..., i, :]
+        ys.append(
+            torch.einsum("...m,...me->...e", fq[..., i, :], s) / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6)
+        )
+    return torch.stack(ys, -2)
+
+
+def performer_by_masked_matrix(q, k, v, w):
+    """The masked quadratic form, features scaled in log space."""
+    d, m = q.shape[-1], w.shape[1]
+    log_phi = lambda x: (x @ w) / d**0.25 - (x * x).sum(-1, keepdim=True) / (2 * d**0.5) - 0.5 * math.log(m)  # noqa: E731
+    a = (torch.exp(log_phi(q)) @ torch.exp(log_phi(k)).transpose(-2, -1)).tril()
+    return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
+
+
+@correct_answers(
+    (check_causal_performer_attention, performer_by_cumsum),
+    (check_causal_performer_attention, performer_by_recurrence),
+    (check_causal_performer_attention, performer_by_masked_matrix),
+)
+def test_performer_right_answers(checker, student):
+    assert_passes(checker, student)
+
+
+def _performer_with(*, scale=-0.25, half=True, mask="tril", normalise=True, features="positive", cap=None):
+    def performer(q, k, v, w):
+        ww = w if cap is None else w[:, :cap]
+        c = q.shape[-1] ** scale
+
+        def phi(x):
+            if features == "elu":  # chapter 8's feature map, on q and k as they are
+                return torch.nn.functional.elu(x) + 1
+            x = x * c
+            return torch.exp(x @ ww - half * (x * x).sum(-1, keepdim=True) / 2) / ww.shape[1] ** 0.5
+
+        a = phi(q) @ phi(k).transpose(-2, -1)
+        a = {"tril": a.tril(), "strict": a.tril(-1), "none": a}[mask]
+        return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6) if normalise else a @ v
+
+    return performer
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_performer_with(scale=0.0), ["d_k^(1/4) before the features", "n = 6 tokens"]),
+        (_performer_with(scale=-0.5), ["not by √d_k"]),
+        (_performer_with(half=False), ["Subtract ‖x‖²/2"]),
+        (_performer_with(mask="none"), ["not causal"]),
+        (_performer_with(mask="strict"), ["also sees its own key"]),
+        (_performer_with(normalise=False), ["Divide by the normaliser"]),
+        (_performer_with(features="elu"), ["not chapter 8's elu + 1"]),
+        (lambda q, k, v, w: performer_by_cumsum(q, k, v, w).double(), ["wrong dtype", "torch.float32"]),
+        (lambda q, k, v, w: performer_by_cumsum(q, k, v, w).detach(), ["carries no gradient"]),
+        (_performer_with(cap=32), ["does not approach causal softmax attention", "m = 8 and 512"]),
+        (lambda q, k, v, w: performer_by_cumsum(q, k, v, w.T), ["raised RuntimeError"]),
+        (
+            lambda q, k, v, w: la.causal_linear_attention_cumsum(
+                q, k, v, feature_map=lambda x: rf.positive_softmax_features(x / q.shape[-1] ** 0.25, w)
+            ),
+            ["yourself"],
+        ),
+    ],
+)
+def test_performer_wrong_answers(student, fragments):
+    assert_wrong(check_causal_performer_attention.verdict(student), *fragments)
+
+
+def test_the_performer_reference_is_the_companions_feature_map_in_every_causal_form():
+    """The checker's reference is PerformerFeatures (no stabiliser, same w) in chapter 8's causal forms."""
+    from companion.exercises.random_features import _reference_performer
+
+    q, k, v = (0.5 * torch.randn(2, 9, 8, dtype=torch.float64) for _ in range(3))
+    phi = rf.PerformerFeatures(8, 16, stabilize=False, seed=3).double()
+    out = _reference_performer(q, k, v, phi.w.double())
+    torch.testing.assert_close(out, la.causal_linear_attention_cumsum(q, k, v, feature_map=phi))
+    torch.testing.assert_close(out, la.causal_linear_attention_recurrent(q, k, v, feature_map=phi))

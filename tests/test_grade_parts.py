@@ -334,3 +334,56 @@ def test_container_recipe_refers_to_what_exists():
     assert '".[grade]"' in recipe and "constraints.txt" in recipe
     readme = (ROOT / "README.md").read_text()
     assert "tools/grader.Dockerfile" in readme and "--network=none" in readme
+
+
+def test_chapter_6_bpe_training_is_graded_through_the_grader(tmp_path):
+    """learn_merges, the exercise that builds chapter 6's BPE training, graded as a submitted notebook: a right
+    answer (written here, with its own helper) passes, a wrong one (ties to the largest pair) is wrong with its hint,
+    and a stub is not attempted."""
+    from grading_support import gradebook, run_grader
+
+    right = (
+        "from collections import Counter\n\n\n"
+        "def merge_pair(ids, pair, new_id):\n"
+        "    out, i = [], 0\n"
+        "    while i < len(ids):\n"
+        "        if tuple(ids[i : i + 2]) == pair:\n"
+        "            out.append(new_id)\n"
+        "            i += 2\n"
+        "        else:\n"
+        "            out.append(ids[i])\n"
+        "            i += 1\n"
+        "    return out\n\n\n"
+        "def learn_merges(words, num_merges):\n"
+        "    seqs = [list(w.encode('utf-8')) for w in words]\n"
+        "    merges = []\n"
+        "    for k in range(num_merges):\n"
+        "        counts = Counter(p for s in seqs for p in zip(s, s[1:]))\n"
+        "        if not counts:\n"
+        "            break\n"
+        "        top = max(counts.values())\n"
+        "        pair = min(p for p in counts if counts[p] == top)\n"
+        "        seqs = [merge_pair(s, pair, 256 + k) for s in seqs]\n"
+        "        merges.append(pair)\n"
+        "    return merges\n"
+    )
+    wrong = right.replace("pair = min(p for p in counts", "pair = max(p for p in counts")
+    homework = json.loads((ROOT / "book" / "homework" / "06_gpt.ipynb").read_text())
+    stub = next(
+        i
+        for i, c in enumerate(homework["cells"])
+        if "exercise-stub" in c.get("metadata", {}).get("tags", []) and "def learn_merges(" in "".join(c["source"])
+    )
+    for student, code in (("right", right), ("wrong", wrong), ("stub", None)):
+        nb = json.loads(json.dumps(homework))
+        if code is not None:
+            nb["cells"][stub]["source"] = code
+        (tmp_path / "class").mkdir(exist_ok=True)
+        (tmp_path / "class" / f"{student}.ipynb").write_text(json.dumps(nb))
+    run_grader(tmp_path / "class", tmp_path / "out", "--chapter", "6")
+    book = gradebook(tmp_path / "out")
+    assert book["right"]["learn_merges"] == "passed", book["right"]
+    assert book["wrong"]["learn_merges"] == "wrong", book["wrong"]
+    assert book["stub"]["learn_merges"] == "not attempted", book["stub"]
+    feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
+    assert "Ties go to the smallest pair" in feedback, feedback

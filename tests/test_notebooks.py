@@ -55,7 +55,7 @@ import os
 import subprocess
 import sys
 
-PACKAGE = "git+https://github.com/someone/a-book@v2.5.1"
+PACKAGE = "a-book-code @ git+https://github.com/someone/a-book@v2.5.1"
 if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
@@ -66,6 +66,7 @@ def test_setup_cell_text(monkeypatch):
         notebooks, "repository", lambda: notebooks.Repository("https://github.com/someone/a-book", "v2")
     )
     monkeypatch.setattr(notebooks, "release", lambda: "v2.5.1")
+    monkeypatch.setattr(notebooks, "distribution", lambda: "a-book-code")
     assert notebooks.setup_cell_source() == SETUP_CELL_FOR_SOMEONE_A_BOOK_V2
     assert notebooks.setup_cell_block() == (
         "```{code-cell} ipython3\n:tags: [remove-cell, companion-setup]\n\n"
@@ -87,8 +88,8 @@ def test_the_setup_cell_installs_the_release_and_the_buttons_open_it():
     import companion
 
     release = f"v{companion.__version__}"
-    package = re.search(r'^PACKAGE = "git\+(\S+)@(\S+)"$', notebooks.setup_cell_source(), re.MULTILINE)
-    assert package and package.groups() == (notebooks.repository().url, release)
+    package = re.search(r'^PACKAGE = "(\S+) @ git\+(\S+)@(\S+)"$', notebooks.setup_cell_source(), re.MULTILINE)
+    assert package and package.groups() == ("one-hot-to-transformers", notebooks.repository().url, release)
     assert f"({release})" in notebooks.setup_cell_source().split("\n")[1]
     assert yaml.safe_load(notebooks.CONFIG.read_text())["repository"]["branch"] == release
 

@@ -37,6 +37,7 @@ import functools
 import os
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,7 +62,7 @@ import os
 import subprocess
 import sys
 
-PACKAGE = "git+{url}@{ref}"
+PACKAGE = "{name} @ git+{url}@{ref}"
 if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
@@ -100,9 +101,14 @@ def release() -> str:
     raise ValueError(f'{source} sets no __version__ = "X.Y.Z"')
 
 
+def distribution() -> str:
+    """The package's distribution name (``pyproject.toml``'s ``project.name``; it is imported as ``companion``)."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+
+
 def setup_cell_source() -> str:
-    """The first code cell of every chapter: in Colab, ``pip install git+URL@vX.Y.Z`` (the release)."""
-    return SETUP_TEMPLATE.format(url=repository().url, ref=release())
+    """The first code cell of every chapter: in Colab, ``pip install "NAME @ git+URL@vX.Y.Z"`` (the release)."""
+    return SETUP_TEMPLATE.format(name=distribution(), url=repository().url, ref=release())
 
 
 _BRANCH = re.compile(r"^(repository:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+branch:[ \t]*)(\S+)", re.MULTILINE)
@@ -373,12 +379,16 @@ GIVEAWAYS = {
     "skipgram_pairs": {"skipgram_pairs_loop"},
     "scaled_dot_product_attention": {"attention_loop"},
     "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
+    "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
     "causal_band_mask": {"band_mask"},
     "banded_softmax": {"banded_attention"},
     "fmm_blend": {"fmmformer_attention", "FMMAttention"},  # chapter 9: the function and the module that calls it
     "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
     "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
+    "linear_attention_rnn": {"causal_linear_attention_recurrent"},  # chapter 8: the recurrence itself
+    # chapter 10: the features and the module that holds them
+    "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
 }
 
 

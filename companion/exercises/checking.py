@@ -1132,7 +1132,7 @@ def compare(
     withhold = (*_own_name(reference), *withhold)
 
     def run(student: Callable[..., Any]) -> tuple[int, int]:
-        trials = draw_trials(reference, cases, extra)  # type: ignore[arg-type]
+        trials = draw_trials(reference, cases, extra)
         run_student(student, reference, trials)
         judge(trials)
         return len(trials), sum(t.hidden_seed is not None for t in trials)
@@ -1193,6 +1193,10 @@ def _own_name(reference: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def _expect_dtype(got: Any, expected: Any, label: str, what: str) -> None:
+    if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)) and len(got) == len(expected):
+        for g, e in zip(got, expected, strict=True):  # each output of a tuple keeps the input's dtype
+            _expect_dtype(g, e, label, what)
+        return
     if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and got.dtype != expected.dtype:
         raise Mismatch(
             f"{what} {_agree(what, 'has the wrong dtype')}: the task asks for the input's dtype.",

@@ -1,6 +1,10 @@
-"""Checkers for chapter 6 (GPT): one BPE merge, the shifted next-token loss, top-k filtering, the forward pass."""
+"""Checkers for chapter 6 (GPT): one BPE merge, BPE training, the shifted next-token loss, top-k filtering, the forward
+pass."""
 
 from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
 
 import torch
 import torch.nn.functional as F
@@ -9,7 +13,7 @@ from .. import bpe
 from .. import gpt as ref
 from .checking import case, compare
 
-__all__ = ["check_merge", "check_next_token_loss", "check_top_k_logits", "check_gpt_forward"]
+__all__ = ["check_merge", "check_learn_merges", "check_next_token_loss", "check_top_k_logits", "check_gpt_forward"]
 
 
 # --- one BPE merge step ----------------------------------------------------------------------------------------
@@ -72,6 +76,133 @@ check_merge = compare(
     what="The merged list",
     atol=0,
     rtol=0,
+)
+
+
+# --- BPE training: the merges, in order ------------------------------------------------------------------------
+
+
+def _learn_merges_reference(words, num_merges):
+    """The companion's ``train_bpe_naive`` on the words as its chunks (one word per line, split at line breaks)."""
+    merges = bpe.train_bpe_naive("\n".join(words), 256 + num_merges, pattern=r"[^\n]+")
+    return list(merges)
+
+
+def _learn(
+    words,
+    num_merges,
+    *,
+    encode=lambda w: list(w.encode("utf-8")),
+    pick=lambda counts: min(counts, key=lambda p: (-counts[p], p)),
+    apply=bpe.merge,
+    recount=True,
+    joined=False,
+    distinct=False,
+):
+    """BPE training with one thing changed at a time: the typical mistakes of :data:`check_learn_merges`."""
+    words = list(dict.fromkeys(words)) if distinct else list(words)
+    seqs = [encode(w) for w in words]
+    if joined:
+        seqs = [[i for s in seqs for i in s]]
+    merges = []
+    counts = Counter()
+    for k in range(num_merges):
+        if recount or k == 0:
+            counts = Counter(p for s in seqs for p in pairwise(s))
+        counts = +counts  # drop pairs counted down to zero
+        if not counts:
+            break
+        pair = pick(counts)
+        seqs = [apply(s, pair, 256 + k) for s in seqs]
+        if not recount:
+            del counts[pair]
+        merges.append(pair)
+    return merges
+
+
+def _learn_mistake(**how):
+    def wrong(words, num_merges):
+        return _learn(words, num_merges, **how)
+
+    return wrong
+
+
+def _learn_off_by(shift):
+    def wrong(words, num_merges):
+        return _learn(words, max(num_merges + shift, 0))
+
+    return wrong
+
+
+def _random_words() -> list:
+    """Random words over a small alphabet (so that pairs repeat and ties are common), a few repeated, one non-ASCII."""
+    out = []
+    for _ in range(5):
+        letters = "abcé" if len(out) == 4 else "abc"
+        n_words = int(torch.randint(1, 9, ()))
+        words = []
+        for _ in range(n_words):
+            length = int(torch.randint(0, 8, ()))
+            words.append("".join(letters[i] for i in torch.randint(len(letters), (length,)).tolist()))
+        words += words[: int(torch.randint(0, 3, ()))]  # a few words occur twice
+        out.append(case(words, int(torch.randint(0, 9, ())), why="random words"))
+    return out
+
+
+check_learn_merges = compare(
+    "learn_merges",
+    _learn_merges_reference,
+    lambda: [
+        case(["aaabdaaabac"], 3, why="the chapter's example: aa, then ab (a tie with Za), then ZY"),
+        case(["low", "low", "lower", "newest", "newest", "widest"], 6, why="each occurrence of a word counts"),
+        case(["ab", "ab", "ab"], 3, why="one merge leaves no pair inside a word: stop after 1"),
+        case(["aaaa", "aaa"], 3, why="runs of one letter: merges do not overlap"),
+        case(["café", "é", "naïve"], 3, why="é and ï are two UTF-8 bytes each"),
+        case([" the", "the", " then", " cat", " the"], 5, why="words with their leading space"),
+        case(["xy", "yx", "xy", "yx"], 2, why="two pairs, equally frequent"),
+        case(["abc", "bca"], 0, why="no merges asked for"),
+        case([], 2, why="no words"),
+        case(["", "a", "b"], 2, why="no word has two bytes"),
+    ],
+    hidden=_random_words,
+    mistakes=[
+        (
+            _learn_mistake(pick=lambda counts: max(counts, key=lambda p: (counts[p], p))),
+            "Ties go to the smallest pair: among the most frequent pairs take min(...) of the tuples (a, b).",
+        ),
+        (
+            _learn_mistake(pick=lambda counts: counts.most_common(1)[0][0]),
+            "Ties go to the smallest pair (a, b), not to the pair counted first (most_common keeps first-seen order).",
+        ),
+        (
+            _learn_mistake(joined=True),
+            "Count pairs inside each word only: the last byte of one word and the first of the next are no pair.",
+        ),
+        (
+            _learn_mistake(recount=False),
+            "Count the pairs again after every merge: a merge creates new pairs (with the new id) and removes others.",
+        ),
+        (
+            _learn_mistake(apply=_overlapping),
+            "Merge left to right without overlaps, as merge does: a a a with the pair (a, a) becomes Z a, not Z Z.",
+        ),
+        (_learn_off_by(-1), "Learn exactly num_merges merges (one too few here): range(num_merges)."),
+        (_learn_off_by(+1), "Learn exactly num_merges merges (one too many here): range(num_merges)."),
+        (
+            _learn_mistake(distinct=True),
+            "Every occurrence of a word counts: a word listed twice contributes its pairs twice.",
+        ),
+        (
+            _learn_mistake(encode=lambda w: [ord(c) for c in w]),
+            "Start from the UTF-8 bytes, list(word.encode('utf-8')), not the characters' code points (ord).",
+        ),
+    ],
+    hint="For k in range(num_merges): count the pairs inside every word (Counter over pairwise(ids)); stop if there "
+    "are none; pair = min(counts, key=lambda p: (-counts[p], p)); merge it into 256 + k in every word.",
+    what="The merges",
+    atol=0,
+    rtol=0,
+    withhold=["companion.bpe.train_bpe", "companion.bpe.train_bpe_naive", "companion.bpe.BPETokenizer.train"],
 )
 
 

@@ -9,6 +9,9 @@ checker                                    what the student writes
                                            linear attention by associativity, φ = elu + 1, eps = 1e-6
 ``check_linear_attention_step``            ``linear_attention_step(q, k, v, s, z) -> (y, s, z)``: one
                                            token of causal linear attention as an RNN
+``check_linear_attention_rnn``             ``linear_attention_rnn(q, k, v, s, z) -> (y, s, z)``: causal
+                                           linear attention as an RNN, token by token from a given
+                                           state (generation), the state O(d_k d_v)
 ``check_causal_linear_attention_chunked``  ``causal_linear_attention_chunked(q, k, v, chunk_size)``:
                                            blocks of queries, quadratic inside a block, the running
                                            state between blocks
@@ -21,12 +24,13 @@ import torch
 import torch.nn.functional as F
 
 from .. import linear_attention as ref
-from .checking import Checker, Mismatch, case, compare, expect_memory
+from .checking import Checker, Mismatch, call, case, compare, expect, expect_memory, show
 
 __all__ = [
     "check_elu_plus_one",
     "check_linear_attention",
     "check_linear_attention_step",
+    "check_linear_attention_rnn",
     "check_causal_linear_attention_chunked",
 ]
 
@@ -222,6 +226,189 @@ check_linear_attention_step = compare(
     what="(y, s, z)",
     withhold=["companion.linear_attention.linear_attention_step", *_LINEAR_FORMS],
 )
+
+
+# ----- the RNN: generating token by token -------------------------------------------------------------------
+
+
+def _reference_rnn(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s: torch.Tensor, z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The companion's recurrence from the state (s, z): its step, token after token."""
+    state, ys = ref.LinearAttentionState(s, z), []
+    for i in range(q.shape[-2]):
+        y, state = ref.linear_attention_step(q[..., i, :], k[..., i, :], v[..., i, :], state)
+        ys.append(y)
+    return torch.stack(ys, dim=-2), state.s, state.z
+
+
+def _rnn_mistake(
+    *,
+    read_first: bool = False,
+    normalise: bool = True,
+    phi_v: bool = False,
+    causal: bool = True,
+    eps_inside: bool = True,
+    use_state: bool = True,
+    return_state: bool = True,
+    phi_k: bool = True,
+):
+    """The recurrence with one thing wrong (each flag off its right value names one mistake)."""
+
+    def rnn(q, k, v, s, z):  # noqa: ANN001, ANN202
+        fq, fk = phi(q), (phi(k) if phi_k else k)
+        fv = phi(v) if phi_v else v
+        s0, z0 = (s, z) if use_state else (torch.zeros_like(s), torch.zeros_like(z))
+        if not causal:  # every query reads the state after all the tokens of the call
+            s0 = s0 + fk.transpose(-2, -1) @ fv
+            z0 = z0 + fk.sum(-2)
+        state_s, state_z, ys = s0, z0, []
+        for i in range(q.shape[-2]):
+            new_s = state_s + fk[..., i, :, None] * fv[..., i, None, :] if causal else state_s
+            new_z = state_z + fk[..., i, :] if causal else state_z
+            read_s, read_z = (state_s, state_z) if read_first else (new_s, new_z)
+            num = (fq[..., i, :, None] * read_s).sum(-2)
+            den = (fq[..., i, :] * read_z).sum(-1, keepdim=True)
+            ys.append(num if not normalise else num / (den + EPS) if eps_inside else num / den + EPS)
+            state_s, state_z = new_s, new_z
+        out_s, out_z = (state_s, state_z) if return_state else (s, z)
+        return torch.stack(ys, dim=-2), out_s, out_z
+
+    return rnn
+
+
+def _rnn_case(shape: tuple[int, ...], t: int, prompt: int, d_k: int, d_v: int, why: str, **kw) -> object:
+    """t new tokens after a prompt of ``prompt`` tokens (whose state is passed in), inputs of shape (*shape, t, d)."""
+    dtype, q_scale = kw.get("dtype", torch.float32), kw.get("q_shift", 0.0)
+    keys, values = _randn(*shape, prompt, d_k).to(dtype), _randn(*shape, prompt, d_v).to(dtype)
+    state = ref.linear_attention_state(keys, values)
+    q = (_randn(*shape, t, d_k) + q_scale).to(dtype)
+    k, v = _randn(*shape, t, d_k).to(dtype), _randn(*shape, t, d_v).to(dtype)
+    return case(q, k, v, state.s, state.z, why=why)
+
+
+def _rnn_cases() -> list:
+    return [
+        _rnn_case((), 5, 0, 3, 2, "the first 5 tokens: S, z = 0, d_k = 3, d_v = 2"),
+        _rnn_case((), 3, 4, 3, 2, "3 more tokens after a prompt of 4 (its S, z passed in)"),
+        _rnn_case((), 1, 6, 4, 3, "one token: a single step of generation"),
+        _rnn_case((2, 3), 4, 5, 4, 2, "a batch of 2 with 3 heads, after a prompt of 5"),
+        _rnn_case((), 6, 3, 3, 4, "float64", dtype=torch.float64),
+        _rnn_case((), 4, 2, 3, 2, "queries near -30: φ(q) ≈ 1e-13, so eps decides", dtype=torch.float64, q_shift=-30.0),
+    ]
+
+
+_RNN_FORMS = [
+    "companion.linear_attention.linear_attention_step",
+    "companion.linear_attention.linear_attention_state",
+    *_LINEAR_FORMS,
+]
+
+_rnn_values = compare(
+    "linear_attention_rnn",
+    _reference_rnn,
+    _rnn_cases,
+    mistakes=[
+        (
+            _rnn_mistake(read_first=True),
+            "Token i attends to itself: add φ(k_i)v_iᵀ to the state first, then read it with φ(q_i).",
+        ),
+        (_rnn_mistake(normalise=False), "Divide by the normaliser φ(q_i)ᵀz_i + eps, with z_i = z + Σ φ(k_j)."),
+        (_rnn_mistake(phi_v=True), "The values go into the state as they are: S ← S + φ(k)vᵀ, with no φ on v."),
+        (
+            _rnn_mistake(causal=False),
+            "That is not causal: token i may read only the tokens up to i, so update the state and read it one "
+            "token at a time.",
+        ),
+        (
+            _rnn_mistake(eps_inside=False),
+            "Add eps to the denominator itself, y = φ(q)ᵀS / (φ(q)ᵀz + eps): it keeps a tiny φ(q)ᵀz from "
+            "blowing the output up.",
+        ),
+        (
+            _rnn_mistake(use_state=False),
+            "Start from the state (s, z) you are given, not from zeros: it holds the tokens before these.",
+        ),
+        (_rnn_mistake(return_state=False), "Return the state after the last token, not the one you were given."),
+        (_rnn_mistake(phi_k=False), "Apply φ to each key before adding it to the state: S ← S + φ(k)vᵀ, z ← z + φ(k)."),
+    ],
+    hint="For each token i in order: S ← S + φ(k_i)v_iᵀ, z ← z + φ(k_i), then y_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + 1e-6).",
+    what="(y, s, z)",
+    withhold=_RNN_FORMS,
+    same_dtype=True,
+)
+
+RNN_N, RNN_D = 32, 128
+"""The size of the RNN's memory check, n tokens with d_k = d_v = d: the states of every position, n × d × d
+numbers, take 2 MiB in float32 there, sixteen times one state, and the check allows half of it. Five right
+answers of different styles peaked at 0.32–0.34 MiB in a test process (0.6 MiB was once seen in a grader's
+sandbox); the cumulative-sum form at 4 MiB. (Few tokens: memory is traced op by op, slowly.)"""
+
+
+def _expect_gradients_flow(student, reference, args: tuple, label: str, what: str) -> None:  # noqa: ANN001
+    """The student's outputs carry gradient; where their graph is at hand (the student's code ran in this
+    process), the gradients of a random projection of them with respect to every input are the reference's."""
+    mine = [a.detach().clone().requires_grad_(True) for a in args]
+    ours = [a.detach().clone().requires_grad_(True) for a in args]
+    got = call(student, *mine, input=label)
+    expected = reference(*ours)
+    got_list = list(got) if isinstance(got, (tuple, list)) else [got]
+    expected_list = list(expected) if isinstance(expected, tuple) else [expected]
+    expect(got, expected, input=label, what=what, atol=1e-4, rtol=1e-3)
+    if not all(isinstance(g, torch.Tensor) and g.requires_grad for g in got_list):
+        raise Mismatch(
+            f"{what} carries no gradient: a model trains through this attention, so the output must stay "
+            "connected to q, k and v.",
+            input=label,
+            got=", ".join(show(g, 60).split(chr(10))[0] for g in got_list),
+            hint="Leave out .detach(), .item(), .numpy(), torch.no_grad() and torch.tensor(...) of results: build "
+            "every output with torch operations on the inputs.",
+        )
+    if any(g.grad_fn is None for g in got_list):
+        return  # computed elsewhere (a grader's sandbox): the values came back, the graph stayed there
+    weights = [torch.randn(e.shape, dtype=e.dtype) for e in expected_list]
+    sum(((g * w).sum() for g, w in zip(got_list, weights, strict=True)), torch.zeros(())).backward()
+    sum(((e * w).sum() for e, w in zip(expected_list, weights, strict=True)), torch.zeros(())).backward()
+    for name, a, b in zip("qkvsz", mine, ours, strict=False):
+        grad = a.grad if a.grad is not None else torch.zeros_like(a)
+        expect(
+            grad,
+            b.grad,
+            input=label + f"; then backward through a random weighting of {what}",
+            what=f"The gradient with respect to {name}",
+            hint="The values are right but the graph is not: compute the output with differentiable operations "
+            "only (no in-place writes into tensors that need gradients).",
+            atol=1e-4,
+            rtol=1e-3,
+        )
+
+
+def _rnn_checks(student) -> tuple[int, int]:
+    count, hidden = _rnn_values._cases(student)
+    q, k, v = (_randn(2, 7, d) for d in (3, 3, 2))
+    s, z = _randn(2, 3, 2).abs(), _randn(2, 3).abs()
+    _expect_gradients_flow(
+        student, _reference_rnn, (q, k, v, s, z), "2 heads, 7 tokens after a prompt, inputs requiring grad", "(y, s, z)"
+    )
+    g = torch.Generator().manual_seed(4)
+    long = [torch.randn(RNN_N, RNN_D, generator=g) for _ in range(3)]
+    zeros = (torch.zeros(RNN_D, RNN_D), torch.zeros(RNN_D))
+    dense = RNN_N * RNN_D * RNN_D * 4
+    expect_memory(
+        student,
+        _reference_rnn,
+        (*long, *zeros),
+        input=f"q, k, v of shape ({RNN_N}, {RNN_D}), s and z zero",
+        limit=dense // 2,
+        problem=f"the states of all {RNN_N} positions, n × d_k × d_v numbers, take {dense / 2**20:.0f} MiB",
+        hint="Keep one state (S, z) and update it token by token: an RNN's memory does not grow with the "
+        "sequence (only the outputs do).",
+        what="(y, s, z)",
+    )
+    return count + 2, hidden
+
+
+check_linear_attention_rnn = Checker("linear_attention_rnn", _rnn_checks, kind="function", withhold=_RNN_FORMS)
 
 
 # ----- the chunked causal form ------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def mha_from_torch(mha: nn.MultiheadAttention, **options: object) -> MultiHeadAt
             "only nn.MultiheadAttention with kdim = vdim = embed_dim and no bias_kv/zero_attn is supported"
         )
     bias = mha.in_proj_bias is not None
-    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias, **options)  # type: ignore[arg-type]
+    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias, **options)
     ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
     projections = (ours.q_proj, ours.k_proj, ours.v_proj)
     for layer, w in zip(projections, mha.in_proj_weight.chunk(3), strict=True):
@@ -118,14 +118,14 @@ def encoder_block_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderBlock:
     """A :class:`~companion.transformer.EncoderBlock` with the settings and weights of a ``TransformerEncoderLayer``."""
     if not isinstance(layer, nn.TransformerEncoderLayer):
         raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {describe(layer)}")
-    return _block(EncoderBlock, layer, {"self_attn": "self_attn"})  # type: ignore[return-value]
+    return _block(EncoderBlock, layer, {"self_attn": "self_attn"})
 
 
 def decoder_block_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderBlock:
     """A :class:`~companion.transformer.DecoderBlock` with the settings and weights of a ``TransformerDecoderLayer``."""
     if not isinstance(layer, nn.TransformerDecoderLayer):
         raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {describe(layer)}")
-    return _block(DecoderBlock, layer, {"self_attn": "self_attn", "cross_attn": "multihead_attn"})  # type: ignore[return-value]
+    return _block(DecoderBlock, layer, {"self_attn": "self_attn", "cross_attn": "multihead_attn"})
 
 
 def to_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:

@@ -36,8 +36,8 @@ def gpt_config_from_hf(config: object) -> GPTConfig:
     if missing:
         raise TypeError(f"config must be a transformers GPT2Config, got {describe(config)} without {missing}")
     c = config
-    if c.activation_function not in _TANH_GELUS:  # type: ignore[attr-defined]
-        raise ValueError(f"activation_function must be one of {_TANH_GELUS}, got {c.activation_function!r}")  # type: ignore[attr-defined]
+    if c.activation_function not in _TANH_GELUS:
+        raise ValueError(f"activation_function must be one of {_TANH_GELUS}, got {c.activation_function!r}")
     unsupported = {
         "tie_word_embeddings": (getattr(c, "tie_word_embeddings", True), True),
         "scale_attn_weights": (getattr(c, "scale_attn_weights", True), True),
@@ -48,14 +48,14 @@ def gpt_config_from_hf(config: object) -> GPTConfig:
         if bool(got) != expected:
             raise ValueError(f"only {name}={expected} is supported, got {name}={got!r}")
     return GPTConfig(
-        vocab_size=c.vocab_size,  # type: ignore[attr-defined]
-        context_length=c.n_positions,  # type: ignore[attr-defined]
-        n_layers=c.n_layer,  # type: ignore[attr-defined]
-        n_heads=c.n_head,  # type: ignore[attr-defined]
-        d_model=c.n_embd,  # type: ignore[attr-defined]
+        vocab_size=c.vocab_size,
+        context_length=c.n_positions,
+        n_layers=c.n_layer,
+        n_heads=c.n_head,
+        d_model=c.n_embd,
         d_ff=getattr(c, "n_inner", None),
         dropout=float(getattr(c, "resid_pdrop", 0.0)),
-        eps=c.layer_norm_epsilon,  # type: ignore[attr-defined]
+        eps=c.layer_norm_epsilon,
     )
 
 
