@@ -19,9 +19,9 @@ Time is the median of ``torch.utils.benchmark`` repetitions (:func:`companion.be
 implementations timed in turn ``--rounds`` times and the best kept; peak memory is
 :func:`companion.benchmarking.peak_memory` (the tensors created during one call, inputs excluded; the fused
 sdpa kernel's private scratch buffers are not seen). Both come from
-:func:`companion.linear_attention.measure_linear_attention`, chapter 7's harness. The script prints a markdown
-table, the ratios at N = 16,384 (goal: fmmformer ≥ 4× faster than sdpa) and the fitted log–log slopes of time
-and memory (1 = linear, 2 = quadratic). ``--plot FILE`` saves the log–log figure.
+:func:`companion.benchmarking.linear_attention.measure_linear_attention`, chapter 8's harness. The script
+prints a markdown table, the ratios at N = 16,384 (goal: fmmformer ≥ 4× faster than sdpa) and the fitted
+log–log slopes of time and memory (1 = linear, 2 = quadratic). ``--plot FILE`` saves the log–log figure.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from companion.benchmarking import AttentionMeasurement, time_call
+from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, time_call
+from companion.benchmarking.linear_attention import measure_linear_attention
 from companion.fmmformer import fmmformer_implementations
-from companion.linear_attention import loglog_slope, measure_linear_attention
 
 NAMES = ("sdpa", "fmmformer", "band", "band dense", "band sdpa")
 
@@ -98,8 +98,8 @@ def slope_lines(rows: list[AttentionMeasurement], n_min: int) -> list[str]:
             continue
         ns = [r.n for r in mine]
         mem = [r.peak_bytes for r in mine]
-        mem_slope = f"{loglog_slope(ns, mem):.2f}" if all(m > 0 for m in mem) else "–"
-        time_slope = loglog_slope(ns, [r.seconds for r in mine])
+        mem_slope = f"{fit_loglog_slope(ns, mem).slope:.2f}" if all(m > 0 for m in mem) else "–"
+        time_slope = fit_loglog_slope(ns, [r.seconds for r in mine]).slope
         lines.append(f"| {name} | {ns[0]}–{ns[-1]} | {time_slope:.2f} | {mem_slope} |")
     return lines
 

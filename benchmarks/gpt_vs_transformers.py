@@ -1,7 +1,7 @@
 """The companion's GPT against Hugging Face's GPT2LMHeadModel: training step time, and the key/value cache.
 
 1. **Training step** (forward, next-token cross-entropy, backward, AdamW step) of the same configuration, the
-   same weights (ported with ``companion.interop_hf.gpt_from_hf``), the same batch of token ids and the same
+   same weights (ported with ``companion.interop.hf_gpt.gpt_from_hf``), the same batch of token ids and the same
    thread count. Rows: the companion with its own attention function (softmax of explicit scores, as chapter 4
    writes it), the companion with PyTorch's fused ``F.scaled_dot_product_attention`` through the attention
    seam, and Hugging Face with its ``"eager"`` and ``"sdpa"`` attention. Each row gives milliseconds per step
@@ -32,7 +32,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from companion.gpt import GPT, generate  # noqa: E402
-from companion.interop_hf import gpt_from_hf  # noqa: E402
+from companion.interop.hf_gpt import gpt_from_hf  # noqa: E402
 
 
 def fused_attention(q, k, v, mask=None, causal=False):

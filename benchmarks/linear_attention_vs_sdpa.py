@@ -13,7 +13,7 @@ On random float32 q, k, v of shape (batch, heads, N, d) it times, in one run,
   Python loop over positions) and quadratic (the masked N × N kernel matrix);
 - non-causal: sdpa, linear attention by associativity ("linear") and the quadratic form.
 
-The slow forms stop at the lengths of :data:`companion.linear_attention.DEFAULT_MAX_N`. Time is the median
+The slow forms stop at the lengths of :data:`companion.benchmarking.linear_attention.DEFAULT_MAX_N`. Time is the median
 of ``torch.utils.benchmark`` repetitions, the implementations timed in turn ``--rounds`` times and the best
 kept (a loaded machine slows them alike). Peak memory is :func:`companion.benchmarking.peak_memory`: on the
 CPU, the bytes of the tensors PyTorch creates during one call (inputs excluded), counted through a
@@ -39,13 +39,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from companion.benchmarking import AttentionMeasurement, time_call
-from companion.linear_attention import (
-    causal_linear_attention_chunked,
-    linear_attention_implementations,
-    loglog_slope,
-    measure_linear_attention,
-)
+from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, time_call
+from companion.benchmarking.linear_attention import linear_attention_implementations, measure_linear_attention
+from companion.linear_attention import causal_linear_attention_chunked
 
 
 def choose_threads(n: int, d: int, heads: int, min_run_time: float) -> int:
@@ -118,9 +114,9 @@ def slopes(rows: list[AttentionMeasurement], n_min: int) -> list[str]:
         if len(mine) < 2:
             continue
         ns = [r.n for r in mine]
-        time_slope = loglog_slope(ns, [r.seconds for r in mine])
+        time_slope = fit_loglog_slope(ns, [r.seconds for r in mine]).slope
         mem = [r.peak_bytes for r in mine]
-        mem_slope = f"{loglog_slope(ns, mem):.2f}" if all(m > 0 for m in mem) else "–"
+        mem_slope = f"{fit_loglog_slope(ns, mem).slope:.2f}" if all(m > 0 for m in mem) else "–"
         lines.append(f"| {name} | {ns[0]}–{ns[-1]} | {time_slope:.2f} | {mem_slope} |")
     return lines
 

@@ -7,8 +7,8 @@ Run from the repository root::
 
 Every run trains the model of chapters 8–10 (a decoder-only Transformer, 2 layers of 4 heads, d = 64,
 d_k = 16, feed-forward width 128, rotary positions) from the seed's initial weights on the recall task of
-:mod:`companion.recall_task` (``n_pairs`` pairs, 64 keys, 16 values, so a sequence has 2·n_pairs + 2 tokens)
-with :func:`companion.recall_task.train_recall`; the kinds differ only in the attention function:
+:mod:`companion.data.recall_task` (``n_pairs`` pairs, 64 keys, 16 values, so a sequence has 2·n_pairs + 2 tokens)
+with :func:`companion.data.recall_task.train_recall`; the kinds differ only in the attention function:
 
 - ``softmax``: exact causal softmax attention;
 - ``linear``: causal linear attention with elu + 1 features (r = d_k = 16 features per head);
@@ -21,7 +21,7 @@ A run has *reached a plateau* when its test accuracy rose by less than ``--plate
 quarter of its steps. The script prints, for every kind and number of pairs, the final test accuracy as
 mean ± half the range over the seeds (the spread), the smallest of the seeds, how many seeds reached a plateau,
 and the accuracy of answering with a value of the sequence while ignoring the query (the no-lookup baseline,
-:func:`companion.recall_task.no_lookup_accuracy`). Runs go to ``--jobs`` processes of one thread each;
+:func:`companion.data.recall_task.no_lookup_accuracy`). Runs go to ``--jobs`` processes of one thread each;
 ``--json FILE`` saves every history.
 
 With ``--text-steps N`` (0: none) the same five models, with a causal band of ``--text-band`` (8) keys, are
@@ -51,9 +51,9 @@ from companion import banded_attention as ba
 from companion import fmmformer as fmm
 from companion import linear_attention as la
 from companion import random_features as rf
-from companion import recall_task, training
+from companion import training
 from companion.attention import scaled_dot_product_attention
-from companion.data import python_docs
+from companion.data import python_docs, recall_task
 from companion.transformer import DecoderOnlyTransformer
 
 KINDS = ("softmax", "linear", "band", "fmmformer", "performer")

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from companion.data.corpus import corpus_size, gensim_data_path, load_wikipedia
+from companion.data.corpus import corpus_size, gensim_data_path, load_analogies, load_wikipedia, load_wordsim353
 from companion.evaluation import evaluate_analogies, evaluate_word_pairs
 from companion.word2vec import CHAPTER_CONFIG, Word2VecConfig, to_keyed_vectors, train_word2vec
 
@@ -41,7 +41,9 @@ def _timed(fn):
 
 
 def _score(vectors: torch.Tensor, words) -> tuple[float, float]:
-    return evaluate_word_pairs(vectors, words).spearman, evaluate_analogies(vectors, words).accuracy
+    return evaluate_word_pairs(vectors, words, load_wordsim353()).spearman, evaluate_analogies(
+        vectors, words, load_analogies()
+    ).accuracy
 
 
 def main() -> None:

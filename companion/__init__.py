@@ -11,34 +11,40 @@
   multi-head attention with a swappable attention function, the key/value cache);
 - chapter 5: :mod:`companion.positional` (sinusoidal, learned, rotary), :mod:`companion.transformer` (layer norm,
   feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder and decoder-only
-  models), :mod:`companion.training` (the training loop);
+  models);
 - chapter 6: :mod:`companion.bpe` (GPT-2's byte-level BPE), :mod:`companion.gpt` (GPT-2: the model, its parameter
-  count, sampling), :mod:`companion.pretraining` (pretraining on Python's documentation, the shipped checkpoint),
-  :mod:`companion.induction` (an induction head forming in a two-layer attention-only model);
-- chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's encoder and
-  pretraining heads, the parameter count, sentence embeddings, SQuAD's span head and span decoding);
-- chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, rank, generation cost);
+  count, sampling), :mod:`companion.induction` (an induction head forming in a two-layer attention-only model);
+- chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's input format,
+  encoder and pretraining heads, the parameter count, sentence embeddings, SQuAD's span head and span decoding);
+- chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, the state, rank);
 - chapter 9: :mod:`companion.banded_attention` (the near field), :mod:`companion.fmmformer` (near plus low-rank
   far field), :mod:`companion.nbody` (the n-body analogue);
 - chapter 10: :mod:`companion.random_features` (random maps whose dot products approximate a kernel).
 
-**Machinery**: what the chapters use without teaching it.
+**Machinery**: what the chapters use without teaching it, in sub-packages. A concept module never imports one
+(``tests/test_architecture.py`` holds the rule); machinery may import concepts.
 
-- data and tasks: :mod:`companion.data.corpus` (offline corpora and evaluation sets, chapter 3),
-  :mod:`companion.data.date_task` (the dates task, chapter 5), :mod:`companion.pretraining_data` (BERT's masked-LM
-  and next-sentence inputs, chapter 7), :mod:`companion.data.span_task` (the generated span task, chapter 7),
-  :mod:`companion.recall_task` (associative recall, chapter 8),
-  :mod:`companion.metrics` (SQuAD, SNLI and GLUE metrics, chapter 7);
+- :mod:`companion.data`, data and tasks: :mod:`companion.data.corpus` (offline corpora and evaluation sets,
+  chapter 3), :mod:`companion.data.date_task` (the dates task, chapter 5), :mod:`companion.data.python_docs`
+  (the Python documentation snapshot, chapter 6), :mod:`companion.data.bert_pretraining` (BERT's masked-LM and
+  next-sentence data, chapter 7), :mod:`companion.data.metrics` (SQuAD, SNLI and GLUE metrics, chapter 7),
+  :mod:`companion.data.span_task` (the generated span task, chapter 7), :mod:`companion.data.recall_task`
+  (associative recall and its training run, chapters 8-10);
+- :mod:`companion.training`, training recipes: the training loop and schedules (chapter 5) and
+  :mod:`companion.training.gpt_pretraining` (GPT's pretraining on Python's documentation, the shipped
+  checkpoint, chapter 6);
+- :mod:`companion.interop`, PyTorch's layers and masks ↔ the companion's, with :mod:`companion.interop.hf_gpt`
+  (Hugging Face's GPT-2 weights → the companion's GPT, chapter 6) and :mod:`companion.interop.hf_bert` (Hugging
+  Face's BERT weights and model folders ↔ the companion's BERT, chapter 7);
+- :mod:`companion.benchmarking`, time and memory of attention (chapter 4), with
+  :mod:`companion.benchmarking.linear_attention` (chapter 8) and :mod:`companion.benchmarking.nbody` (chapter 9);
 - figures, in :mod:`companion.plotting` (shared ones) and its modules :mod:`companion.plotting.embeddings`
   (chapters 2-3), :mod:`companion.plotting.attention` and :mod:`companion.plotting.diagrams` (chapters 4-5),
   :mod:`companion.plotting.linear_attention` (chapter 8), :mod:`companion.plotting.fmmformer` (chapter 9),
   :mod:`companion.plotting.random_features` (chapter 10);
-- :mod:`companion.interop` (PyTorch's layers and masks ↔ the companion's), :mod:`companion.interop_hf` (Hugging
-  Face's GPT-2 weights → the companion's GPT, chapter 6), :mod:`companion.interop_bert` (Hugging Face's BERT
-  weights and model folders ↔ the companion's BERT), :mod:`companion.benchmarking` (time
-  and memory of attention, chapters 4 and 8);
-- homework: :mod:`companion.checking` (the checker machinery), :mod:`companion.exercises` (one checker per
-  exercise, one module per chapter) and :mod:`companion.grade` (grades a folder of submitted notebooks).
+- homework: :mod:`companion.exercises` (one checker per exercise, one module per chapter, built on
+  :mod:`companion.exercises.checking`) and :mod:`companion.grading` (``companion-grade``, or
+  ``python -m companion.grading``: grades a folder of submitted notebooks).
 """
 
 __version__ = "0.1.0"

@@ -6,7 +6,8 @@ Notation: queries ``q (..., n_q, d_k)``, keys ``k (..., n_k, d_k)``, values ``v 
 
 Masks follow :mod:`companion.masks`: boolean, ``True`` = may attend, broadcasting against the scores
 ``(..., n_q, n_k)``. ``causal=True`` lets query ``i`` see the keys ``j <= i + (n_k - n_q)`` (aligned at the end,
-so that ``n_q`` new queries attend to ``n_k - n_q`` cached keys and to themselves). A query that may see no
+so that ``n_q`` new queries attend to ``n_k - n_q`` cached keys and to themselves; the same as
+``mask=companion.masks.causal_mask(n_q, n_k)``). A query that may see no
 key at all gets zero weights and a zero output (as ``torch.nn.functional.scaled_dot_product_attention`` on
 CPU; :class:`torch.nn.MultiheadAttention` returns NaN there). Every softmax subtracts the row maximum, so
 ``exp`` never overflows.
@@ -98,8 +99,8 @@ def scaled_dot_product_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
-    causal: bool = False,
     *,
+    causal: bool = False,
     scale: float | None = None,
     dropout_p: float = 0.0,
     return_weights: bool = False,
@@ -123,8 +124,8 @@ def blocked_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
-    causal: bool = False,
     *,
+    causal: bool = False,
     scale: float | None = None,
     block_size: int | None = None,
 ) -> torch.Tensor:

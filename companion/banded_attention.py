@@ -104,8 +104,8 @@ def banded_attention_dense(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,
-    causal: bool = False,
     *,
+    causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,
     return_weights: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
@@ -148,7 +148,7 @@ def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: obje
 
 
 def banded_attention(
-    q, k, v, mask=None, causal=False, *, bandwidth=DEFAULT_BANDWIDTH, block_size=None, dropout_p=0.0
+    q, k, v, mask=None, *, causal=False, bandwidth=DEFAULT_BANDWIDTH, block_size=None, dropout_p=0.0
 ) -> Tensor:
     """D V, D = softmax(band_k(QKᵀ/√d_k)) in O(N·k): q (..., n_q, d_k), k, v (..., n_k, d)."""
     q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)

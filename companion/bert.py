@@ -6,12 +6,15 @@
   (exact GELU, LayerNorm eps 1e-12) and the pooler ``tanh(W h_[CLS] + b)`` (Hugging Face's ``BertModel``);
 - :class:`MaskedLMHead` (dense, GELU, LayerNorm, then the decoder tied to the token embedding with its own
   bias) and :class:`BertForPreTraining` (encoder, masked-LM head, next-sentence head: ``BertForPreTraining``);
-- :func:`pretraining_loss`, :func:`bert_parameter_count` (the count by formula), :func:`mean_pool` and
+- :func:`pretraining_loss`, :func:`parameter_count` (the count by formula), :func:`mean_pool` and
   :func:`sentence_embeddings` (sentence-transformers' mean pooling);
 - SQuAD's span head: :class:`SpanHead` (start and end logits from each token's vector), :func:`span_loss` (the
-  mean of the two cross-entropies) and :func:`best_span` (the best start ≤ end within the context).
+  mean of the two cross-entropies) and :func:`best_span` (the best start ≤ end within the context);
+- :func:`bert_inputs` (a batch ``[CLS] a [SEP] b [SEP]`` with its segment ids, :func:`truncate_pair`) and
+  :data:`IGNORE_INDEX`, the label the loss skips. The pretraining *data* (masking, sentence pairs) is machinery:
+  :mod:`companion.data.bert_pretraining`.
 
-Weights of Hugging Face's models (or of a ``model.safetensors`` file) are ported by :mod:`companion.interop_bert`.
+Weights of Hugging Face's models (or of a ``model.safetensors`` file) are ported by :mod:`companion.interop.hf_bert`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from ._validate import (
     require_probability,
 )
 from .masks import padding_to_attention_mask
-from .pretraining_data import IGNORE_INDEX, bert_inputs
 from .transformer import EncoderBlock, LayerNorm
 
 __all__ = [
@@ -44,13 +46,19 @@ __all__ = [
     "MaskedLMHead",
     "BertForPreTraining",
     "pretraining_loss",
-    "bert_parameter_count",
+    "parameter_count",
     "mean_pool",
     "sentence_embeddings",
     "SpanHead",
     "span_loss",
     "best_span",
+    "IGNORE_INDEX",
+    "truncate_pair",
+    "bert_inputs",
 ]
+
+IGNORE_INDEX = -100
+"""Label of the positions the loss ignores (``torch.nn.CrossEntropyLoss``'s default ``ignore_index``)."""
 
 
 @dataclass
@@ -222,8 +230,8 @@ def pretraining_loss(
     """The loss ``L = L_MLM + L_NSP`` (mean cross-entropies, nats) and the two losses and accuracies.
 
     ``batch`` holds ``input_ids``, ``token_type_ids``, ``attention_mask`` (from
-    :func:`~companion.pretraining_data.bert_inputs`), ``mlm_labels`` (-100 where not chosen, from
-    :func:`~companion.pretraining_data.mask_tokens`) and ``nsp_labels`` (B,). The masked-LM head is applied
+    :func:`bert_inputs`), ``mlm_labels`` (-100 where not chosen, from
+    :func:`~companion.data.bert_pretraining.mask_tokens`) and ``nsp_labels`` (B,). The masked-LM head is applied
     at the chosen positions only (the same loss, without computing the others' logits).
     """
     missing = {"input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels"} - set(batch)
@@ -245,7 +253,7 @@ def pretraining_loss(
     return mlm + nsp, stats
 
 
-def bert_parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = False) -> int:
+def parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = False) -> int:
     """The number of parameters by formula, for width d, feed-forward width f, vocabulary V, positions P, types T:
 
     embeddings (V + P + T)·d + 2d; each layer 4(d² + d) + 2·d·f + f + d + 4d (attention, feed-forward, two
@@ -374,3 +382,56 @@ def _check_span_inputs(start_logits: object, end_logits: object, context_mask: o
     empty = ~context_mask.any(dim=1)
     if empty.any():
         raise ValueError(f"every row needs at least one context token; row {int(empty.nonzero()[0])} has none")
+
+
+# ----------------------------------------------------------------------------------------------------
+# BERT's input format: [CLS] a [SEP] b [SEP] with segment ids
+
+
+def truncate_pair(a: Sequence[int], b: Sequence[int], max_tokens: int) -> tuple[list[int], list[int]]:
+    """Drop tokens from the end of the longer of ``a`` and ``b`` until both fit in ``max_tokens`` together.
+
+    On a tie the one that was shorter at the start loses the token (``a`` if they started equal), which is
+    Hugging Face's ``truncation="longest_first"``; BERT's original script always takes it from ``b``.
+    """
+    a, b = list(a), list(b)
+    a_was_longer = len(a) > len(b)
+    while len(a) + len(b) > max_tokens:
+        if len(a) > len(b) or (len(a) == len(b) and not a_was_longer):
+            a.pop()
+        else:
+            b.pop()
+    return a, b
+
+
+def bert_inputs(
+    pairs: Sequence[tuple[Sequence[int], Sequence[int] | None]], cls_id: int, sep_id: int, pad_id: int, max_len: int
+) -> dict[str, torch.Tensor]:
+    """Batch ``[CLS] a [SEP] b [SEP]`` (or ``[CLS] a [SEP]`` when b is None), truncated to ``max_len`` tokens.
+
+    Returns ``input_ids``, ``token_type_ids`` (0 for the ``[CLS] a [SEP]`` part, 1 for ``b [SEP]``) and
+    ``attention_mask`` (True on tokens, False on padding), each of shape (B, n), n the longest input, padded
+    with ``pad_id``.
+    """
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 3:
+        raise ValueError(f"max_len must be an int >= 3 ([CLS] a [SEP] b [SEP] needs room), got {max_len!r}")
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or len(pairs) == 0:
+        raise TypeError(f"pairs must be a non-empty list of (a, b) pairs of token-id lists, got {describe(pairs)}")
+    rows, types = [], []
+    for k, pair in enumerate(pairs):
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"pair {k} must be a tuple (a, b) of token-id lists (b may be None), got {describe(pair)}")
+        a, b = pair
+        if b is None:
+            a, _ = truncate_pair(a, [], max_len - 2)
+            rows.append([cls_id, *a, sep_id])
+            types.append([0] * (len(a) + 2))
+        else:
+            a, b = truncate_pair(a, b, max_len - 3)
+            rows.append([cls_id, *a, sep_id, *b, sep_id])
+            types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    n = max(len(r) for r in rows)
+    input_ids = torch.tensor([r + [pad_id] * (n - len(r)) for r in rows], dtype=torch.long)
+    token_type_ids = torch.tensor([t + [0] * (n - len(t)) for t in types], dtype=torch.long)
+    attention_mask = torch.tensor([[True] * len(r) + [False] * (n - len(r)) for r in rows])
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}

@@ -27,7 +27,7 @@ __all__ = [
     "cosine_similarity",
     "pairwise_cosine",
     "nearest_neighbours",
-    "embedding_parameters",
+    "parameter_count",
 ]
 
 
@@ -113,7 +113,7 @@ def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[t
     return top.indices, top.values
 
 
-def embedding_parameters(vocab_size: int, width: int) -> int:
+def parameter_count(vocab_size: int, width: int) -> int:
     """The number of parameters of an embedding table: ``V × D``."""
     return require_positive_int(vocab_size, "vocab_size") * require_positive_int(width, "width")
 

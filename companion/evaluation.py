@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ._validate import describe, require_floating_tensor, require_ndim, require_positive_int
-from .data.corpus import AnalogyQuestion, load_analogies, load_wordsim353
 
 __all__ = [
+    "AnalogyQuestion",
     "unit_rows",
     "most_similar",
     "analogy",
@@ -122,6 +122,17 @@ def _ok_vocab(words: Sequence[str], restrict_vocab: int, case_insensitive: bool)
 
 
 @dataclass(frozen=True)
+class AnalogyQuestion:
+    """One analogy ``a : b :: c : d`` ("a is to b as c is to d") of a named section."""
+
+    section: str
+    a: str
+    b: str
+    c: str
+    d: str
+
+
+@dataclass(frozen=True)
 class WordPairsResult:
     """The outcome of :func:`evaluate_word_pairs`.
 
@@ -150,24 +161,23 @@ class WordPairsResult:
 def evaluate_word_pairs(
     vectors: torch.Tensor,
     words: Sequence[str],
-    pairs: Sequence[tuple[str, str, float]] | None = None,
+    pairs: Sequence[tuple[str, str, float]],
     *,
     restrict_vocab: int = 300_000,
     case_insensitive: bool = True,
 ) -> WordPairsResult:
-    """Correlation of cosine similarity with human similarity judgements (default: WordSim-353).
+    """Correlation of cosine similarity with human similarity judgements (the book uses WordSim-353).
 
     Args:
         vectors: ``(V, D)``; row ``i`` is the vector of ``words[i]``, most frequent words first.
         words: the ``V`` words.
-        pairs: ``(word1, word2, score)`` triples (default :func:`companion.data.corpus.load_wordsim353`).
+        pairs: ``(word1, word2, score)`` triples (WordSim-353: :func:`companion.data.corpus.load_wordsim353`).
         restrict_vocab, case_insensitive: as gensim's (see the module docstring).
     """
     _check(vectors, words)
     require_positive_int(restrict_vocab, "restrict_vocab")
     from scipy import stats
 
-    pairs = load_wordsim353() if pairs is None else pairs
     ok = _ok_vocab(words, restrict_vocab, case_insensitive)
     unit = unit_rows(vectors)
     gold, model, oov = [], [], []
@@ -214,13 +224,14 @@ class AnalogyResult:
 def evaluate_analogies(
     vectors: torch.Tensor,
     words: Sequence[str],
-    questions: Sequence[AnalogyQuestion] | None = None,
+    questions: Sequence[AnalogyQuestion],
     *,
     restrict_vocab: int = 300_000,
     case_insensitive: bool = True,
     batch_size: int = 512,
 ) -> AnalogyResult:
-    """Accuracy on analogy questions by 3CosAdd (default: Google's questions-words), as gensim computes it.
+    """Accuracy on analogy questions by 3CosAdd (the book uses Google's questions-words,
+    :func:`companion.data.corpus.load_analogies`), as gensim computes it.
 
     Questions with a word outside the first ``restrict_vocab`` rows are skipped and counted. For the others
     the query is ``b̂ + ĉ - â``; the rows of ``a``, ``b``, ``c`` are excluded, the 5 most cosine-similar
@@ -230,7 +241,6 @@ def evaluate_analogies(
     _check(vectors, words)
     require_positive_int(restrict_vocab, "restrict_vocab")
     require_positive_int(batch_size, "batch_size")
-    questions = load_analogies() if questions is None else questions
     ok = _ok_vocab(words, restrict_vocab, case_insensitive)
     norm = (lambda w: w.upper()) if case_insensitive else (lambda w: w)
     unit = unit_rows(vectors)[: min(restrict_vocab, len(words))]

@@ -86,8 +86,8 @@ def far_field_attention(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,
-    causal: bool = False,
     *,
+    causal: bool = False,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
 ) -> Tensor:
@@ -95,17 +95,17 @@ def far_field_attention(
     maps = _check_feature_maps(feature_maps)
     if not maps:
         raise ValueError("far_field_attention needs at least one feature map, got none")
-    out = linear_attention(q, k, v, mask, causal, feature_map=maps[0], eps=eps)
+    out = linear_attention(q, k, v, mask, causal=causal, feature_map=maps[0], eps=eps)
     for phi in maps[1:]:
-        out = out + linear_attention(q, k, v, mask, causal, feature_map=phi, eps=eps)
+        out = out + linear_attention(q, k, v, mask, causal=causal, feature_map=phi, eps=eps)
     return out
 
 
 def far_field_matrix(
     q: Tensor,
     k: Tensor,
-    causal: bool = False,
     *,
+    causal: bool = False,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     eps: float = DEFAULT_EPS,
 ) -> Tensor:
@@ -153,8 +153,8 @@ def fmmformer_attention(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,  # any mask for the near field, only key padding for the far field
-    causal: bool = False,  # the causal band and causal linear attention
     *,
+    causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
     w_near: float | Tensor = 1.0,  # w₁: a number, or a tensor such as (h, 1, 1), one per head
@@ -166,10 +166,10 @@ def fmmformer_attention(
     maps = _check_fmmformer(w_near, w_far, feature_maps)
     terms = []
     if not (isinstance(w_near, (int, float)) and w_near == 0):
-        near = banded_attention(q, k, v, mask, causal, bandwidth=bandwidth, dropout_p=dropout_p)
+        near = banded_attention(q, k, v, mask, causal=causal, bandwidth=bandwidth, dropout_p=dropout_p)
         terms.append(w_near * near)
     if maps and not (isinstance(w_far, (int, float)) and w_far == 0):
-        terms.append(w_far * far_field_attention(q, k, v, mask, causal, feature_maps=maps, eps=eps))
+        terms.append(w_far * far_field_attention(q, k, v, mask, causal=causal, feature_maps=maps, eps=eps))
     return sum(terms[1:], terms[0])  # O(N·k + N·r)
 
 
@@ -220,11 +220,11 @@ class FMMAttention(nn.Module):
     def _weight(self, raw: Tensor) -> Tensor:
         return F.softplus(raw) if self.positive else raw
 
-    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask=None, causal=False, *, dropout_p=0.0) -> Tensor:
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
         _check_head_weights(w_near, q)
-        options = dict(bandwidth=self.bandwidth, feature_maps=self.feature_maps, eps=self.eps)
-        return fmmformer_attention(q, k, v, mask, causal, w_near=w_near, w_far=w_far, dropout_p=dropout_p, **options)
+        options = dict(causal=causal, bandwidth=self.bandwidth, feature_maps=self.feature_maps, eps=self.eps)
+        return fmmformer_attention(q, k, v, mask, w_near=w_near, w_far=w_far, dropout_p=dropout_p, **options)
 
     def extra_repr(self) -> str:
         names = ", ".join(getattr(f, "__name__", type(f).__name__) for f in self.feature_maps)
@@ -267,19 +267,19 @@ def attention_spectrum(a: Tensor, bandwidth: int, *, causal: bool = True) -> Att
     return AttentionSpectrum(int(bandwidth), full / top, off / top)
 
 
-def far_field_rank(q: Tensor, k: Tensor, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]) -> int:
+def far_field_rank(q: Tensor, k: Tensor, *, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]) -> int:
     """Numerical rank of the non-causal far-field matrix of one head, q (n_q, d_k), k (n_k, d_k): ≤ r·d_k."""
     return numerical_rank(far_field_matrix(q, k, feature_maps=feature_maps))
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time and memory against N: for companion.linear_attention.measure_linear_attention and the benchmark
+# Time and memory against N: for companion.benchmarking.linear_attention.measure_linear_attention and the benchmark
 
 
 def fmmformer_implementations(
     *, causal: bool = True, bandwidth: int = DEFAULT_BANDWIDTH, dense: bool = True
 ) -> dict[str, Callable[..., Tensor]]:
-    """``name → fn(q, k, v)`` for :func:`companion.linear_attention.measure_linear_attention`.
+    """``name → fn(q, k, v)`` for :func:`companion.benchmarking.linear_attention.measure_linear_attention`.
 
     ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused softmax attention); ``"softmax"``:
     :func:`companion.attention.scaled_dot_product_attention` (the N × N matrix); ``"linear"``: chapter 8's linear

@@ -1,14 +1,14 @@
 """GPT (chapter 6): GPT-2's decoder-only language model, built from chapter 5's blocks, and how to sample from it.
 
 - :class:`GPTConfig`: the hyperparameters (as in nanoGPT), with GPT-2's four sizes and GPT-3's largest;
-- :func:`count_parameters`: the number of parameters from the configuration alone, by formula;
+- :func:`parameter_count`: the number of parameters from the configuration alone, by formula;
 - :class:`GPT`: token embedding + learned positions → pre-norm :class:`~companion.transformer.CausalBlock` s →
   final :class:`~companion.transformer.LayerNorm` → output layer *tied* to the token embedding;
 - :func:`next_token_loss`: the pretraining objective, cross-entropy of position t predicting token t + 1;
 - :func:`top_k_logits`, :func:`top_p_logits`, :func:`sample_next` and :func:`generate`: temperature, top-k and
   top-p (nucleus) sampling, reproducible with a :class:`torch.Generator`, with or without the key/value cache.
 
-With the same weights (:func:`companion.interop_hf.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
+With the same weights (:func:`companion.interop.hf_gpt.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
 Face's ``GPT2LMHeadModel``; GPT-2 ties the output layer to the embedding and uses the tanh approximation of GELU.
 """
 
@@ -36,12 +36,12 @@ from ._validate import (
 )
 from .attention import KVCache, scaled_dot_product_attention
 from .positional import LearnedPositionalEmbedding
-from .transformer import CausalBlock, LayerNorm
+from .transformer import CausalBlock, DecoderOnlyTransformer, LayerNorm
 
 __all__ = [
     "GPTConfig",
     "GPT2_SIZES",
-    "count_parameters",
+    "parameter_count",
     "GPT",
     "next_token_loss",
     "top_k_logits",
@@ -96,7 +96,7 @@ class GPTConfig:
         return cls(context_length=2048, n_layers=96, n_heads=96, d_model=12288)
 
 
-def count_parameters(config: GPTConfig) -> int:
+def parameter_count(config: GPTConfig) -> int:
     """P = V·d + T·d + L·(4d² + 2·d·d_ff + d_ff + 9d) + 2d: embeddings, L blocks, the final norm (tied output).
 
     A block holds W_Q, W_K, W_V, W_O with their biases (4d² + 4d), the feed-forward layer (2·d·d_ff + d_ff + d)
@@ -156,7 +156,7 @@ class GPT(nn.Module):
         return [KVCache() for _ in self.blocks]
 
     def num_parameters(self) -> int:
-        """The number of distinct parameters (the tied table counts once), as :func:`count_parameters` predicts."""
+        """The number of distinct parameters (the tied table counts once), as :func:`parameter_count` predicts."""
         return sum(p.numel() for p in self.parameters())
 
 
@@ -214,7 +214,7 @@ def sample_next(logits: Tensor, *, temperature=1.0, top_k=None, top_p=None, gene
 
 @torch.no_grad()
 def generate(
-    model: GPT,
+    model: GPT | DecoderOnlyTransformer,
     ids: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -228,18 +228,25 @@ def generate(
 
     With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
     without, every step reruns the whole sequence. Both give the same tokens. The model is in eval mode during
-    the call; n + max_new_tokens must not exceed the context length T.
+    the call; n + max_new_tokens must not exceed the context length T. This is the book's one generation loop
+    for decoder-only models (:class:`GPT` and :class:`~companion.transformer.DecoderOnlyTransformer`), with one
+    sampler, :func:`sample_next` (``temperature=0``: greedy).
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {describe(model)}")
-    check_token_ids(ids, "ids", model.config.vocab_size)
+    if not isinstance(model, (GPT, DecoderOnlyTransformer)):
+        raise TypeError(f"model must be a GPT or a DecoderOnlyTransformer, got {describe(model)}")
+    vocab_size, context_length = (
+        (model.config.vocab_size, model.config.context_length)
+        if isinstance(model, GPT)
+        else (model.embed.num_embeddings, model.max_len)
+    )
+    check_token_ids(ids, "ids", vocab_size)
     if ids.shape[1] == 0:
         raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")
     require_positive_int(max_new_tokens, "max_new_tokens")
-    if ids.shape[1] + max_new_tokens > model.config.context_length:
+    if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(
             f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
-            f"exceeds the context length T = {model.config.context_length}"
+            f"exceeds the context length T = {context_length}"
         )
     options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
     was_training = model.training

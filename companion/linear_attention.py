@@ -34,7 +34,7 @@ Conventions (the attention-function seam of :mod:`companion.attention`):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -49,7 +49,6 @@ from ._validate import (
     require_positive_int,
     require_tensor,
 )
-from .benchmarking import AttentionMeasurement, peak_memory, time_call
 
 __all__ = [
     "FeatureMap",
@@ -72,12 +71,6 @@ __all__ = [
     "best_rank_r_approximation",
     "low_rank_error",
     "numerical_rank",
-    "GenerationMeasurement",
-    "measure_generation",
-    "linear_attention_implementations",
-    "DEFAULT_MAX_N",
-    "measure_linear_attention",
-    "loglog_slope",
 ]
 
 FeatureMap = Callable[[Tensor], Tensor]
@@ -115,7 +108,7 @@ def exponential_kernel(q: Tensor, k: Tensor) -> Tensor:
     return torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
 
 
-def kernel_matrix(q: Tensor, k: Tensor, feature_map: FeatureMap = elu_plus_one) -> Tensor:
+def kernel_matrix(q: Tensor, k: Tensor, *, feature_map: FeatureMap = elu_plus_one) -> Tensor:
     """sim(q_i, k_j) = φ(q_i)ᵀφ(k_j), q (..., n_q, d_k), k (..., n_k, d_k) → (..., n_q, n_k): rank ≤ r."""
     return feature_map(q) @ feature_map(k).transpose(-2, -1)
 
@@ -197,6 +190,7 @@ def kernel_attention(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,
+    *,
     causal: bool = False,
     kernel: Callable[[Tensor, Tensor], Tensor] = exponential_kernel,
     eps: float = 0.0,
@@ -222,6 +216,7 @@ def quadratic_linear_attention(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,
+    *,
     causal: bool = False,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
@@ -229,7 +224,9 @@ def quadratic_linear_attention(
     """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
-    return kernel_attention(q, k, v, mask, causal, kernel=lambda q, k: kernel_matrix(q, k, feature_map), eps=eps)
+    return kernel_attention(
+        q, k, v, mask, causal=causal, kernel=lambda q, k: kernel_matrix(q, k, feature_map=feature_map), eps=eps
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -237,7 +234,7 @@ def quadratic_linear_attention(
 
 
 def linear_attention(
-    q, k, v, mask=None, causal=False, feature_map=elu_plus_one, eps=DEFAULT_EPS, *, dropout_p=0.0
+    q, k, v, mask=None, *, causal=False, feature_map=elu_plus_one, eps=DEFAULT_EPS, dropout_p=0.0
 ) -> Tensor:
     """v̂_i = φ(q_i)ᵀ(Σ_j φ(k_j)v_jᵀ) / (φ(q_i)ᵀΣ_j φ(k_j) + eps); (..., n_q, d_k) → (..., n_q, d_v)."""
     _no_dropout(dropout_p)
@@ -276,7 +273,7 @@ def _prefix(phi_k: Tensor, v: Tensor, n_q: int) -> tuple[LinearAttentionState, T
 
 
 def linear_attention_state(
-    k: Tensor, v: Tensor, mask: Tensor | None = None, feature_map: FeatureMap = elu_plus_one
+    k: Tensor, v: Tensor, mask: Tensor | None = None, *, feature_map: FeatureMap = elu_plus_one
 ) -> LinearAttentionState:
     """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
     require_tensor(k, "k")
@@ -311,7 +308,7 @@ def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
 
 
 def linear_attention_step(
-    q: Tensor, k: Tensor, v: Tensor, state=None, feature_map=elu_plus_one, eps=DEFAULT_EPS
+    q: Tensor, k: Tensor, v: Tensor, state=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
 ) -> tuple[Tensor, LinearAttentionState]:
     """One token, q, k (..., d_k), v (..., d_v): S ← S + φ(k)vᵀ, z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
     _check_one_position(q, k, v)
@@ -329,7 +326,7 @@ def linear_attention_step(
 
 
 def causal_linear_attention_recurrent(
-    q: Tensor, k: Tensor, v: Tensor, mask=None, feature_map=elu_plus_one, eps=DEFAULT_EPS
+    q: Tensor, k: Tensor, v: Tensor, mask=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
 ) -> Tensor:
     """For i = 1…N: S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i = z_{i−1} + φ(k_i), y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
@@ -343,7 +340,7 @@ def causal_linear_attention_recurrent(
 
 
 def causal_linear_attention_chunked(
-    q: Tensor, k: Tensor, v: Tensor, mask=None, feature_map=elu_plus_one, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE
+    q, k, v, mask=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE
 ) -> Tensor:
     """Blocks c of C queries: y = (tril(φQ_c φK_cᵀ)V_c + φQ_c S_{<c}) / (tril(φQ_c φK_cᵀ)1 + φQ_c z_{<c} + eps)."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
@@ -370,6 +367,7 @@ def causal_linear_attention_cumsum(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,
+    *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
 ) -> Tensor:
@@ -442,171 +440,3 @@ def numerical_rank(a: Tensor, rtol: float | None = None) -> int:
     if rtol is None:  # numpy's default
         rtol = max(a.shape) * torch.finfo(a.dtype).eps
     return int((sigma > rtol * sigma[0]).sum()) if sigma.numel() and sigma[0] > 0 else 0
-
-
-# ----------------------------------------------------------------------------------------------------
-# Generation: a constant-size state against a growing KV cache
-
-
-def _kv_cache_step(q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, position: int) -> Tensor:
-    """Write k, v (..., d) at ``position`` of the caches (..., L, d), attend with q (..., d) to keys 0…position."""
-    k_cache[..., position, :] = k
-    v_cache[..., position, :] = v
-    keys, values = k_cache[..., : position + 1, :], v_cache[..., : position + 1, :]
-    return F.scaled_dot_product_attention(q.unsqueeze(-2), keys, values).squeeze(-2)
-
-
-@dataclass(frozen=True)
-class GenerationMeasurement:
-    """The cost of generating one more token after ``length`` tokens: time per token and the bytes kept."""
-
-    name: str
-    length: int
-    seconds: float
-    state_bytes: int
-
-    @property
-    def microseconds(self) -> float:
-        return 1e6 * self.seconds
-
-    @property
-    def state_kib(self) -> float:
-        return self.state_bytes / 2**10
-
-
-def measure_generation(
-    lengths: Sequence[int] = (256, 1024, 4096, 16384),
-    *,
-    d: int = 64,
-    heads: int = 8,
-    batch: int = 1,
-    feature_map: FeatureMap = elu_plus_one,
-    min_run_time: float = 0.2,
-    seed: int = 0,
-) -> list[GenerationMeasurement]:
-    """Time one attention step of generation after ``length`` tokens, with a state and with a KV cache.
-
-    - ``"linear (state)"``: :func:`linear_attention_step` on a state ``(S, z)`` of shape
-      ``(batch, heads, r, d) + (batch, heads, r)``: the same work and the same bytes at every length.
-    - ``"softmax (KV cache)"``: the new key and value written into a preallocated cache, then
-      ``torch.nn.functional.scaled_dot_product_attention`` of the one query against all ``length + 1`` keys:
-      time and bytes ``2 · batch · heads · length · d`` grow with the text.
-
-    Time is the median of :func:`companion.benchmarking.time_call`; ``state_bytes`` counts the tensors kept
-    between tokens (the state, or the keys and values of the cache).
-
-    Returns:
-        Two :class:`GenerationMeasurement` per length (linear first).
-    """
-    for name, value in (("d", d), ("heads", heads), ("batch", batch)):
-        require_positive_int(value, name)
-    lengths = list(lengths)
-    for length in lengths:
-        require_positive_int(length, "each length")
-    generator = torch.Generator().manual_seed(seed)
-    rows: list[GenerationMeasurement] = []
-    for length in lengths:
-        k_past, v_past = (torch.randn(batch, heads, length, d, generator=generator) for _ in range(2))
-        q, k, v = (torch.randn(batch, heads, d, generator=generator) for _ in range(3))
-        state = linear_attention_state(k_past, v_past, feature_map=feature_map)
-        seconds = time_call(linear_attention_step, q, k, v, state, feature_map, min_run_time=min_run_time)
-        rows.append(GenerationMeasurement("linear (state)", length, seconds, state.nbytes))
-
-        k_cache = torch.cat([k_past, torch.empty(batch, heads, 1, d)], dim=-2)
-        v_cache = torch.cat([v_past, torch.empty(batch, heads, 1, d)], dim=-2)
-        seconds = time_call(_kv_cache_step, q, k, v, k_cache, v_cache, length, min_run_time=min_run_time)
-        cache_bytes = (k_cache.numel() + v_cache.numel()) * k_cache.element_size()
-        rows.append(GenerationMeasurement("softmax (KV cache)", length, seconds, cache_bytes))
-    return rows
-
-
-# ----------------------------------------------------------------------------------------------------
-# Time and memory against N: the chapter's figure and benchmarks/linear_attention_vs_sdpa.py
-
-
-def _sdpa(causal: bool) -> Callable[..., Tensor]:
-    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callable[..., Tensor]]:
-    """``name → fn(q, k, v)`` for :func:`measure_linear_attention`: PyTorch's fused softmax attention and our forms.
-
-    Causal: ``"sdpa"`` (``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``), ``"chunked"``,
-    ``"cumsum"``, ``"recurrent"``, ``"quadratic"``; non-causal: ``"sdpa"``, ``"linear"``, ``"quadratic"``.
-    """
-    if causal:
-        return {
-            "sdpa": _sdpa(True),
-            "chunked": causal_linear_attention_chunked,
-            "cumsum": causal_linear_attention_cumsum,
-            "recurrent": causal_linear_attention_recurrent,
-            "quadratic": lambda q, k, v: quadratic_linear_attention(q, k, v, causal=True),
-        }
-    return {"sdpa": _sdpa(False), "linear": linear_attention, "quadratic": quadratic_linear_attention}
-
-
-DEFAULT_MAX_N = {"quadratic": 4096, "cumsum": 16384, "recurrent": 2048}
-"""Longest sequence :func:`measure_linear_attention` gives each slow form by default: with 4 heads of d = 64 in
-float32 the quadratic form stores 4·N² numbers (1 GiB at N = 8,192 for one matrix; it makes three), the
-cumulative-sum form 4·N·d² (1 GiB at N = 16,384), and the recurrent form takes N Python steps."""
-
-
-def measure_linear_attention(
-    ns: Iterable[int] = (512, 1024, 2048, 4096),
-    *,
-    causal: bool = True,
-    d: int = 64,
-    heads: int = 4,
-    batch: int = 1,
-    implementations: dict[str, Callable[..., Tensor]] | None = None,
-    max_n: dict[str, int] | None = None,
-    min_run_time: float = 0.2,
-    rounds: int = 1,
-    memory: bool = True,
-    seed: int = 0,
-    progress: bool = False,
-) -> list[AttentionMeasurement]:
-    """Time and peak memory of each implementation on random float32 ``(batch, heads, n, d)`` inputs, for each n.
-
-    Time: :func:`companion.benchmarking.time_call` (median), the implementations timed in turn ``rounds``
-    times, the best round kept. Memory: :func:`companion.benchmarking.peak_memory` (on the CPU, the bytes of
-    the tensors PyTorch creates during the call, inputs excluded; a fused kernel's private scratch buffers
-    are not seen). An implementation is skipped at ``n > max_n[name]`` (default :data:`DEFAULT_MAX_N`).
-
-    Returns:
-        One :class:`companion.benchmarking.AttentionMeasurement` per implementation and n that ran.
-    """
-    for name, value in (("d", d), ("heads", heads), ("batch", batch), ("rounds", rounds)):
-        require_positive_int(value, name)
-    ns = list(ns)
-    for n in ns:
-        require_positive_int(n, "each n")
-    impls = implementations if implementations is not None else linear_attention_implementations(causal=causal)
-    if not impls or not all(callable(f) for f in impls.values()):
-        raise TypeError(f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}")
-    limits = DEFAULT_MAX_N if max_n is None else max_n
-    generator = torch.Generator().manual_seed(seed)
-    rows: list[AttentionMeasurement] = []
-    for n in ns:
-        q, k, v = (torch.randn(batch, heads, n, d, generator=generator) for _ in range(3))
-        running = {name: fn for name, fn in impls.items() if n <= limits.get(name, n)}
-        best = dict.fromkeys(running, math.inf)
-        for _ in range(rounds):
-            for name, fn in running.items():
-                best[name] = min(best[name], time_call(fn, q, k, v, min_run_time=min_run_time))
-        for name, fn in running.items():
-            peak = peak_memory(fn, q, k, v) if memory else 0
-            rows.append(AttentionMeasurement(name, n, best[name], peak))
-            if progress:
-                print(f"n={n:>6}  {name:<10} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True)
-    return rows
-
-
-def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """The slope p of the least-squares line log y = p log x + c: y ∝ x^p (p = 1 linear, p = 2 quadratic)."""
-    x, y = torch.tensor(xs, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
-    if x.ndim != 1 or x.shape != y.shape or len(x) < 2 or not bool((x > 0).all() and (y > 0).all()):
-        raise ValueError(f"need two equally long lists of at least 2 positive numbers, got {list(xs)} and {list(ys)}")
-    lx, ly = x.log(), y.log()
-    lx, ly = lx - lx.mean(), ly - ly.mean()
-    return float((lx * ly).sum() / (lx * lx).sum())

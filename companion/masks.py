@@ -31,14 +31,14 @@ __all__ = [
 
 
 def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.device | str | None = None) -> torch.Tensor:
-    """The causal (look-ahead) mask: query ``i`` may attend to key ``j`` exactly when ``j <= i``.
+    """The causal (look-ahead) mask: query ``i`` may attend to key ``j`` exactly when ``j <= i + n_keys - n_queries``.
 
-    ``mask[i, j] = (j <= i)``, a lower-triangular matrix of ``True`` including the diagonal. With
-    ``n_keys > n_queries`` the extra keys on the right are in the future of every query (the same
-    top-left alignment as ``is_causal=True`` in ``torch.nn.functional.scaled_dot_product_attention``).
-    The ``causal=True`` flag of the companion's attention functions aligns at the end instead (query ``i``
-    sees keys ``j <= i + n_keys - n_queries``, what new queries after cached keys need); for a square
-    mask the two agree.
+    For a square mask ``mask[i, j] = (j <= i)``, a lower-triangular matrix of ``True`` including the diagonal.
+    With more keys than queries the queries are the *last* ``n_queries`` positions (aligned at the end): the
+    earlier keys are their past, as when new queries attend to a key/value cache. This is the alignment of the
+    ``causal=True`` flag of every attention function of the companion, so ``mask=causal_mask(n_q, n_k)`` and
+    ``causal=True`` give the same result. (PyTorch's ``is_causal=True`` aligns top-left instead; for a square
+    mask the two agree.)
 
     Args:
         n_queries: number of queries (rows).
@@ -52,7 +52,7 @@ def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.devi
     if n_keys is None:
         n_keys = n_queries
     require_positive_int(n_keys, "n_keys")
-    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril()
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
 
 
 def padding_mask_from_lengths(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:

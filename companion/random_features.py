@@ -61,7 +61,6 @@ __all__ = [
     "rff_variance",
     "kernel_approximation_error",
     "approximation_errors",
-    "fit_loglog_slope",
     "kernel_ridge",
     "feature_ridge",
     "one_hot",
@@ -339,25 +338,6 @@ def approximation_errors(
             z = RandomFourierFeatures(x.shape[-1], R, kernel, sigma, variant, orthogonal, seed=seed).to(x.dtype)(x)
             errors[i, s] = kernel_approximation_error(k, z @ z.T)
     return errors
-
-
-def fit_loglog_slope(Rs: Sequence[float], errors: torch.Tensor) -> tuple[float, float, float]:
-    """Least squares log(error) = a + slope·log(R) over every (R, seed); returns (slope, intercept a, slope's SE)."""
-    errors = torch.as_tensor(errors, dtype=torch.float64)
-    if errors.ndim == 1:
-        errors = errors[:, None]
-    if errors.shape[0] != len(Rs) or len(Rs) < 3 or not bool((errors > 0).all()):
-        raise ValueError(
-            f"need ≥ 3 values of R and positive errors of shape (len(Rs)={len(Rs)}, seeds), got {tuple(errors.shape)}"
-        )
-    log_r = torch.log(torch.as_tensor(Rs, dtype=torch.float64))[:, None].expand_as(errors).reshape(-1)
-    log_e = torch.log(errors).reshape(-1)
-    a = torch.stack([torch.ones_like(log_r), log_r], dim=1)  # design matrix (n, 2)
-    coef = torch.linalg.lstsq(a, log_e[:, None]).solution[:, 0]
-    residual = log_e - a @ coef
-    s2 = float(residual @ residual) / (len(log_e) - 2)
-    se = math.sqrt(s2 * float(torch.linalg.inv(a.T @ a)[1, 1]))
-    return float(coef[1]), float(coef[0]), se
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 - :class:`EncoderBlock` (BERT's block), :class:`CausalBlock` (GPT's: the same with causal self-attention) and
   :class:`DecoderBlock` (with cross-attention to the encoder's ``memory``);
 - :class:`EncoderDecoder` (configured by a :class:`TransformerConfig`) with :func:`seq2seq_loss` and
-  :func:`greedy_decode`; :class:`DecoderOnlyTransformer` with :func:`generate`, which can use a key/value cache.
+  :func:`greedy_decode`; :class:`DecoderOnlyTransformer`, which can use a key/value cache (it generates with
+  :func:`companion.gpt.generate`, the one loop of the decoder-only models).
 
 Every block takes the attention function as ``attention=`` (see :class:`companion.attention.MultiHeadAttention`).
 The blocks compute the same numbers as ``nn.LayerNorm``, ``nn.TransformerEncoderLayer`` and
@@ -54,7 +55,6 @@ __all__ = [
     "seq2seq_loss",
     "greedy_decode",
     "DecoderOnlyTransformer",
-    "generate",
 ]
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh")}  # gelu_tanh: GPT-2
@@ -381,30 +381,3 @@ class DecoderOnlyTransformer(nn.Module):
         for block, cache in zip(self.blocks, caches or [None] * len(self.blocks), strict=True):
             x = block(x, cache=cache)
         return self.lm_head(self.norm(x))
-
-
-@torch.no_grad()
-def generate(
-    model: DecoderOnlyTransformer, ids: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True
-) -> torch.Tensor:
-    """Greedy continuation, x_{t+1} = argmax_v logits(x_0 … x_t)[t, v]: ids (B, n) → (B, n + max_new_tokens).
-
-    With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
-    without, every step reruns the whole sequence. Both give the same tokens.
-    """
-    if not isinstance(model, DecoderOnlyTransformer):
-        raise TypeError(f"model must be a DecoderOnlyTransformer, got {describe(model)}")
-    require_positive_int(max_new_tokens, "max_new_tokens")
-    was_training = model.training
-    model.eval()
-    try:
-        caches = model.new_caches() if use_cache else None
-        logits = model(ids, caches)
-        for step in range(max_new_tokens):
-            nxt = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1): the most likely next token
-            ids = torch.cat([ids, nxt], dim=1)
-            if step + 1 < max_new_tokens:
-                logits = model(nxt, caches) if use_cache else model(ids)
-    finally:
-        model.train(was_training)
-    return ids

@@ -1,4 +1,4 @@
-"""What the grader's tests share: run ``python -m companion.grade`` on a folder, read the gradebook it wrote."""
+"""What the grader's tests share: run ``python -m companion.grading`` on a folder, read the gradebook it wrote."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_grader(folder: Path, out: Path, *options: str, timeout: float = 900) -> None:
     """Grade ``folder`` into ``out`` in a process of its own (one intra-op thread); fail on a non-zero exit."""
-    command = [sys.executable, "-m", "companion.grade", str(folder), "--out", str(out), "--no-progress", *options]
+    command = [sys.executable, "-m", "companion.grading", str(folder), "--out", str(out), "--no-progress", *options]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -116,11 +116,11 @@ def test_masks_inside_the_band(causal):
     keep_keys = torch.rand(2, 1, 1, 30, generator=g) > 0.3  # key padding
     any_mask = torch.rand(2, 3, 30, 30, generator=g) > 0.4  # an arbitrary mask
     for mask in (keep_keys, any_mask):
-        got = banded_attention(q, k, v, mask, causal, bandwidth=6, block_size=8)
-        expected = banded_attention_dense(q, k, v, mask, causal, bandwidth=6)
+        got = banded_attention(q, k, v, mask, causal=causal, bandwidth=6, block_size=8)
+        expected = banded_attention_dense(q, k, v, mask, causal=causal, bandwidth=6)
         assert (got - expected).abs().max() < 1e-12
     loop = loop_banded_attention(q[1, 2], k[1, 2], v[1, 2], 6, causal, any_mask[1, 2])
-    assert torch.allclose(banded_attention(q, k, v, any_mask, causal, bandwidth=6)[1, 2], loop, atol=1e-13)
+    assert torch.allclose(banded_attention(q, k, v, any_mask, causal=causal, bandwidth=6)[1, 2], loop, atol=1e-13)
 
 
 def test_fully_masked_query_gets_zero_output_and_finite_gradients():
@@ -128,7 +128,7 @@ def test_fully_masked_query_gets_zero_output_and_finite_gradients():
     q.requires_grad_(True)
     mask = torch.ones(12, 12, dtype=torch.bool)
     mask[5] = False
-    out = banded_attention(q, k, v, mask, True, bandwidth=3)
+    out = banded_attention(q, k, v, mask, causal=True, bandwidth=3)
     assert torch.equal(out[0, 5], torch.zeros(5, dtype=out.dtype))
     out.sum().backward()
     assert bool(torch.isfinite(q.grad).all())

@@ -1,7 +1,7 @@
-"""BERT (companion.bert, companion.interop_bert): equal to Hugging Face's BertForPreTraining and BertModel holding the
-same weights, parameter counts by formula equal to Hugging Face's, all-MiniLM-L6-v2 loaded into our encoder equal
-to transformers and sentence-transformers (also when downloaded from the hub, as in Colab), and clear errors for
-bad input."""
+"""BERT (companion.bert, companion.interop.hf_bert): equal to Hugging Face's BertForPreTraining and BertModel
+holding the same weights, parameter counts by formula equal to Hugging Face's, all-MiniLM-L6-v2 loaded into our
+encoder equal to transformers and sentence-transformers (also when downloaded from the hub, as in Colab), and
+clear errors for bad input."""
 
 import re
 import shutil
@@ -13,24 +13,24 @@ import torch
 import torch.nn.functional as F
 
 from companion.bert import (
+    IGNORE_INDEX,
     BertConfig,
     BertEncoder,
     BertForPreTraining,
-    bert_parameter_count,
     mean_pool,
+    parameter_count,
     pretraining_loss,
     sentence_embeddings,
 )
-from companion.interop_bert import (
+from companion.interop.hf_bert import (
     MINILM_FILES,
-    config_from_hf,
-    hf_parameter_names,
-    load_hf_state_dict,
+    bert_config_from_hf,
+    bert_hf_parameter_names,
+    load_bert_state_dict_from_hf,
     load_pretrained,
     minilm_path,
     read_safetensors,
 )
-from companion.pretraining_data import IGNORE_INDEX
 
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}  # largest |ours - theirs| allowed, logits of size ~1-10
 
@@ -42,7 +42,7 @@ SMALL = dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_
 def hf_pair():
     """A random BertForPreTraining (weights perturbed away from the zero biases / unit norms) and our copy."""
     transformers = pytest.importorskip("transformers")
-    from companion.interop_bert import bert_from_hf
+    from companion.interop.hf_bert import bert_from_hf
 
     torch.manual_seed(0)
     hf = transformers.BertForPreTraining(transformers.BertConfig(**SMALL)).eval()
@@ -105,7 +105,7 @@ def test_pretraining_loss_equals_hugging_faces(hf_pair):
 
 def test_equal_to_hugging_face_bert_model_and_gradients_flow(hf_pair):
     transformers = pytest.importorskip("transformers")
-    from companion.interop_bert import bert_from_hf
+    from companion.interop.hf_bert import bert_from_hf
 
     hf, _ = hf_pair
     hf_model = transformers.BertModel(hf.config).eval()
@@ -147,22 +147,22 @@ def test_parameter_counts_equal_hugging_faces(name):
                  "large": transformers.BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                                                   intermediate_size=4096)}[name]  # fmt: skip
     config = getattr(BertConfig, name)()
-    assert config_from_hf(hf_config) == config
+    assert bert_config_from_hf(hf_config) == config
     with torch.device("meta"):
         pretraining = transformers.BertForPreTraining(hf_config).num_parameters()
         encoder = transformers.BertModel(hf_config).num_parameters()
         no_pooler = transformers.BertModel(hf_config, add_pooling_layer=False).num_parameters()
         ours = BertForPreTraining(config).num_parameters()
-    assert bert_parameter_count(config, heads=True) == pretraining == ours
-    assert bert_parameter_count(config) == encoder
-    assert bert_parameter_count(config, pooler=False) == no_pooler
+    assert parameter_count(config, heads=True) == pretraining == ours
+    assert parameter_count(config) == encoder
+    assert parameter_count(config, pooler=False) == no_pooler
 
 
 def test_parameter_count_formula_on_odd_sizes():
     config = BertConfig(vocab_size=77, d_model=12, n_layers=3, n_heads=3, d_ff=17, max_len=9, type_vocab_size=4)
     model = BertForPreTraining(config)
-    assert bert_parameter_count(config, heads=True) == model.num_parameters()
-    assert bert_parameter_count(config) == sum(p.numel() for p in model.bert.parameters())
+    assert parameter_count(config, heads=True) == model.num_parameters()
+    assert parameter_count(config) == sum(p.numel() for p in model.bert.parameters())
 
 
 def test_mean_pool_against_a_loop():
@@ -315,22 +315,24 @@ def test_bad_input_gets_clear_errors():
 def test_a_wrong_state_dict_is_refused_and_nothing_is_copied():
     model = BertEncoder(BertConfig(**config_kwargs()))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    good = {theirs: model.state_dict()[ours] + 1 for ours, theirs in hf_parameter_names(model).items()}
+    good = {theirs: model.state_dict()[ours] + 1 for ours, theirs in bert_hf_parameter_names(model).items()}
     missing = dict(good)
     del missing["encoder.layer.0.attention.self.query.weight"]
     with pytest.raises(ValueError, match=r"missing \['encoder.layer.0.attention.self.query.weight'\]"):
-        load_hf_state_dict(model, missing)
+        load_bert_state_dict_from_hf(model, missing)
     with pytest.raises(ValueError, match=r"unexpected \['encoder.layer.1.output.dense.bias'\]"):
-        load_hf_state_dict(model, {**good, "encoder.layer.1.output.dense.bias": torch.zeros(16)})
+        load_bert_state_dict_from_hf(model, {**good, "encoder.layer.1.output.dense.bias": torch.zeros(16)})
     wrong = {**good, "pooler.dense.weight": torch.zeros(16, 8)}
     with pytest.raises(ValueError, match=r"pooler.dense.weight: expected \(16, 16\), got \(16, 8\)"):
-        load_hf_state_dict(model, wrong)
+        load_bert_state_dict_from_hf(model, wrong)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    load_hf_state_dict(model, {f"bert.{k}": v for k, v in good.items()})  # BertForPreTraining's names work too
+    load_bert_state_dict_from_hf(
+        model, {f"bert.{k}": v for k, v in good.items()}
+    )  # BertForPreTraining's names work too
     assert torch.equal(model.pooler.weight, before["pooler.weight"] + 1)
     with pytest.raises(ValueError, match="hidden_act='gelu'"):
-        config_from_hf({"hidden_act": "relu"})
+        bert_config_from_hf({"hidden_act": "relu"})
     with pytest.raises(ValueError, match="not a BERT config"):
-        config_from_hf({"hidden_size": 8})
+        bert_config_from_hf({"hidden_size": 8})
     with pytest.raises(FileNotFoundError, match="config.json"):
         load_pretrained("/nonexistent")

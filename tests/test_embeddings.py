@@ -11,10 +11,10 @@ from companion.embeddings import (
     Embedding,
     cosine_similarity,
     dot_similarity,
-    embedding_parameters,
     nearest_neighbours,
     one_hot,
     pairwise_cosine,
+    parameter_count,
 )
 
 
@@ -146,5 +146,5 @@ def test_nearest_neighbours_excludes_the_query_and_sorts():
 
 
 def test_embedding_parameter_arithmetic():
-    assert embedding_parameters(50_000, 1000) == 50_000_000
-    assert embedding_parameters(50_257, 12_288) == torch.nn.Embedding(50_257, 12_288, device="meta").weight.numel()
+    assert parameter_count(50_000, 1000) == 50_000_000
+    assert parameter_count(50_257, 12_288) == torch.nn.Embedding(50_257, 12_288, device="meta").weight.numel()

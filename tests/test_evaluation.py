@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from companion import evaluation as ev
-from companion.data.corpus import AnalogyQuestion, gensim_data_path, load_analogies, load_lee, load_wordsim353
+from companion.data.corpus import gensim_data_path, load_analogies, load_lee, load_wordsim353
+from companion.evaluation import AnalogyQuestion
 from companion.word2vec import Word2VecConfig, to_keyed_vectors, train_word2vec
 
 WORDSIM = str(gensim_data_path("wordsim353.tsv"))
@@ -27,7 +28,7 @@ def _gensim_analogies(kv, **kwargs):
 @pytest.mark.slow
 def test_word_pairs_equal_gensim(lee_vectors):
     vectors, words = lee_vectors
-    ours = ev.evaluate_word_pairs(vectors, words)
+    ours = ev.evaluate_word_pairs(vectors, words, load_wordsim353())
     pearson, spearman, oov_ratio = to_keyed_vectors(vectors, words).evaluate_word_pairs(WORDSIM)
     assert ours.spearman == spearman.statistic
     assert ours.pearson == pytest.approx(pearson.statistic, abs=1e-6)
@@ -41,7 +42,7 @@ def test_word_pairs_equal_gensim(lee_vectors):
 @pytest.mark.slow
 def test_analogies_equal_gensim(lee_vectors):
     vectors, words = lee_vectors
-    ours = ev.evaluate_analogies(vectors, words)
+    ours = ev.evaluate_analogies(vectors, words, load_analogies())
     score, correct, evaluated, sections = _gensim_analogies(to_keyed_vectors(vectors, words))
     assert (ours.accuracy, ours.correct, ours.evaluated) == (score, correct, evaluated)
     assert ours.evaluated + ours.skipped == 19_544 and ours.evaluated > 100
@@ -53,10 +54,10 @@ def test_analogies_equal_gensim(lee_vectors):
 def test_restrict_vocab_equals_gensim(lee_vectors):
     vectors, words = lee_vectors
     kv = to_keyed_vectors(vectors, words)
-    ours = ev.evaluate_analogies(vectors, words, restrict_vocab=600)
+    ours = ev.evaluate_analogies(vectors, words, load_analogies(), restrict_vocab=600)
     score, correct, evaluated, _ = _gensim_analogies(kv, restrict_vocab=600)
     assert (ours.accuracy, ours.correct, ours.evaluated) == (score, correct, evaluated)
-    pairs = ev.evaluate_word_pairs(vectors, words, restrict_vocab=600)
+    pairs = ev.evaluate_word_pairs(vectors, words, load_wordsim353(), restrict_vocab=600)
     assert pairs.spearman == kv.evaluate_word_pairs(WORDSIM, restrict_vocab=600)[1].statistic
 
 
@@ -134,8 +135,8 @@ def test_analogy_by_construction():
 
 def test_input_validation():
     with pytest.raises(ValueError, match="one word per row"):
-        ev.evaluate_word_pairs(torch.zeros(3, 2), ["a", "b"])
+        ev.evaluate_word_pairs(torch.zeros(3, 2), ["a", "b"], [])
     with pytest.raises(ValueError, match="outside the vocabulary"):
         ev.evaluate_word_pairs(torch.randn(2, 2), ["xx", "yy"], load_wordsim353())
     with pytest.raises(TypeError, match="floating"):
-        ev.evaluate_analogies(torch.zeros(2, 2, dtype=torch.long), ["a", "b"])
+        ev.evaluate_analogies(torch.zeros(2, 2, dtype=torch.long), ["a", "b"], [])

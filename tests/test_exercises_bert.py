@@ -9,7 +9,8 @@ import pytest
 import torch
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
-from companion import metrics, pretraining_data, wordpiece
+from companion import wordpiece
+from companion.data import bert_pretraining, metrics
 from companion.exercises.bert import check_bert_embeddings, check_mlm_masking, check_squad_f1, check_wordpiece
 from companion.transformer import LayerNorm
 
@@ -156,9 +157,9 @@ def test_stub_is_not_attempted_and_a_crash_is_reported(checker):
 
 
 def test_mlm_masking_agrees_with_the_companions_masking():
-    """The exercise's rule is the one pretraining_data.mask_tokens applies: the same draws give the same result."""
+    """The exercise's rule is the one bert_pretraining.mask_tokens applies: the same draws give the same result."""
     ids = torch.randint(5, 100, (4, 30), generator=torch.Generator().manual_seed(0))
-    inputs, labels = pretraining_data.mask_tokens(ids, 100, 4, [0, 1, 2, 3], generator=torch.Generator().manual_seed(1))
+    inputs, labels = bert_pretraining.mask_tokens(ids, 100, 4, [0, 1, 2, 3], generator=torch.Generator().manual_seed(1))
     g = torch.Generator().manual_seed(1)  # replay mask_tokens' draws
     chosen = torch.rand(ids.shape, generator=g) < 0.15
     u = torch.rand(ids.shape, generator=g)

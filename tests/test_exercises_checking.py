@@ -10,7 +10,7 @@ import torch
 from checker_testing import assert_wrong, stub
 from torch import nn
 
-from companion.checking import Checker, Mismatch, call, case, compare, expect, restore, same, snapshot
+from companion.exercises.checking import Checker, Mismatch, call, case, compare, expect, restore, same, snapshot
 
 
 def _twice(x: torch.Tensor, factor: float = 2.0) -> torch.Tensor:
@@ -214,7 +214,7 @@ def test_restore_puts_back_what_the_student_replaced(capsys):
 import signal  # noqa: E402
 
 import companion.masks  # noqa: E402
-from companion.checking import RAISED, confirmed, peak_bytes  # noqa: E402
+from companion.exercises.checking import RAISED, confirmed, peak_bytes  # noqa: E402
 from companion.masks import causal_mask as imported_alias  # noqa: E402
 
 
@@ -368,7 +368,7 @@ def test_the_companions_answer_is_withheld_while_the_students_code_runs():
     assert_wrong(check.verdict(lambda n, m=None: imported_alias(n, m)), "write this one yourself")  # an alias
     assert_wrong(check.verdict(original), "the companion's own `companion.masks.causal_mask`")
     assert companion.masks.causal_mask is original and imported_alias is original  # put back
-    assert check.verdict(lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril()).passed
+    assert check.verdict(lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril((m or n) - n)).passed
 
 
 def test_messages_agree_with_plural_subjects_and_tell_inf_from_nan():

@@ -472,9 +472,9 @@ def test_the_correct_answers_agree_with_the_companion_on_a_real_text():
     """The three answers above learn the companion's merges (themselves equal to Hugging Face's) on real words."""
     import re
 
-    from companion import pretraining
+    from companion.training import gpt_pretraining
 
-    text = pretraining.pydoc_text()[:20_000]
+    text = gpt_pretraining.pydoc_text()[:20_000]
     words = re.findall(bpe.GPT2_SPLIT_PATTERN, text)
     expected = list(bpe.train_bpe(text, 256 + 40))
     for student in (learn_counter, learn_dict_loops, learn_incremental):

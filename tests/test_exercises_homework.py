@@ -225,7 +225,7 @@ def test_a_students_experiments_do_not_break_later_cells(chapter):
 
 
 def test_a_synthetic_chapter_with_markers(tmp_path, monkeypatch):
-    from companion.checking import Checker
+    from companion.exercises.checking import Checker
 
     monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)

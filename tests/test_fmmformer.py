@@ -68,7 +68,7 @@ def test_blend_equals_the_formula_with_matrices(causal):
     w1, w2 = 0.7, 1.9
     got = fmmformer_attention(q, k, v, causal=causal, bandwidth=5, feature_maps=FMM_FEATURE_MAPS, w_near=w1, w_far=w2)
     d_matrix = banded_attention_dense(q, k, v, causal=causal, bandwidth=5, return_weights=True)[1]
-    l_matrix = far_field_matrix(q, k, causal, feature_maps=FMM_FEATURE_MAPS)
+    l_matrix = far_field_matrix(q, k, causal=causal, feature_maps=FMM_FEATURE_MAPS)
     expected = (w1 * d_matrix + w2 * l_matrix) @ v  # V̂ = (w₁ D + w₂ L) V, the N × N way
     assert (got - expected).abs().max() < 1e-12
     far = far_field_attention(q, k, v, causal=causal, feature_maps=FMM_FEATURE_MAPS)
@@ -83,7 +83,7 @@ def test_far_field_matrix_by_loops():
         for i in range(6):
             row = torch.stack([phi(q[i]) @ phi(k[j]) for j in range(i + 1)])
             expected[i, : i + 1] += row / (row.sum() + 1e-6)
-    assert torch.allclose(far_field_matrix(q, k, True), expected, atol=1e-14)
+    assert torch.allclose(far_field_matrix(q, k, causal=True), expected, atol=1e-14)
 
 
 def test_weights_per_head_broadcast():
@@ -126,7 +126,7 @@ def test_far_field_rank_is_at_most_maps_times_feature_dimension(n_maps):
     d = 6
     q, k = (torch.randn(120, d, generator=g, dtype=torch.float64) for _ in range(2))
     maps = FMM_FEATURE_MAPS[:n_maps]
-    rank = far_field_rank(q, k, maps)
+    rank = far_field_rank(q, k, feature_maps=maps)
     assert rank == numerical_rank(far_field_matrix(q, k, feature_maps=maps))
     assert rank == n_maps * d  # ≤ r·d by construction, and generic inputs reach it
     # Softmax attention's matrix, for comparison, has full rank.

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from companion.gpt import GPT, GPT2_SIZES, GPTConfig, count_parameters, generate, next_token_loss, sample_next
+from companion.gpt import GPT, GPT2_SIZES, GPTConfig, generate, next_token_loss, parameter_count, sample_next
 from companion.training import train
 
 transformers = pytest.importorskip("transformers")
@@ -33,7 +33,7 @@ def hf_gpt2(n_layer=3, dtype=torch.float32, seed=0, **overrides):
 
 @pytest.mark.parametrize(("dtype", "atol"), [(torch.float32, 1e-5), (torch.float64, 1e-12)])
 def test_logits_equal_hugging_face(dtype, atol):
-    from companion.interop_hf import gpt_from_hf
+    from companion.interop.hf_gpt import gpt_from_hf
 
     hf = hf_gpt2(dtype=dtype)
     ours = gpt_from_hf(hf).eval()
@@ -46,7 +46,7 @@ def test_logits_equal_hugging_face(dtype, atol):
 
 
 def test_loss_and_gradients_equal_hugging_face():
-    from companion.interop_hf import gpt_from_hf
+    from companion.interop.hf_gpt import gpt_from_hf
 
     hf = hf_gpt2(dtype=torch.float64).train()
     ours = gpt_from_hf(hf).train()
@@ -66,7 +66,7 @@ def test_loss_and_gradients_equal_hugging_face():
 
 
 def test_greedy_generation_equals_hugging_face():
-    from companion.interop_hf import gpt_from_hf
+    from companion.interop.hf_gpt import gpt_from_hf
 
     hf = hf_gpt2(dtype=torch.float64)
     ours = gpt_from_hf(hf)
@@ -144,14 +144,14 @@ def test_parameter_counts_equal_hugging_face(size):
     with torch.device("meta"):
         hf = GPT2LMHeadModel(GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd))
         ours = GPT(GPTConfig.gpt2(size))
-    assert count_parameters(GPTConfig.gpt2(size)) == hf.num_parameters() == ours.num_parameters()
+    assert parameter_count(GPTConfig.gpt2(size)) == hf.num_parameters() == ours.num_parameters()
 
 
 def test_parameter_count_formula_on_odd_configurations():
     for config in (tiny_config(), tiny_config(d_ff=50, n_layers=3), tiny_config(vocab_size=5, context_length=3)):
-        assert count_parameters(config) == GPT(config).num_parameters()
-    assert count_parameters(GPTConfig.gpt2()) == 124_439_808  # the published "117M"/"124M" GPT-2 small
-    assert 174e9 < count_parameters(GPTConfig.gpt3()) < 176e9
+        assert parameter_count(config) == GPT(config).num_parameters()
+    assert parameter_count(GPTConfig.gpt2()) == 124_439_808  # the published "117M"/"124M" GPT-2 small
+    assert 174e9 < parameter_count(GPTConfig.gpt3()) < 176e9
 
 
 def test_sampling_is_deterministic_with_a_seeded_generator():
@@ -214,7 +214,7 @@ def test_bad_input_gets_clear_errors():
 
 
 def test_wrong_state_dicts_get_clear_errors():
-    from companion.interop_hf import gpt_config_from_hf, gpt_from_hf, gpt_state_dict_from_hf
+    from companion.interop.hf_gpt import gpt_config_from_hf, gpt_from_hf, gpt_state_dict_from_hf
 
     hf = hf_gpt2(n_layer=2)
     config = gpt_config_from_hf(hf.config)

@@ -1,4 +1,4 @@
-"""``python -m companion.grade`` on a synthetic class built from chapter 1's homework notebook.
+"""``python -m companion.grading`` on a synthetic class built from chapter 1's homework notebook.
 
 Every submission is the real homework notebook with answers written here (independently of the book's
 solutions), or broken in one of the ways the grader claims to survive, or tampered with in one of the ways it
@@ -215,7 +215,7 @@ def build_class(folder: Path) -> None:
     moved = cells[cosine - 1 : cosine + 3]
     del cells[cosine - 1 : cosine + 3]
     cells.extend(moved)
-    params = next(i for i, c in enumerate(cells) if "small = cemb.embedding_parameters" in source(c))
+    params = next(i for i, c in enumerate(cells) if "small = cemb.parameter_count" in source(c))
     assert "assert small ==" in source(cells[params + 1])
     del cells[params : params + 2]  # a chapter cell and the hidden cell that checks its numbers
     save("grace/submission.ipynb", nb)
@@ -259,7 +259,7 @@ def build_class(folder: Path) -> None:
 
     # tampering 3: wrong answers, with check_* redefined and the checkers inside companion replaced
     redefine = """\
-import companion.checking
+import companion.exercises.checking
 import companion.exercises.words_to_vectors as exercises
 
 
@@ -269,7 +269,8 @@ def check_encode(f):
 
 check_one_hot = check_cosine = check_embedding = check_encode
 exercises.check_encode = exercises.check_one_hot = exercises.check_cosine = exercises.check_embedding = check_encode
-companion.checking.Checker.verdict = lambda self, student: companion.checking.Verdict(self.exercise, "passed")
+_checking = companion.exercises.checking
+_checking.Checker.verdict = lambda self, student: _checking.Verdict(self.exercise, "passed")
 """
     nb = answered(OTHER_MISTAKES)
     imports = next(i for i, c in enumerate(nb["cells"]) if "from companion.exercises" in source(c))

@@ -461,7 +461,7 @@ def test_what_a_checker_withholds_is_withheld_in_the_answers_process():
 def test_an_argument_that_cannot_be_sent_gives_an_error_that_says_so():
     """Nothing is checked in the answer's process any more: a checker handing the answer something that is not
     data (here a lambda) gets an error verdict addressed to the instructor, not a weaker check."""
-    from companion import checking
+    from companion.exercises import checking
     from companion.grading import answers, remote, worker
 
     checker = checking.compare("f", lambda g: 1, [checking.case(lambda: 0)], hidden=None)

@@ -229,7 +229,7 @@ def test_two_notebooks_of_one_student_grade_the_newest(tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "companion.grade", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "companion.grading", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
 
 

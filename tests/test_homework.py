@@ -10,7 +10,7 @@ import ast
 import nbformat
 import pytest
 
-from companion.checking import NOT_ATTEMPTED
+from companion.exercises.checking import NOT_ATTEMPTED
 from tools import notebooks
 
 HOMEWORK = [notebooks.homework_path(md) for md in notebooks.chapters() if notebooks.has_exercises(md)]

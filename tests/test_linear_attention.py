@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from companion.benchmarking import fit_loglog_slope
+from companion.benchmarking.linear_attention import measure_generation, measure_linear_attention
 from companion.linear_attention import (
     DEFAULT_EPS,
     LinearAttentionState,
@@ -22,11 +24,8 @@ from companion.linear_attention import (
     linear_attention,
     linear_attention_state,
     linear_attention_step,
-    loglog_slope,
     low_rank_error,
     low_rank_factors,
-    measure_generation,
-    measure_linear_attention,
     numerical_rank,
     quadratic_linear_attention,
     relu_feature_map,
@@ -38,7 +37,9 @@ CAUSAL_FORMS = {
     "chunked C=7": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(q, k, v, mask, chunk_size=7, **kw),
     "chunked C=1": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(q, k, v, mask, chunk_size=1, **kw),
     "cumsum": causal_linear_attention_cumsum,
-    "linear_attention(causal=True)": lambda q, k, v, mask=None, **kw: linear_attention(q, k, v, mask, True, **kw),
+    "linear_attention(causal=True)": lambda q, k, v, mask=None, **kw: linear_attention(
+        q, k, v, mask, causal=True, **kw
+    ),
 }
 
 
@@ -121,7 +122,7 @@ def test_quadratic_form_equals_a_double_loop(causal, phi):
     q, k, v = qkv(6, 3, n_k=8, d_v=2, seed=1)
     keep = torch.tensor([True, True, False, True, True, True, False, True])
     for mask, keep_list in ((None, None), (keep.expand(6, 8), keep)):
-        got = quadratic_linear_attention(q, k, v, mask, causal, feature_map=phi, eps=1e-3)
+        got = quadratic_linear_attention(q, k, v, mask, causal=causal, feature_map=phi, eps=1e-3)
         expected = loop_linear_attention(q, k, v, phi, causal, 1e-3, keep_list)
         torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -373,7 +374,7 @@ def test_numerical_rank_and_the_rank_of_linear_attention():
     # φ(Q)φ(K)ᵀ with r features has rank ≤ r; the softmax matrix of the same q, k has full rank
     q, k = torch.randn(2, 60, 4, generator=g, dtype=torch.float64)
     assert numerical_rank(kernel_matrix(q, k)) == 4
-    assert numerical_rank(kernel_matrix(q, k, signed_relu_features)) == 8
+    assert numerical_rank(kernel_matrix(q, k, feature_map=signed_relu_features)) == 8
     assert numerical_rank(torch.softmax(q @ k.T, dim=-1)) == 60
     # and the rank-one approximation of a softmax attention matrix is poor
     assert low_rank_error(torch.softmax(q @ k.T, dim=-1), 1) > 0.3
@@ -415,12 +416,16 @@ def test_loglog_slope_against_numpy_polyfit():
     g = np.random.default_rng(0)
     xs = [2.0**p for p in range(9, 16)]
     ys = [3e-7 * x**1.7 for x in xs]
-    assert loglog_slope(xs, ys) == pytest.approx(1.7, abs=1e-12)
+    assert fit_loglog_slope(xs, ys).slope == pytest.approx(1.7, abs=1e-12)
     noisy = [y * math.exp(0.2 * g.standard_normal()) for y in ys]
     expected = np.polyfit(np.log(xs), np.log(noisy), 1)[0]
-    assert loglog_slope(xs, noisy) == pytest.approx(expected, abs=1e-12)
-    with pytest.raises(ValueError, match="at least 2 positive numbers"):
-        loglog_slope([1.0, 2.0], [1.0, 0.0])
+    assert fit_loglog_slope(xs, noisy).slope == pytest.approx(expected, abs=1e-12)
+    two = fit_loglog_slope([2.0, 8.0], [3.0, 12.0])  # y = 1.5 x, and no spread to measure
+    assert (
+        two.slope == pytest.approx(1.0) and two.intercept == pytest.approx(math.log(1.5)) and math.isnan(two.slope_se)
+    )
+    with pytest.raises(ValueError, match="at least 2 positive x and positive y"):
+        fit_loglog_slope([1.0, 2.0], [1.0, 0.0])
 
 
 def test_measure_linear_attention_skips_the_slow_forms_past_their_limit():

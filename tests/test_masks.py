@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from companion.attention import scaled_dot_product_attention
 from companion.interop import from_torch_mha_mask, to_additive_mask, to_torch_mha_mask
 from companion.masks import (
     causal_mask,
@@ -20,11 +21,20 @@ def test_causal_mask_is_lower_triangular_with_diagonal():
     assert causal_mask(3).dtype == torch.bool
 
 
-def test_causal_mask_rectangular_matches_sdpa_is_causal():
-    q, k, v = torch.randn(3, 5, 4), torch.randn(3, 7, 4), torch.randn(3, 7, 2)
-    with_mask = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(5, 7))
-    builtin = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    torch.testing.assert_close(with_mask, builtin)
+def test_causal_mask_aligns_at_the_end_as_the_causal_flag_does():
+    """One convention: ``mask=causal_mask(n_q, n_k)`` is ``causal=True``, and both are what a key/value cache
+    needs: the last n_q queries of a causal pass over n_k tokens (an independent computation, PyTorch's square
+    ``is_causal=True`` on all n_k tokens)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 7, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    for n_q in (3, 5, 7):
+        mask = causal_mask(n_q, 7)
+        with_mask = scaled_dot_product_attention(q[:, -n_q:], k, v, mask)
+        torch.testing.assert_close(with_mask, scaled_dot_product_attention(q[:, -n_q:], k, v, causal=True))
+        full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # every token, top-left = end when square
+        torch.testing.assert_close(with_mask, full[:, -n_q:])
+    assert torch.equal(causal_mask(3, 5), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]).bool())
+    assert not causal_mask(4, 2)[:2].any()  # more queries than keys: the first ones have no past
 
 
 def test_causal_mask_equals_torch_square_subsequent_mask():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from companion.metrics import (
+from companion.data.metrics import (
     GLUE_TASKS,
     accuracy,
     f1_binary,

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
+from companion.benchmarking.nbody import NBodyMeasurement, measure_nbody
 from companion.nbody import (
     HBlock,
-    NBodyMeasurement,
     cell_potential,
     cutoff_potential,
     default_n_cells,
@@ -20,7 +20,6 @@ from companion.nbody import (
     hmatrix_ranks,
     inverse_distance,
     kernel_singular_values,
-    measure_nbody,
     numerical_ranks,
     relative_error,
     screened_potential,

@@ -251,7 +251,7 @@ def test_homework_keeps_stubs_and_drops_solutions(md):
 
 
 def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
-    from companion.checking import Checker
+    from companion.exercises.checking import Checker
 
     monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
@@ -379,7 +379,7 @@ SAMPLE_HOMEWORK = [
     (
         "code",
         "# Keeps the chapter's variables safe while you try your code out (see the note at the top).\n"
-        "import companion.checking as _homework\n\n_homework_saved = _homework.snapshot(globals())",
+        "import companion.exercises.checking as _homework\n\n_homework_saved = _homework.snapshot(globals())",
         ["homework-snapshot"],
         None,
     ),
@@ -411,7 +411,7 @@ SAMPLE_HOMEWORK = [
 
 
 def test_homework_of_a_sample_chapter_is_exactly_as_written(tmp_path, monkeypatch):
-    from companion.checking import Checker
+    from companion.exercises.checking import Checker
 
     monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)

@@ -8,8 +8,9 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from companion.benchmarking import fit_loglog_slope
 from companion.plotting.random_features import plot_error_vs_R, plot_kernel_approximations
-from companion.random_features import approximation_errors, fit_loglog_slope
+from companion.random_features import approximation_errors
 
 
 def test_plot_kernel_approximations_panels_and_errors():

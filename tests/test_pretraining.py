@@ -7,32 +7,32 @@ import re
 import pytest
 import torch
 
-from companion import pretraining
 from companion.bpe import BPETokenizer
 from companion.gpt import GPT, GPTConfig, next_token_loss
+from companion.training import gpt_pretraining
 
 
 def test_split_windows_and_loss():
     ids = torch.arange(1000) % 50
-    train, val = pretraining.train_val_split(ids.tolist(), 0.1)
+    train, val = gpt_pretraining.train_val_split(ids.tolist(), 0.1)
     assert torch.equal(torch.cat([train, val]), ids) and len(val) == 100
     g = torch.Generator().manual_seed(0)
-    windows = pretraining.random_windows(train, 8, 16, g)
+    windows = gpt_pretraining.random_windows(train, 8, 16, g)
     assert windows.shape == (8, 17)
     for w in windows:  # consecutive ids of the stream
         start = int(w[0])
         assert torch.equal(w, (torch.arange(start, start + 17)) % 50)
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=50, context_length=16, n_layers=1, n_heads=2, d_model=8))
-    loss = pretraining.evaluate_loss(model, val, 16, batch_size=2)
+    loss = gpt_pretraining.evaluate_loss(model, val, 16, batch_size=2)
     n = (len(val) - 1) // 16
     expected = sum(next_token_loss(model.eval(), val[i * 16 : i * 16 + 17][None]).item() for i in range(n)) / n
     assert loss == pytest.approx(expected, abs=1e-5)
     assert abs(loss - math.log(50)) < 0.1
     with pytest.raises(ValueError, match="fewer than a window"):
-        pretraining.random_windows(val[:5], 2, 16, g)
+        gpt_pretraining.random_windows(val[:5], 2, 16, g)
     with pytest.raises(ValueError, match="val_fraction"):
-        pretraining.train_val_split(ids, 1.5)
+        gpt_pretraining.train_val_split(ids, 1.5)
 
 
 def test_checkpoint_round_trip(tmp_path):
@@ -40,33 +40,33 @@ def test_checkpoint_round_trip(tmp_path):
     tokenizer = BPETokenizer.train(text, 270)
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=270, context_length=16, n_layers=1, n_heads=2, d_model=8))
-    pretraining.save_checkpoint(tmp_path / "m.pt", model, tokenizer, note="hello", history=[1.0, 0.5])
-    loaded, tok, extras = pretraining.load_checkpoint(tmp_path / "m.pt")
+    gpt_pretraining.save_checkpoint(tmp_path / "m.pt", model, tokenizer, note="hello", history=[1.0, 0.5])
+    loaded, tok, extras = gpt_pretraining.load_checkpoint(tmp_path / "m.pt")
     assert extras == {"note": "hello", "history": [1.0, 0.5]}
     assert tok.merges == tokenizer.merges and tok.encode(text) == tokenizer.encode(text)
     ids = torch.tensor([tokenizer.encode(text)[:16]])
     torch.testing.assert_close(loaded(ids), model.eval()(ids), atol=0, rtol=0)
     assert loaded.lm_head.weight is loaded.embed.weight
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        pretraining.load_checkpoint(tmp_path / "missing.pt")
+        gpt_pretraining.load_checkpoint(tmp_path / "missing.pt")
 
 
 def test_shipped_checkpoint_matches_its_sha256_and_has_learned():
-    path = pretraining.PRETRAINED_PATH
+    path = gpt_pretraining.PRETRAINED_PATH
     recorded = path.with_name(path.name + ".sha256").read_text().split()[0]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == recorded
     assert path.stat().st_size < 5e6
-    model, tokenizer, extras = pretraining.pretrained_pydoc_gpt()
+    model, tokenizer, extras = gpt_pretraining.pretrained_pydoc_gpt()
     history = extras["history"]
     assert history["val_loss"][0] > 6.5 and history["val_loss"][-1] < 4.5
     assert len(history["train_loss"]) == extras["steps"]
-    text = pretraining.pydoc_text()
+    text = gpt_pretraining.pydoc_text()
     # The checkpoint was trained on the shipped snapshot, whatever Python runs this test.
-    assert extras["text_sha256"] == pretraining.text_sha256(text)
+    assert extras["text_sha256"] == gpt_pretraining.text_sha256(text)
     ids = BPETokenizer.train(text, extras["recipe"]["vocab_size"]).encode(text)
     assert ids == tokenizer.encode(text)
-    _, val = pretraining.train_val_split(ids)
-    loss = pretraining.evaluate_loss(model, val, extras["recipe"]["length"])
+    _, val = gpt_pretraining.train_val_split(ids)
+    loss = gpt_pretraining.evaluate_loss(model, val, extras["recipe"]["length"])
     assert loss == pytest.approx(history["val_loss"][-1], abs=1e-3)  # another CPU: other last bits
 
 

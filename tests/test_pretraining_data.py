@@ -10,14 +10,12 @@ import math
 import pytest
 import torch
 
-from companion.pretraining_data import (
-    IGNORE_INDEX,
+from companion.bert import IGNORE_INDEX, bert_inputs, truncate_pair
+from companion.data.bert_pretraining import (
     IS_NEXT,
     NOT_NEXT,
-    bert_inputs,
     mask_tokens,
     next_sentence_pairs,
-    truncate_pair,
 )
 
 Z_999 = 3.29

@@ -17,6 +17,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
+from companion.benchmarking import fit_loglog_slope
 from companion.random_features import (
     KERNELS,
     PerformerFeatures,
@@ -24,7 +25,6 @@ from companion.random_features import (
     approximation_errors,
     cauchy_kernel,
     feature_ridge,
-    fit_loglog_slope,
     gaussian_kernel,
     kernel_approximation_error,
     kernel_at,

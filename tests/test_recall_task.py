@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from companion.recall_task import (
+from companion.data.recall_task import (
     RecallTask,
     make_recall_batch,
     no_lookup_accuracy,

@@ -167,6 +167,6 @@ def test_chapter_page_renders(md, html, tmp_path, root):
 
 def test_reference_pages_exist(html):
     api = (html / "book" / "api.html").read_text()
-    assert "companion.embeddings.Embedding" in api and "companion.checking.Checker" in api
+    assert "companion.embeddings.Embedding" in api and "companion.exercises.checking.Checker" in api
     bibliography = (html / "book" / "bibliography.html").read_text()
     assert "attention is all you need" in bibliography.lower()

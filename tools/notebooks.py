@@ -326,7 +326,7 @@ STUB_LINE = "raise NotImplementedError  # your code here"
 
 SNAPSHOT_CELL = """\
 # Keeps the chapter's variables safe while you try your code out (see the note at the top).
-import companion.checking as _homework
+import companion.exercises.checking as _homework
 
 _homework_saved = _homework.snapshot(globals())"""
 RESTORE_CELL = "_homework.restore(globals(), _homework_saved, keep={keep!r});"
@@ -549,12 +549,12 @@ def checker_call(source: str) -> str | None:
 
 
 def _checker(name: str):
-    """The :class:`companion.checking.Checker` called ``name`` in one of the ``companion.exercises`` modules."""
+    """The :class:`~companion.exercises.checking.Checker` called ``name`` in a ``companion.exercises`` module."""
     import importlib
     import pkgutil
 
     import companion.exercises
-    from companion.checking import Checker
+    from companion.exercises.checking import Checker
 
     found = []
     for module in pkgutil.iter_modules(companion.exercises.__path__):

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from companion.bpe import BPETokenizer  # noqa: E402
-from companion.pretraining import (  # noqa: E402
+from companion.training.gpt_pretraining import (  # noqa: E402
     PRETRAINED_PATH,
     RECIPE,
     pretrain,

@@ -27,8 +27,8 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from companion.gpt import GPT, GPTConfig, next_token_loss  # noqa: E402
-from companion.pretraining import pydoc_text, random_windows  # noqa: E402
 from companion.training import train  # noqa: E402
+from companion.training.gpt_pretraining import pydoc_text, random_windows  # noqa: E402
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .._validate import describe
+from ..evaluation import AnalogyQuestion
 
 __all__ = [
     "WIKIPEDIA_FILE",
@@ -51,7 +52,6 @@ __all__ = [
     "load_lee",
     "load_wordsim353",
     "load_analogies",
-    "AnalogyQuestion",
     "fetch",
     "load_text8",
     "corpus_size",
@@ -222,17 +222,6 @@ def load_wordsim353(path: str | os.PathLike[str] | None = None) -> list[tuple[st
                 continue
             pairs.append((parts[0], parts[1], score))
     return pairs
-
-
-@dataclass(frozen=True)
-class AnalogyQuestion:
-    """One analogy ``a : b :: c : d`` ("a is to b as c is to d") of a named section."""
-
-    section: str
-    a: str
-    b: str
-    c: str
-    d: str
 
 
 def load_analogies(path: str | os.PathLike[str] | None = None) -> list[AnalogyQuestion]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import describe, require_positive_int
-from ..pretraining_data import bert_inputs
+from ..bert import bert_inputs
 
 __all__ = ["EVENTS", "SpanExample", "make_span_examples", "span_inputs"]
 
@@ -119,7 +119,7 @@ def span_inputs(examples: Sequence[SpanExample], tokenizer: object, max_len: int
     """BERT's inputs ``[CLS] question [SEP] context [SEP]`` for a list of examples, and what a span head needs.
 
     Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` (B, n) as
-    :func:`~companion.pretraining_data.bert_inputs` makes them; ``context_mask`` (B, n), True on the context's
+    :func:`~companion.bert.bert_inputs` makes them; ``context_mask`` (B, n), True on the context's
     tokens; ``starts`` and ``ends`` (B,), the positions of the answer's first and last tokens; ``word_of`` (B, n),
     the context word each token comes from (-1 outside the context). ``tokenizer`` is a
     :class:`~companion.wordpiece.WordPieceTokenizer`.

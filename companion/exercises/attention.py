@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from .. import attention as ref
-from ..checking import Case, Checker, Mismatch, call, case, compare, expect, show
 from ..masks import causal_mask as _causal_mask
+from .checking import Case, Checker, Mismatch, call, case, compare, expect, show
 
 __all__ = [
     "check_weightless_self_attention",

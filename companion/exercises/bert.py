@@ -20,9 +20,10 @@ from collections import Counter
 
 import torch
 
-from .. import bert, metrics
+from .. import bert
 from .. import wordpiece as wp
-from ..checking import case, compare
+from ..data import metrics
+from .checking import case, compare
 
 __all__ = ["check_wordpiece", "check_mlm_masking", "check_bert_embeddings", "check_squad_f1", "check_best_span"]
 
@@ -307,7 +308,7 @@ check_squad_f1 = compare(
         case("U.S. army", "the US Army", why="U.S. becomes us"),
     ],
     hidden=_random_answers,
-    withhold=["companion.metrics.squad_f1", "companion.metrics.normalize_answer"],
+    withhold=["companion.data.metrics.squad_f1", "companion.data.metrics.normalize_answer"],
     mistakes=[
         (
             lambda p, g: _squad_variant(p, g, normalise=False),

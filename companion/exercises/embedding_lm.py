@@ -18,7 +18,7 @@ import math
 import torch
 
 from .. import embedding_lm as ref
-from ..checking import Checker, Mismatch, call, case, compare, show
+from .checking import Checker, Mismatch, call, case, compare, show
 
 __all__ = ["check_next_token_probabilities", "check_bigram_counts", "check_bigram_probabilities"]
 

@@ -26,7 +26,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..banded_attention import band_mask, banded_attention, banded_attention_dense
-from ..checking import (
+from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention
+from ..linear_attention import numerical_rank
+from ..transformer import CausalBlock
+from .checking import (
     RAISED,
     Case,
     Checker,
@@ -47,9 +50,6 @@ from ..checking import (
     same,
     show,
 )
-from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention
-from ..linear_attention import numerical_rank
-from ..transformer import CausalBlock
 
 __all__ = ["check_causal_band_mask", "check_banded_softmax", "check_fmm_attention", "check_numerical_rank"]
 

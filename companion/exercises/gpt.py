@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from .. import bpe
 from .. import gpt as ref
-from ..checking import case, compare
+from .checking import case, compare
 
 __all__ = ["check_merge", "check_learn_merges", "check_next_token_loss", "check_top_k_logits", "check_gpt_forward"]
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import linear_attention as ref
-from ..checking import Checker, Mismatch, call, case, compare, expect, expect_memory, show
+from .checking import Checker, Mismatch, call, case, compare, expect, expect_memory, show
 
 __all__ = [
     "check_elu_plus_one",

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from .. import linear_attention as la
 from .. import random_features as ref
-from ..checking import Checker, Mismatch, call, case, compare, draw_trials, run_student, show
+from .checking import Checker, Mismatch, call, case, compare, draw_trials, run_student, show
 from .linear_attention import _expect_gradients_flow
 
 __all__ = [

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .. import positional as ref
-from ..checking import Checker, Mismatch, call, case, compare, expect, show
+from .checking import Checker, Mismatch, call, case, compare, expect, show
 
 __all__ = [
     "check_sinusoidal_positional_encoding",

@@ -22,8 +22,8 @@ from torch.nn.functional import logsigmoid
 
 from .. import glove as glove_ref
 from .. import word2vec as w2v_ref
-from ..checking import Checker, Mismatch, call, case, compare, expect_close, same, show
 from ..embeddings import nearest_neighbours as _reference_neighbours
+from .checking import Checker, Mismatch, call, case, compare, expect_close, same, show
 
 __all__ = ["check_skipgram_pairs", "check_negative_sampling_loss", "check_nearest_neighbours", "check_glove_weight"]
 

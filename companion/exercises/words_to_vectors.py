@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .. import embeddings as ref
-from ..checking import Checker, Mismatch, call, case, compare, expect, expect_raises, show
+from .checking import Checker, Mismatch, call, case, compare, expect, expect_raises, show
 
 __all__ = ["check_encode", "check_one_hot", "check_cosine", "check_embedding"]
 

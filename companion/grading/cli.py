@@ -116,7 +116,11 @@ def grade(
     }
     results: list[dict[str, Any] | None] = [None] * len(found)
     names = {e.name for c in chapters for e in c.exercises}
-    preload = ["torch._dynamo", "companion.checking", *sorted({m for n in names for m in defining_modules(n)})]
+    preload = [
+        "torch._dynamo",
+        "companion.exercises.checking",
+        *sorted({m for n in names for m in defining_modules(n)}),
+    ]
     # Processes, not threads: each grading process has its own random generator for the checkers' cases and its
     # own fork server; none of them ever runs a student's code (the answers' processes do).
     context = multiprocessing.get_context("spawn")

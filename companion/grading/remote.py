@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..checking import Abort
+from ..exercises.checking import Abort
 from . import wire
 from .sandbox import defining_modules
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checking import Abort
+from ..exercises.checking import Abort
 
 try:
     from safetensors.torch import load as _st_load

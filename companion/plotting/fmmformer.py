@@ -2,7 +2,7 @@
 
 The cost figure (time and memory against N) is chapter 8's
 :func:`companion.plotting.linear_attention.plot_linear_attention_cost`, given the rows of
-:func:`companion.linear_attention.measure_linear_attention` with
+:func:`companion.benchmarking.linear_attention.measure_linear_attention` with
 :func:`companion.fmmformer.fmmformer_implementations`.
 """
 

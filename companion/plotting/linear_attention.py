@@ -2,7 +2,7 @@
 
 On log–log axes a cost ``∝ N^p`` is a straight line of slope ``p``: linear attention's lines run parallel
 to the ``∝ N`` guide, softmax attention's time to the ``∝ N²`` one. The legend gives each line's fitted slope
-(:func:`companion.linear_attention.loglog_slope`).
+(:func:`companion.benchmarking.fit_loglog_slope`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from ..benchmarking import AttentionMeasurement
-from ..linear_attention import loglog_slope
+from ..benchmarking import AttentionMeasurement, fit_loglog_slope
 
 __all__ = ["plot_linear_attention_cost"]
 
@@ -27,7 +26,7 @@ def plot_linear_attention_cost(
     """Draw time and peak memory against N (log–log) for each implementation, with ∝ N and ∝ N² guides.
 
     Args:
-        rows: measurements from :func:`companion.linear_attention.measure_linear_attention` (or any list of
+        rows: measurements from :func:`companion.benchmarking.linear_attention.measure_linear_attention` (or any list of
             :class:`companion.benchmarking.AttentionMeasurement`).
         axes: two axes (time, memory); default a new figure with two panels.
         title: the figure's title.
@@ -54,7 +53,7 @@ def plot_linear_attention_cost(
                 continue
             xs, ys = [r.n for r in mine], [getattr(r, attr) for r in mine]
             values += ys
-            slope = f", slope {loglog_slope(xs, ys):.2f}" if len(mine) > 1 else ""
+            slope = f", slope {fit_loglog_slope(xs, ys).slope:.2f}" if len(mine) > 1 else ""
             ax.plot(xs, ys, marker="o", label=f"{name}{slope}")
         if values and len(ns) > 1:
             # guides through the geometric middle of the measurements

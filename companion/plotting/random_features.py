@@ -10,9 +10,9 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..benchmarking import fit_loglog_slope
 from ..random_features import (
     RandomFourierFeatures,
-    fit_loglog_slope,
     kernel_approximation_error,
     shift_invariant_kernel,
 )

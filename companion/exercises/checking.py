@@ -72,9 +72,7 @@ __all__ = [
     "compare",
     "expect",
     "same",
-    "expect_tensor",
     "expect_close",
-    "expect_equal",
     "expect_raises",
     "show",
     "snapshot",
@@ -493,7 +491,7 @@ _ACTIVE = _ActiveChecks()
 
 
 def _caller_namespace() -> dict[str, Any] | None:
-    """The globals of the first frame outside ``companion.checking`` and ``companion.exercises`` (the notebook)."""
+    """The globals of the first frame outside ``companion.exercises`` and its checking module (the notebook)."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
@@ -797,33 +795,11 @@ def confirmed(
     return [hint for i, hint in enumerate(hints) if all(agrees(g, e, a[i]) for g, e, a in rows)]
 
 
-def expect_tensor(
-    got: Any,
-    expected: torch.Tensor,
-    *,
-    input: str,
-    what: str = "The result",
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
-    hint: str | None = None,
-    check_dtype_kind: bool = True,
-) -> None:
-    """:func:`expect` for a tensor (kept for older checkers); ``check_dtype_kind=False`` ignores the dtype."""
-    if not check_dtype_kind and isinstance(got, torch.Tensor):
-        expected = expected.to(got.dtype) if got.dtype.is_floating_point else expected
-    expect(got, expected, input=input, what=what, hint=hint, atol=atol, rtol=rtol)
-
-
 def expect_close(
     got: Any, expected: float, *, input: str, what: str = "The result", tol: float = 1e-5, hint: str | None = None
 ) -> None:
     """:func:`expect` for a single number, within ``tol·max(1, |expected|)`` (kept for older checkers)."""
     expect(got, float(expected), input=input, what=what, hint=hint, atol=tol, rtol=tol)
-
-
-def expect_equal(got: Any, expected: Any, *, input: str, what: str = "The result", hint: str | None = None) -> None:
-    """:func:`expect` with no tolerance (kept for older checkers)."""
-    expect(got, expected, input=input, what=what, hint=hint, atol=0.0, rtol=0.0)
 
 
 # ----- calling student code ---------------------------------------------------------------------------------
@@ -919,7 +895,7 @@ def peak_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
 
 
 def _peak_bytes_once(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    from .benchmarking import MemoryTracker
+    from ..benchmarking import MemoryTracker
 
     running = tracemalloc.is_tracing()
     if not running:

@@ -18,11 +18,11 @@ from typing import Any
 
 import torch
 
-from ._validate import describe, require_positive_int
-from .bpe import BPETokenizer
-from .data import python_docs
-from .gpt import GPT, GPTConfig, next_token_loss
-from .training import train, warmup_cosine_schedule
+from .._validate import describe, require_positive_int
+from ..bpe import BPETokenizer
+from ..data import python_docs
+from ..gpt import GPT, GPTConfig, next_token_loss
+from . import train, warmup_cosine_schedule
 
 __all__ = [
     "pydoc_text",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The checkpoint that ``tools/pretrain_gpt.py`` writes and chapter 6 loads.
-PRETRAINED_PATH = Path(__file__).parent / "data" / "gpt_pydoc.pt"
+PRETRAINED_PATH = Path(__file__).parents[1] / "data" / "gpt_pydoc.pt"
 
 
 def pydoc_text() -> str:

@@ -22,12 +22,11 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from ._validate import describe, require_integer_tensor
+from .._validate import describe, require_integer_tensor
+from ..bert import IGNORE_INDEX
 
-__all__ = ["IGNORE_INDEX", "IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs", "truncate_pair", "bert_inputs"]
+__all__ = ["IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs"]
 
-IGNORE_INDEX = -100
-"""Label of the positions the loss ignores (``torch.nn.CrossEntropyLoss``'s default ``ignore_index``)."""
 IS_NEXT = 0
 """The next-sentence label when B is the sentence that follows A."""
 NOT_NEXT = 1
@@ -118,52 +117,3 @@ def next_sentence_pairs(
                 other = documents[others[draw(len(others))]]
                 pairs.append((doc[i], other[draw(len(other))], NOT_NEXT))
     return pairs
-
-
-def truncate_pair(a: Sequence[int], b: Sequence[int], max_tokens: int) -> tuple[list[int], list[int]]:
-    """Drop tokens from the end of the longer of ``a`` and ``b`` until both fit in ``max_tokens`` together.
-
-    On a tie the one that was shorter at the start loses the token (``a`` if they started equal), which is
-    Hugging Face's ``truncation="longest_first"``; BERT's original script always takes it from ``b``.
-    """
-    a, b = list(a), list(b)
-    a_was_longer = len(a) > len(b)
-    while len(a) + len(b) > max_tokens:
-        if len(a) > len(b) or (len(a) == len(b) and not a_was_longer):
-            a.pop()
-        else:
-            b.pop()
-    return a, b
-
-
-def bert_inputs(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int] | None]], cls_id: int, sep_id: int, pad_id: int, max_len: int
-) -> dict[str, Tensor]:
-    """Batch ``[CLS] a [SEP] b [SEP]`` (or ``[CLS] a [SEP]`` when b is None), truncated to ``max_len`` tokens.
-
-    Returns ``input_ids``, ``token_type_ids`` (0 for the ``[CLS] a [SEP]`` part, 1 for ``b [SEP]``) and
-    ``attention_mask`` (True on tokens, False on padding), each of shape (B, n), n the longest input, padded
-    with ``pad_id``.
-    """
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 3:
-        raise ValueError(f"max_len must be an int >= 3 ([CLS] a [SEP] b [SEP] needs room), got {max_len!r}")
-    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or len(pairs) == 0:
-        raise TypeError(f"pairs must be a non-empty list of (a, b) pairs of token-id lists, got {describe(pairs)}")
-    rows, types = [], []
-    for k, pair in enumerate(pairs):
-        if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise TypeError(f"pair {k} must be a tuple (a, b) of token-id lists (b may be None), got {describe(pair)}")
-        a, b = pair
-        if b is None:
-            a, _ = truncate_pair(a, [], max_len - 2)
-            rows.append([cls_id, *a, sep_id])
-            types.append([0] * (len(a) + 2))
-        else:
-            a, b = truncate_pair(a, b, max_len - 3)
-            rows.append([cls_id, *a, sep_id, *b, sep_id])
-            types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
-    n = max(len(r) for r in rows)
-    input_ids = torch.tensor([r + [pad_id] * (n - len(r)) for r in rows], dtype=torch.long)
-    token_type_ids = torch.tensor([t + [0] * (n - len(t)) for t in types], dtype=torch.long)
-    attention_mask = torch.tensor([[True] * len(r) + [False] * (n - len(r)) for r in rows])
-    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validate import describe, require_instance
+from .._validate import describe, require_instance
 
 __all__ = [
     "normalize_answer",
@@ -132,26 +132,25 @@ def f1_binary(y_true: Sequence, y_pred: Sequence, positive: object = 1) -> float
     return 0.0 if tp == 0 else float(2 * tp / (2 * tp + fp + fn))
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
-    """Pearson correlation: cov(x, y) / (std x std y)."""
+def _correlation(name: str, x: Sequence[float], y: Sequence[float]) -> float:
+    from scipy import stats  # the same correlations as companion.evaluation's
+
     x, y = _as_pair(x, y)
-    x, y = x.astype(float) - np.mean(x), y.astype(float) - np.mean(y)
-    if not np.any(x) or not np.any(y):
-        raise ValueError("Pearson correlation is undefined when one of the inputs is constant")
-    return float(np.clip((x @ y) / math.sqrt((x @ x) * (y @ y)), -1.0, 1.0))
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        raise ValueError(f"{name} correlation is undefined when one of the inputs is constant")
+    test = stats.pearsonr if name == "Pearson" else stats.spearmanr
+    return float(test(x.astype(float), y.astype(float))[0])
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    # 1-based ranks; a group of tied values shares the average of the ranks it spans, first..last.
-    _, group, size = np.unique(x, return_inverse=True, return_counts=True)
-    last = np.cumsum(size)
-    return (last - (size - 1) / 2)[group]
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    """Pearson correlation: cov(x, y) / (std x std y) (SciPy's ``pearsonr``)."""
+    return _correlation("Pearson", x, y)
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman correlation: the Pearson correlation of the ranks (ties get their average rank)."""
-    x, y = _as_pair(x, y)
-    return pearson(_ranks(x.astype(float)), _ranks(y.astype(float)))
+    """Spearman correlation: the Pearson correlation of the ranks, ties sharing their average rank (SciPy's
+    ``spearmanr``)."""
+    return _correlation("Spearman", x, y)
 
 
 # --- GLUE --------------------------------------------------------------------------------------------------

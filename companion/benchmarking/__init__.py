@@ -8,7 +8,11 @@ call :func:`measure_attention`, so the figure and the benchmark come from one pi
   ``min_run_time`` seconds, median per call);
 - peak memory: on a GPU ``torch.cuda.max_memory_allocated``; on the CPU, :class:`MemoryTracker` adds up the
   bytes of every tensor created during the call and subtracts them when they are freed, and reports the
-  largest total (the inputs, made before, do not count).
+  largest total (the inputs, made before, do not count);
+- growth: :func:`fit_loglog_slope`, the exponent p of a power law y ∝ x^p fitted to the measurements.
+
+Sub-modules: :mod:`companion.benchmarking.linear_attention` (chapter 8: linear attention against N and per
+generated token) and :mod:`companion.benchmarking.nbody` (chapter 9: the direct and the cell sum).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +29,8 @@ from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ._validate import describe, require_positive_int
-from .attention import blocked_attention, scaled_dot_product_attention
+from .._validate import describe, require_positive_int
+from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
     "MemoryTracker",
@@ -36,6 +40,8 @@ __all__ = [
     "measure_attention",
     "default_attention_implementations",
     "format_table",
+    "LogLogFit",
+    "fit_loglog_slope",
 ]
 
 
@@ -259,3 +265,34 @@ def format_table(rows: Sequence[AttentionMeasurement], *, baseline: str = "pytor
                 line += f" | {ratio:>20}"
         lines.append(line)
     return "\n".join(lines)
+
+
+class LogLogFit(NamedTuple):
+    """The least-squares line log y = intercept + slope · log x, and the slope's standard error."""
+
+    slope: float
+    intercept: float
+    slope_se: float
+
+
+def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) -> LogLogFit:
+    """Fit y ∝ x^p: least squares log y = a + p log x over every point; ``ys`` is (len(xs),) or (len(xs), seeds).
+
+    p = 1 is linear growth, p = 2 quadratic, p = -1/2 a Monte Carlo error. With several seeds per x every
+    (x, seed) is a point. ``slope_se`` is the slope's standard error (NaN with only two points).
+    """
+    y = torch.as_tensor(ys, dtype=torch.float64)
+    y = y[:, None] if y.ndim == 1 else y
+    x = torch.as_tensor(xs, dtype=torch.float64)
+    if x.ndim != 1 or y.ndim != 2 or y.shape[0] != len(x) or len(x) < 2 or not bool((x > 0).all() and (y > 0).all()):
+        raise ValueError(
+            f"need at least 2 positive x and positive y of shape (len(xs), seeds), got {list(xs)} and {describe(ys)}"
+        )
+    log_x = x.log()[:, None].expand_as(y).reshape(-1)
+    log_y = y.log().reshape(-1)
+    a = torch.stack([torch.ones_like(log_x), log_x], dim=1)  # design matrix (points, 2)
+    coef = torch.linalg.lstsq(a, log_y[:, None]).solution[:, 0]
+    residual = log_y - a @ coef
+    dof = len(log_y) - 2
+    se = math.sqrt(float(residual @ residual) / dof * float(torch.linalg.inv(a.T @ a)[1, 1])) if dof else math.nan
+    return LogLogFit(float(coef[1]), float(coef[0]), se)

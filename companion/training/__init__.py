@@ -6,6 +6,8 @@ Every model of the book trains with :func:`train`::
 
 ``loss_fn(model, batch)`` returns a scalar loss, so the same loop serves the encoder–decoder of chapter 5,
 the GPT and BERT of chapter 6 and anything else: only the loss function changes.
+
+GPT's pretraining recipe (chapter 6) is :mod:`companion.training.gpt_pretraining`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ._validate import describe, require_positive_int
+from .._validate import describe, require_positive_int
 
 __all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
 

@@ -14,6 +14,8 @@ chapters 4-5 prove it with these helpers:
 ``torch.nn.functional.scaled_dot_product_attention``). :class:`torch.nn.MultiheadAttention` and
 :class:`torch.nn.Transformer` read a boolean ``True`` in ``attn_mask`` and ``key_padding_mask`` the other way
 round, "masked out"; their float masks hold ``0`` (allowed) and ``-inf`` (forbidden).
+
+Hugging Face's models: :mod:`companion.interop.hf_gpt` (GPT-2) and :mod:`companion.interop.hf_bert` (BERT).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import describe, require_bool_mask, require_tensor
-from .attention import MultiHeadAttention
-from .transformer import DecoderBlock, EncoderBlock, LayerNorm
+from .._validate import describe, require_bool_mask, require_tensor
+from ..attention import MultiHeadAttention
+from ..transformer import DecoderBlock, EncoderBlock, LayerNorm
 
 __all__ = [
     "mha_from_torch",

@@ -1,10 +1,10 @@
 """Hugging Face's BERT ↔ the companion's (chapter 7): port weights, read a pretrained model folder.
 
-- :func:`config_from_hf`: a ``transformers.BertConfig`` (or a ``config.json`` dict) → our
+- :func:`bert_config_from_hf`: a ``transformers.BertConfig`` (or a ``config.json`` dict) → our
   :class:`~companion.bert.BertConfig`;
-- :func:`hf_parameter_names`: the name of each of our parameters in Hugging Face's state dict;
-- :func:`load_hf_state_dict`: copy a Hugging Face state dict (``BertModel`` or ``BertForPreTraining``) into our
-  model, with a clear error for a missing, unexpected or wrongly shaped tensor;
+- :func:`bert_hf_parameter_names`: the name of each of our parameters in Hugging Face's state dict;
+- :func:`load_bert_state_dict_from_hf`: copy a Hugging Face state dict (``BertModel`` or ``BertForPreTraining``)
+  into our model, with a clear error for a missing, unexpected or wrongly shaped tensor;
 - :func:`bert_from_hf`: a ``transformers`` ``BertModel`` / ``BertForPreTraining`` → ours, with its weights;
 - :func:`read_safetensors`, :func:`load_pretrained`: a folder with ``config.json``, ``model.safetensors`` and
   ``vocab.txt`` (all-MiniLM-L6-v2's, for instance) → our :class:`~companion.bert.BertEncoder` and
@@ -24,14 +24,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ._validate import describe
-from .bert import BertConfig, BertEncoder, BertForPreTraining
-from .wordpiece import WordPieceTokenizer
+from .._validate import describe
+from ..bert import BertConfig, BertEncoder, BertForPreTraining
+from ..wordpiece import WordPieceTokenizer
 
 __all__ = [
-    "config_from_hf",
-    "hf_parameter_names",
-    "load_hf_state_dict",
+    "bert_config_from_hf",
+    "bert_hf_parameter_names",
+    "load_bert_state_dict_from_hf",
     "bert_from_hf",
     "read_safetensors",
     "load_pretrained",
@@ -54,7 +54,7 @@ _LAYER = {  # ours (in a block) → Hugging Face's (in encoder.layer.i)
 }
 
 
-def config_from_hf(config: object) -> BertConfig:
+def bert_config_from_hf(config: object) -> BertConfig:
     """Our :class:`~companion.bert.BertConfig` from a ``transformers.BertConfig`` or a ``config.json`` dict."""
     c = config.to_dict() if hasattr(config, "to_dict") else config
     if not isinstance(c, Mapping):
@@ -80,12 +80,12 @@ def config_from_hf(config: object) -> BertConfig:
         raise ValueError(f"config has no {error.args[0]!r}: not a BERT config") from None
 
 
-def hf_parameter_names(model: BertEncoder | BertForPreTraining) -> dict[str, str]:
+def bert_hf_parameter_names(model: BertEncoder | BertForPreTraining) -> dict[str, str]:
     """``{our name: Hugging Face's name}`` for every tensor of our ``state_dict`` (the tied decoder weight is
     the embedding's). Names are those of ``BertForPreTraining`` (``bert.…``, ``cls.…``) for a
     :class:`~companion.bert.BertForPreTraining`, of ``BertModel`` for a :class:`~companion.bert.BertEncoder`."""
     if isinstance(model, BertForPreTraining):
-        names = {f"bert.{ours}": f"bert.{theirs}" for ours, theirs in hf_parameter_names(model.bert).items()}
+        names = {f"bert.{ours}": f"bert.{theirs}" for ours, theirs in bert_hf_parameter_names(model.bert).items()}
         heads = {"mlm.dense": "cls.predictions.transform.dense", "mlm.norm": "cls.predictions.transform.LayerNorm",
                  "nsp": "cls.seq_relationship"}  # fmt: skip
         for ours, theirs in heads.items():
@@ -111,7 +111,9 @@ def hf_parameter_names(model: BertEncoder | BertForPreTraining) -> dict[str, str
     return names
 
 
-def load_hf_state_dict(model: BertEncoder | BertForPreTraining, state_dict: Mapping[str, torch.Tensor]) -> None:
+def load_bert_state_dict_from_hf(
+    model: BertEncoder | BertForPreTraining, state_dict: Mapping[str, torch.Tensor]
+) -> None:
     """Copy Hugging Face's tensors into ``model`` (in place, keeping the model's dtype and device).
 
     A :class:`~companion.bert.BertEncoder` accepts a ``BertModel`` state dict or a ``BertForPreTraining`` one
@@ -120,7 +122,7 @@ def load_hf_state_dict(model: BertEncoder | BertForPreTraining, state_dict: Mapp
     """
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"state_dict must be a mapping name → tensor, got {describe(state_dict)}")
-    names = hf_parameter_names(model)
+    names = bert_hf_parameter_names(model)
     theirs = dict(state_dict)
     if isinstance(model, BertEncoder) and any(k.startswith("bert.") for k in theirs):
         theirs = {k[len("bert.") :]: v for k, v in theirs.items() if k.startswith("bert.")}
@@ -153,11 +155,11 @@ def bert_from_hf(hf_model: nn.Module) -> BertEncoder | BertForPreTraining:
     kind = type(hf_model).__name__
     if kind not in ("BertForPreTraining", "BertModel"):
         raise TypeError(f"hf_model must be a transformers BertForPreTraining or BertModel, got {describe(hf_model)}")
-    config = config_from_hf(hf_model.config)
+    config = bert_config_from_hf(hf_model.config)
     ours = BertForPreTraining(config) if kind == "BertForPreTraining" else BertEncoder(config)
     p = next(hf_model.parameters())
     ours.to(dtype=p.dtype, device=p.device)
-    load_hf_state_dict(ours, hf_model.state_dict())
+    load_bert_state_dict_from_hf(ours, hf_model.state_dict())
     return ours.train(hf_model.training)
 
 
@@ -204,9 +206,9 @@ def load_pretrained(folder: str | os.PathLike[str]) -> tuple[BertEncoder, WordPi
     for name in ("config.json", "model.safetensors", "vocab.txt"):
         if not (folder / name).is_file():
             raise FileNotFoundError(f"{folder} has no {name}: not a BERT model folder")
-    config = config_from_hf(json.loads((folder / "config.json").read_text()))
+    config = bert_config_from_hf(json.loads((folder / "config.json").read_text()))
     model = BertEncoder(config)
-    load_hf_state_dict(model, read_safetensors(folder / "model.safetensors"))
+    load_bert_state_dict_from_hf(model, read_safetensors(folder / "model.safetensors"))
     lower_case = True
     if (folder / "tokenizer_config.json").is_file():
         lower_case = bool(json.loads((folder / "tokenizer_config.json").read_text()).get("do_lower_case", True))

@@ -1,0 +1,199 @@
+"""Time and memory of linear attention (chapter 8): against N, and per generated token (state vs KV cache).
+
+Machinery around :mod:`companion.linear_attention`: the chapter's cost figures and
+``benchmarks/linear_attention_vs_sdpa.py`` call it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from .._validate import describe, require_positive_int
+from ..linear_attention import (
+    FeatureMap,
+    causal_linear_attention_chunked,
+    causal_linear_attention_cumsum,
+    causal_linear_attention_recurrent,
+    elu_plus_one,
+    linear_attention,
+    linear_attention_state,
+    linear_attention_step,
+    quadratic_linear_attention,
+)
+from . import AttentionMeasurement, peak_memory, time_call
+
+__all__ = [
+    "GenerationMeasurement",
+    "measure_generation",
+    "linear_attention_implementations",
+    "DEFAULT_MAX_N",
+    "measure_linear_attention",
+]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Generation: a constant-size state against a growing KV cache
+
+
+def _kv_cache_step(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, position: int
+) -> torch.Tensor:
+    """Write k, v (..., d) at ``position`` of the caches (..., L, d), attend with q (..., d) to keys 0…position."""
+    k_cache[..., position, :] = k
+    v_cache[..., position, :] = v
+    keys, values = k_cache[..., : position + 1, :], v_cache[..., : position + 1, :]
+    return F.scaled_dot_product_attention(q.unsqueeze(-2), keys, values).squeeze(-2)
+
+
+@dataclass(frozen=True)
+class GenerationMeasurement:
+    """The cost of generating one more token after ``length`` tokens: time per token and the bytes kept."""
+
+    name: str
+    length: int
+    seconds: float
+    state_bytes: int
+
+    @property
+    def microseconds(self) -> float:
+        return 1e6 * self.seconds
+
+    @property
+    def state_kib(self) -> float:
+        return self.state_bytes / 2**10
+
+
+def measure_generation(
+    lengths: Sequence[int] = (256, 1024, 4096, 16384),
+    *,
+    d: int = 64,
+    heads: int = 8,
+    batch: int = 1,
+    feature_map: FeatureMap = elu_plus_one,
+    min_run_time: float = 0.2,
+    seed: int = 0,
+) -> list[GenerationMeasurement]:
+    """Time one attention step of generation after ``length`` tokens, with a state and with a KV cache.
+
+    - ``"linear (state)"``: :func:`~companion.linear_attention.linear_attention_step` on a state ``(S, z)`` of shape
+      ``(batch, heads, r, d) + (batch, heads, r)``: the same work and the same bytes at every length.
+    - ``"softmax (KV cache)"``: the new key and value written into a preallocated cache, then
+      ``torch.nn.functional.scaled_dot_product_attention`` of the one query against all ``length + 1`` keys:
+      time and bytes ``2 · batch · heads · length · d`` grow with the text.
+
+    Time is the median of :func:`companion.benchmarking.time_call`; ``state_bytes`` counts the tensors kept
+    between tokens (the state, or the keys and values of the cache).
+
+    Returns:
+        Two :class:`GenerationMeasurement` per length (linear first).
+    """
+    for name, value in (("d", d), ("heads", heads), ("batch", batch)):
+        require_positive_int(value, name)
+    lengths = list(lengths)
+    for length in lengths:
+        require_positive_int(length, "each length")
+    generator = torch.Generator().manual_seed(seed)
+    rows: list[GenerationMeasurement] = []
+    for length in lengths:
+        k_past, v_past = (torch.randn(batch, heads, length, d, generator=generator) for _ in range(2))
+        q, k, v = (torch.randn(batch, heads, d, generator=generator) for _ in range(3))
+        state = linear_attention_state(k_past, v_past, feature_map=feature_map)
+        seconds = time_call(
+            partial(linear_attention_step, feature_map=feature_map), q, k, v, state, min_run_time=min_run_time
+        )
+        rows.append(GenerationMeasurement("linear (state)", length, seconds, state.nbytes))
+
+        k_cache = torch.cat([k_past, torch.empty(batch, heads, 1, d)], dim=-2)
+        v_cache = torch.cat([v_past, torch.empty(batch, heads, 1, d)], dim=-2)
+        seconds = time_call(_kv_cache_step, q, k, v, k_cache, v_cache, length, min_run_time=min_run_time)
+        cache_bytes = (k_cache.numel() + v_cache.numel()) * k_cache.element_size()
+        rows.append(GenerationMeasurement("softmax (KV cache)", length, seconds, cache_bytes))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------
+# Time and memory against N: the chapter's figure and benchmarks/linear_attention_vs_sdpa.py
+
+
+def _sdpa(causal: bool) -> Callable[..., torch.Tensor]:
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callable[..., torch.Tensor]]:
+    """``name → fn(q, k, v)`` for :func:`measure_linear_attention`: PyTorch's fused softmax attention and our forms.
+
+    Causal: ``"sdpa"`` (``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``), ``"chunked"``,
+    ``"cumsum"``, ``"recurrent"``, ``"quadratic"``; non-causal: ``"sdpa"``, ``"linear"``, ``"quadratic"``.
+    """
+    if causal:
+        return {
+            "sdpa": _sdpa(True),
+            "chunked": causal_linear_attention_chunked,
+            "cumsum": causal_linear_attention_cumsum,
+            "recurrent": causal_linear_attention_recurrent,
+            "quadratic": lambda q, k, v: quadratic_linear_attention(q, k, v, causal=True),
+        }
+    return {"sdpa": _sdpa(False), "linear": linear_attention, "quadratic": quadratic_linear_attention}
+
+
+DEFAULT_MAX_N = {"quadratic": 4096, "cumsum": 16384, "recurrent": 2048}
+"""Longest sequence :func:`measure_linear_attention` gives each slow form by default: with 4 heads of d = 64 in
+float32 the quadratic form stores 4·N² numbers (1 GiB at N = 8,192 for one matrix; it makes three), the
+cumulative-sum form 4·N·d² (1 GiB at N = 16,384), and the recurrent form takes N Python steps."""
+
+
+def measure_linear_attention(
+    ns: Iterable[int] = (512, 1024, 2048, 4096),
+    *,
+    causal: bool = True,
+    d: int = 64,
+    heads: int = 4,
+    batch: int = 1,
+    implementations: dict[str, Callable[..., torch.Tensor]] | None = None,
+    max_n: dict[str, int] | None = None,
+    min_run_time: float = 0.2,
+    rounds: int = 1,
+    memory: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[AttentionMeasurement]:
+    """Time and peak memory of each implementation on random float32 ``(batch, heads, n, d)`` inputs, for each n.
+
+    Time: :func:`companion.benchmarking.time_call` (median), the implementations timed in turn ``rounds``
+    times, the best round kept. Memory: :func:`companion.benchmarking.peak_memory` (on the CPU, the bytes of
+    the tensors PyTorch creates during the call, inputs excluded; a fused kernel's private scratch buffers
+    are not seen). An implementation is skipped at ``n > max_n[name]`` (default :data:`DEFAULT_MAX_N`).
+
+    Returns:
+        One :class:`companion.benchmarking.AttentionMeasurement` per implementation and n that ran.
+    """
+    for name, value in (("d", d), ("heads", heads), ("batch", batch), ("rounds", rounds)):
+        require_positive_int(value, name)
+    ns = list(ns)
+    for n in ns:
+        require_positive_int(n, "each n")
+    impls = implementations if implementations is not None else linear_attention_implementations(causal=causal)
+    if not impls or not all(callable(f) for f in impls.values()):
+        raise TypeError(f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}")
+    limits = DEFAULT_MAX_N if max_n is None else max_n
+    generator = torch.Generator().manual_seed(seed)
+    rows: list[AttentionMeasurement] = []
+    for n in ns:
+        q, k, v = (torch.randn(batch, heads, n, d, generator=generator) for _ in range(3))
+        running = {name: fn for name, fn in impls.items() if n <= limits.get(name, n)}
+        best = dict.fromkeys(running, math.inf)
+        for _ in range(rounds):
+            for name, fn in running.items():
+                best[name] = min(best[name], time_call(fn, q, k, v, min_run_time=min_run_time))
+        for name, fn in running.items():
+            peak = peak_memory(fn, q, k, v) if memory else 0
+            rows.append(AttentionMeasurement(name, n, best[name], peak))
+            if progress:
+                print(f"n={n:>6}  {name:<10} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True)
+    return rows
