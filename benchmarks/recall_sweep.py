@@ -67,7 +67,7 @@ class PerformerAttention(nn.Module):
         self.features = rf.PerformerFeatures(d_k, m, seed=seed)
 
     def forward(self, q, k, v, mask=None, causal=False):
-        return la.linear_attention(q, k, v, mask, causal, feature_map=self.features)
+        return la.linear_attention(q, k, v, mask, causal=causal, feature_map=self.features)
 
 
 def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):

@@ -356,7 +356,7 @@ class _CausalFMMAttention(FMMAttention):
     """The companion's FMMAttention, causal by default as the exercise's module is."""
 
     def forward(self, q, k, v, mask=None, causal=True):
-        return super().forward(q, k, v, mask, causal)
+        return super().forward(q, k, v, mask, causal=causal)
 
 
 def _fmm_reference_module(setup: dict[str, Any]) -> nn.Module:
