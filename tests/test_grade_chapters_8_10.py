@@ -43,6 +43,20 @@ def linear_attention_rnn(q, k, v, s, z):
         z = z + fk[..., i, :]
     return torch.stack(ys, -2), s, z
 """
+# Right values, but it keeps the state of every position (n × d_k × d_v numbers): the memory check must see the
+# allocation in the answer's own process, where it happens.
+RNN_EVERY_STATE = """\
+import torch
+
+
+def linear_attention_rnn(q, k, v, s, z):
+    fq = torch.where(q > 0, q + 1, torch.exp(q.clamp(max=0)))
+    fk = torch.where(k > 0, k + 1, torch.exp(k.clamp(max=0)))
+    states = s.unsqueeze(-3) + torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (..., n, d_k, d_v)
+    norms = z.unsqueeze(-2) + torch.cumsum(fk, dim=-2)  # (..., n, d_k)
+    y = torch.einsum("...na,...nab->...nb", fq, states) / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
+    return y, states[..., -1, :, :], norms[..., -1, :]
+"""
 
 ORTHOGONAL = """\
 import math
@@ -95,6 +109,7 @@ def test_the_new_exercises_of_chapters_8_and_10_are_graded(tmp_path):
         "08_linear_attention": {
             "right": {"linear_attention_rnn": RNN},
             "wrong": {"linear_attention_rnn": RNN_OFF_BY_ONE},
+            "every_state": {"linear_attention_rnn": RNN_EVERY_STATE},
         },
         "10_random_features": {
             "right": {"orthogonal_gaussian": ORTHOGONAL, "causal_performer_attention": PERFORMER},
@@ -116,6 +131,7 @@ def test_the_new_exercises_of_chapters_8_and_10_are_graded(tmp_path):
             assert book["right"][name] == "passed", book["right"]
             assert book["wrong"][name] == "wrong", book["wrong"]
         assert all(row["flags"] == "" for row in book.values()), book
+    assert books["08_linear_attention"]["every_state"]["linear_attention_rnn"] == "wrong"
     assert "attends to itself" in feedback["08_linear_attention"]
     assert "have length 1: rescale" in feedback["10_random_features"]
     assert "d_k^(1/4) before the features" in feedback["10_random_features"]

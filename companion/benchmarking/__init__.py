@@ -18,6 +18,7 @@ generated token) and :mod:`companion.benchmarking.nbody` (chapter 9: the direct 
 from __future__ import annotations
 
 import math
+import tracemalloc
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
     "MemoryTracker",
+    "measured_call",
     "peak_memory",
     "time_call",
     "AttentionMeasurement",
@@ -91,6 +93,24 @@ class MemoryTracker(TorchDispatchMode):
         if key in self._seen:
             self._seen.discard(key)
             self.live -= size
+
+
+def measured_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """``(fn(*args, **kwargs), peak bytes it allocated)``: PyTorch's tensors (:class:`MemoryTracker`) plus what
+    ``tracemalloc`` sees (NumPy arrays, Python lists), added up, so that an n × n matrix built in either counts."""
+    running = tracemalloc.is_tracing()
+    if not running:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    start = tracemalloc.get_traced_memory()[0]
+    try:
+        with MemoryTracker() as tracker:
+            result = fn(*args, **kwargs)
+        python = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        if not running:
+            tracemalloc.stop()
+    return result, tracker.peak + max(python, 0)
 
 
 def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:

@@ -9,7 +9,9 @@ classes, and comes back as the function left it (a model trained in place, or ch
 carries gradient comes back attached to the grader's copy of the model, its gradients computed there on demand
 (:class:`_RemoteGraph`). A class is checked the same way through a mirror (:func:`remote_class`). An argument
 that cannot be sent as data (a lambda, an object of a class of the checker's own that is no model) gives an
-error verdict that says so: nothing is ever checked in the answer's process.
+error verdict that says so: nothing is ever checked in the answer's process. A memory check
+(:func:`companion.exercises.checking.peak_bytes`) is measured where the allocations happen: while it runs, each
+call asks the answer's process to measure its own peak and send it back with the result.
 Whatever happens, the process and everything it started are killed (its process group) before this returns.
 """
 
@@ -31,7 +33,7 @@ from typing import Any
 
 import torch
 
-from ..exercises.checking import Abort
+from ..exercises.checking import Abort, measuring_memory, record_remote_peak
 from . import wire
 from .sandbox import defining_modules
 
@@ -161,7 +163,12 @@ class Sandbox:
         return Stopped("error", f"its process ended (exit status {code})")
 
     def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return self.request({"op": "call", "args": list(args), "kwargs": kwargs})
+        # while a checker measures memory, the answer's process measures its own call (its allocations are there)
+        message = {"op": "call", "args": list(args), "kwargs": kwargs, "measure": measuring_memory()}
+        reply = self.request(message)
+        if "peak" in reply:
+            record_remote_peak(reply["peak"])
+        return reply
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
         self._send(message, self.deadline, strict=True)
@@ -476,10 +483,12 @@ class _RemoteModule(torch.nn.Module):
         params = [p for _, p in named]
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in params + inputs)
-        meta = {"module": ident, "state": state, "training": training, "grad": grad}
+        meta = {"module": ident, "state": state, "training": training, "grad": grad, "measure": measuring_memory()}
         if not grad:
             reply = _request(box, "forward", meta, args, kwargs)["value"]
             self._load_buffers(reply["buffers"])
+            if "peak" in reply:
+                record_remote_peak(reply["peak"])
             return reply["out"]
         return _RemoteCall.apply(self, meta, args, kwargs, len(params), *params, *inputs)
 

@@ -319,11 +319,17 @@ def serve(rfd: int, wfd: int) -> None:
         if op not in ("call", "new", "forward", "backward", "gradients"):
             return
         args, kwargs = list(request.get("args", [])), dict(request.get("kwargs", {}))
-        graph = None
+        graph, peak = None, None
         try:
             if op == "call":
                 args, kwargs = [rebuilt(a) for a in args], {k: rebuilt(v) for k, v in kwargs.items()}
-                value = student(*args, **kwargs)
+                if request.get("measure"):  # the checker measures memory: the allocations are this process's
+                    from ..benchmarking import measured_call
+
+                    with torch.no_grad():  # as checking.peak_bytes measures: no graph kept for a backward
+                        value, peak = measured_call(student, *args, **kwargs)
+                else:
+                    value, peak = student(*args, **kwargs), None
                 graph = graphs.keep(value, args, kwargs)
             elif op == "new":
                 value = modules.new(student, args, kwargs)
@@ -338,6 +344,8 @@ def serve(rfd: int, wfd: int) -> None:
             continue
         try:
             reply = {"op": "result", "value": value, "args": args, "kwargs": kwargs}
+            if op == "call" and peak is not None:
+                reply["peak"] = peak
             wire.write(wfd, reply if graph is None else {**reply, "graph": graph})
         except BaseException as e:
             wire.write(wfd, {"op": "result", **_raised(e)} | {"message": f"the result could not be sent: {e}"})
@@ -514,7 +522,12 @@ class ModuleServer:
         for p in obj.parameters():
             p.grad = None
         with torch.set_grad_enabled(grad):
-            out = obj(*args, **kwargs)
+            if meta.get("measure"):  # the checker measures memory: the allocations are this process's
+                from ..benchmarking import measured_call
+
+                out, peak = measured_call(obj, *args, **kwargs)
+            else:
+                out, peak = obj(*args, **kwargs), None
         outs = (
             [out]
             if isinstance(out, torch.Tensor)
@@ -524,7 +537,8 @@ class ModuleServer:
         )
         self.last = (obj, outs, inputs)
         buffers = {n: b for n, b in obj.named_buffers(remove_duplicate=False)}
-        return {"out": out, "requires": [o.requires_grad for o in outs], "buffers": buffers}
+        reply = {"out": out, "requires": [o.requires_grad for o in outs], "buffers": buffers}
+        return reply if peak is None else {**reply, "peak": peak}
 
     def backward(self, meta: dict) -> Any:
         import torch
