@@ -264,8 +264,8 @@ class MultiHeadAttention(nn.Module):
             return scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
 
         attention, self.attention = self.attention, record
-        try:
-            self(query, key, value, mask=mask, causal=causal)
+        try:  # forward, not self(...): a forward hook that asks for the weights must not run again
+            self.forward(query, key, value, mask=mask, causal=causal)
         finally:
             self.attention = attention
         return seen[0]

@@ -456,3 +456,22 @@ def test_mha_with_rotary_rotates_queries_and_keys():
 def test_bad_input_names_expected_and_actual(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_weights_can_be_asked_for_in_a_forward_hook():
+    """Chapter 5 records cross-attention with a forward hook that calls ``weights``: asking for them must not run
+    the hook again (it once recursed without end), and they are the softmax of the scaled scores of each head."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    x, memory = torch.randn(2, 7, 16), torch.randn(2, 5, 16)
+    seen = []
+    hook = mha.register_forward_hook(
+        lambda m, args, kwargs, out: seen.append(m.weights(*args, **kwargs)), with_kwargs=True
+    )
+    with torch.no_grad():
+        mha(x, memory, memory)
+    hook.remove()
+    (w,) = seen
+    q = mha.q_proj(x).view(2, 7, 4, 4).transpose(1, 2)
+    k = mha.k_proj(memory).view(2, 5, 4, 4).transpose(1, 2)
+    assert torch.allclose(w, torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1), atol=1e-6)
