@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from companion.gpt import GPT, GPT2_SIZES, GPTConfig, generate, next_token_loss, parameter_count, sample_next
 from companion.training import train
 
-transformers = pytest.importorskip("transformers")
+# Only the tests that compare with Hugging Face need `transformers` (they skip without it); the rest never import it.
 
 
 def tiny_config(**overrides):
@@ -18,6 +18,7 @@ def tiny_config(**overrides):
 
 
 def hf_gpt2(n_layer=3, dtype=torch.float32, seed=0, **overrides):
+    pytest.importorskip("transformers")
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
@@ -138,6 +139,7 @@ def test_next_token_loss_is_a_loop_over_positions():
 
 @pytest.mark.parametrize("size", sorted(GPT2_SIZES))
 def test_parameter_counts_equal_hugging_face(size):
+    pytest.importorskip("transformers")
     from transformers import GPT2Config, GPT2LMHeadModel
 
     n_layer, n_head, n_embd = GPT2_SIZES[size]
