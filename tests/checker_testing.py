@@ -6,6 +6,11 @@ def stub(*args, **kwargs):
     raise NotImplementedError
 
 
+def raises_boom(*args, **kwargs):
+    """A student's function that crashes: its checker must say so, never crash itself."""
+    raise RuntimeError("boom")
+
+
 def assert_wrong(verdict, *fragments):
     """The verdict is 'wrong' and its message contains every fragment (the input, expected, got, hint...)."""
     assert verdict.status == "wrong", str(verdict)

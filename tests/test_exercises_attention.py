@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
+from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub, unwithheld
 from torch import nn
 
 from companion import attention as ref
@@ -19,10 +19,6 @@ from companion.exercises.attention import (
 from companion.masks import causal_mask
 
 ref = unwithheld(ref)  # the companion's functions, as other objects than those the checkers withhold
-
-
-def _raises(*args, **kwargs):
-    raise RuntimeError("boom")
 
 
 ALL = [
@@ -44,7 +40,7 @@ def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, re
     checker(reference)
     assert capsys.readouterr().out.startswith("PASSED")
     assert checker.verdict(stub).status == "not attempted"
-    assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    assert_wrong(checker.verdict(raises_boom), "raised RuntimeError: boom")
     assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
     dtype = torch.bool if checker is check_causal_mask else torch.float32
     assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3, dtype=dtype)), "wrong shape")

@@ -7,17 +7,12 @@ from collections import Counter
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub
 
 from companion import wordpiece
 from companion.data import bert_pretraining, metrics
 from companion.exercises.bert import check_bert_embeddings, check_mlm_masking, check_squad_f1, check_wordpiece
 from companion.transformer import LayerNorm
-
-
-def _raises(*args, **kwargs):
-    raise RuntimeError("boom")
-
 
 # --- correct answers, each written independently of the checker's reference -----------------------------------
 
@@ -153,7 +148,7 @@ def test_correct_answers_pass(checker, student):
 @pytest.mark.parametrize("checker", [check_wordpiece, check_mlm_masking, check_bert_embeddings, check_squad_f1])
 def test_stub_is_not_attempted_and_a_crash_is_reported(checker):
     assert checker.verdict(stub).status == "not attempted"
-    assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    assert_wrong(checker.verdict(raises_boom), "raised RuntimeError: boom")
 
 
 def test_mlm_masking_agrees_with_the_companions_masking():

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub
 from torch import nn
 
 from companion import positional as ref
@@ -15,10 +15,6 @@ from companion.exercises.transformer import (
     check_sinusoidal_positional_encoding,
 )
 from companion.transformer import LayerNorm
-
-
-def _raises(*args, **kwargs):
-    raise RuntimeError("boom")
 
 
 def good_layer_norm(x, weight, bias, eps=1e-5):
@@ -41,7 +37,7 @@ def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, re
     checker(reference)
     assert capsys.readouterr().out.startswith("PASSED")
     assert checker.verdict(stub).status == "not attempted"
-    assert_wrong(checker.verdict(_raises), "raised RuntimeError: boom")
+    assert_wrong(checker.verdict(raises_boom), "raised RuntimeError: boom")
     assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
     assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3)), "wrong shape")
     assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")), "NaN")
@@ -213,7 +209,7 @@ class NotAModule:
 class Raising(nn.Module):
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
-        _raises()
+        raises_boom()
 
     def forward(self, x):
         return x
