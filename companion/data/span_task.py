@@ -66,7 +66,7 @@ class SpanExample:
 
     @property
     def context(self) -> str:
-        """The context as text: words joined by spaces, with no space before punctuation."""
+        """The context as text, its words joined by spaces, with no space before punctuation."""
         return " ".join(self.words).replace(" .", ".").replace(" ,", ",")
 
 
