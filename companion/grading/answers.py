@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,24 @@ class Answer:
         return bool(self.code)
 
 
+_AST_LOCK = threading.Lock()
+
+
+def parse(source: str) -> ast.Module:
+    """``ast.parse`` under one lock. The grader grades several notebooks in threads (``--jobs``), and CPython 3.11
+    keeps the AST constructor's recursion depth per interpreter, not per thread: two threads parsing at once can
+    fail with "SystemError: AST constructor recursion depth mismatch" (CPython issue 106905)."""
+    with _AST_LOCK:
+        return ast.parse(source)
+
+
 def _parse_cell(source: str) -> ast.Module | None:
     """A code cell's syntax tree, IPython magics and shell lines (``%time``, ``!pip``) blanked; None if invalid."""
     if source.lstrip().startswith("%%"):
         return None
     lines = ["" if _MAGIC.match(line) else line for line in source.splitlines()]
     try:
-        return ast.parse("\n".join(lines))
+        return parse("\n".join(lines))
     except (SyntaxError, ValueError):
         return None
 
@@ -176,7 +188,7 @@ def is_stub(answer: Answer) -> bool:
 def imported_modules(answer: Answer) -> list[str]:
     """The modules the answer's imports load (to load them before the answer's limits are set)."""
     found = []
-    for node in ast.walk(ast.parse(answer.code)):
+    for node in ast.walk(parse(answer.code)):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module != "__future__":
@@ -187,7 +199,7 @@ def imported_modules(answer: Answer) -> list[str]:
 def mentions(answer: Answer, name: str) -> bool:
     """Whether the answer's code takes ``name`` from the companion (``from companion.x import name``,
     ``companion.x.name``, ``alias.name`` for a module imported from ``companion``): the reference, not written."""
-    tree = ast.parse(answer.code)
+    tree = parse(answer.code)
     aliases = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -251,7 +263,7 @@ class _Normalise(ast.NodeTransformer):
 def normalised(node: ast.AST) -> str:
     """A text that two definitions share when they differ only in comments, docstrings, annotations, layout and
     the names of their local variables."""
-    copy = ast.parse(ast.unparse(node)).body[0]
+    copy = parse(ast.unparse(node)).body[0]
     return ast.dump(_Normalise().visit(copy), annotate_fields=False, include_attributes=False)
 
 

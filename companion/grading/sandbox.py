@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import wire
+from .answers import parse
 
 _REFUSED = (
     "subprocess.Popen",
@@ -71,7 +72,7 @@ def _definitions() -> dict[str, tuple[str, ...]]:
         if "exercises" in parts or "grading" in parts:
             continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
         module = ".".join(p for p in parts if p != "__init__")
