@@ -175,8 +175,10 @@ check_mlm_masking = compare(
 # --- BERT's embedding layer ---------------------------------------------------------------------------------
 
 
-def _embeddings_variant(ids, token_types, E, P, T, gamma, beta, *, types=True, norm=True, offset=0, axis=-1, eps=1e-12):
-    x = E[ids] + P[offset : offset + ids.shape[1]] + (T[token_types] if types else 0)
+def _embeddings_variant(
+    ids, token_types, E, P, E_type, gamma, beta, *, types=True, norm=True, offset=0, axis=-1, eps=1e-12
+):
+    x = E[ids] + P[offset : offset + ids.shape[1]] + (E_type[token_types] if types else 0)
     if not norm:
         return x
     mean = x.mean(axis, keepdim=True)
@@ -184,8 +186,8 @@ def _embeddings_variant(ids, token_types, E, P, T, gamma, beta, *, types=True, n
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-def _embeddings_reference(ids, token_types, E, P, T, gamma, beta):
-    return _embeddings_variant(ids, token_types, E, P, T, gamma, beta)
+def _embeddings_reference(ids, token_types, E, P, E_type, gamma, beta):
+    return _embeddings_variant(ids, token_types, E, P, E_type, gamma, beta)
 
 
 def _embeddings_cases() -> list:
