@@ -104,14 +104,14 @@ class BertConfig:
 
 
 class BertEmbeddings(nn.Module):
-    """x = LayerNorm(E[ids] + P[0 … n-1] + T[token_type_ids]): ids (B, n) → x (B, n, d_model)."""
+    """x = LayerNorm(E[ids] + P[0 … n-1] + E_type[token_type_ids]): ids (B, n) → x (B, n, d_model)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         c = config
         self.token = nn.Embedding(c.vocab_size, c.d_model)  # E
         self.position = nn.Embedding(c.max_len, c.d_model)  # P, learned
-        self.token_type = nn.Embedding(c.type_vocab_size, c.d_model)  # T: segment A (0) or B (1)
+        self.token_type = nn.Embedding(c.type_vocab_size, c.d_model)  # E_type: segment A (0) or B (1)
         self.norm = LayerNorm(c.d_model, c.eps)
         self.dropout = nn.Dropout(c.dropout)
 

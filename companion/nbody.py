@@ -297,7 +297,10 @@ def kernel_singular_values(
 
 
 def numerical_ranks(a: torch.Tensor, eps: Sequence[float]) -> list[int]:
-    """The rank of A at each relative tolerance ε: the number of singular values above ε·σ_1 (chapter 8's helper)."""
+    """The rank of A at each relative tolerance ε: the number of singular values above ε·σ_1 (chapter 9).
+
+    Chapter 8's :func:`companion.linear_attention.numerical_rank` counts them at one tolerance.
+    """
     eps = list(eps)
     if not eps or not all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in eps):
         raise ValueError(f"eps must be a non-empty list of positive tolerances, got {eps!r}")

@@ -6,7 +6,7 @@ checker                     what the student writes
 ``check_wordpiece``         ``wordpiece(word, vocab) -> list[str]``: greedy longest match, ``##`` continuations,
                             ``["[UNK]"]`` when the word cannot be split completely
 ``check_mlm_masking``       ``mlm_masking(ids, chosen, u, random_ids, mask_id) -> (inputs, labels)``: 80/10/10
-``check_bert_embeddings``   ``bert_embeddings(ids, token_types, E, P, T, gamma, beta) -> (B, n, d)``
+``check_bert_embeddings``   ``bert_embeddings(ids, token_types, E, P, E_type, gamma, beta) -> (B, n, d)``
 ``check_squad_f1``          ``squad_f1(prediction, gold) -> float``: F1 of the bags of normalised tokens
 ``check_best_span``         ``best_span(start_logits, end_logits, context_mask, max_len) -> (B, 2)``: the best
                             start ≤ end within the context, at most ``max_len`` tokens long
@@ -175,8 +175,10 @@ check_mlm_masking = compare(
 # --- BERT's embedding layer ---------------------------------------------------------------------------------
 
 
-def _embeddings_variant(ids, token_types, E, P, T, gamma, beta, *, types=True, norm=True, offset=0, axis=-1, eps=1e-12):
-    x = E[ids] + P[offset : offset + ids.shape[1]] + (T[token_types] if types else 0)
+def _embeddings_variant(
+    ids, token_types, E, P, E_type, gamma, beta, *, types=True, norm=True, offset=0, axis=-1, eps=1e-12
+):
+    x = E[ids] + P[offset : offset + ids.shape[1]] + (E_type[token_types] if types else 0)
     if not norm:
         return x
     mean = x.mean(axis, keepdim=True)
@@ -184,8 +186,8 @@ def _embeddings_variant(ids, token_types, E, P, T, gamma, beta, *, types=True, n
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-def _embeddings_reference(ids, token_types, E, P, T, gamma, beta):
-    return _embeddings_variant(ids, token_types, E, P, T, gamma, beta)
+def _embeddings_reference(ids, token_types, E, P, E_type, gamma, beta):
+    return _embeddings_variant(ids, token_types, E, P, E_type, gamma, beta)
 
 
 def _embeddings_cases() -> list:
@@ -221,7 +223,7 @@ check_bert_embeddings = compare(
     mistakes=[
         (
             lambda *a: _embeddings_variant(*a, types=False),
-            "Add the token-type (segment) embedding T[token_types] too.",
+            "Add the token-type (segment) embedding E_type[token_types] too.",
         ),
         (lambda *a: _embeddings_variant(*a, norm=False), "BERT normalises the sum with LayerNorm (γ, β)."),
         (lambda *a: _embeddings_variant(*a, offset=1), "Positions start at 0: position t uses row P[t]."),
@@ -235,7 +237,7 @@ check_bert_embeddings = compare(
             "LayerNorm takes the mean and variance over the features (the last axis), not over the positions.",
         ),
     ],
-    hint="x = E[ids] + P[:n] + T[token_types]; then (x - mean) / sqrt(var + 1e-12) · gamma + beta over the last "
+    hint="x = E[ids] + P[:n] + E_type[token_types]; then (x - mean) / sqrt(var + 1e-12) · gamma + beta over the last "
     "axis (biased variance).",
     what="The embeddings",
     atol=1e-4,

@@ -5,7 +5,7 @@ Every model of the book trains with :func:`train`::
     history = train(model, batches, loss_fn, steps=500, lr=3e-4, seed=0)
 
 ``loss_fn(model, batch)`` returns a scalar loss, so the same loop serves the encoder–decoder of chapter 5,
-the GPT and BERT of chapter 6 and anything else: only the loss function changes.
+the GPT of chapter 6, the BERT of chapter 7 and anything else: only the loss function changes.
 
 GPT's pretraining recipe (chapter 6) is :mod:`companion.training.gpt_pretraining`.
 """
