@@ -83,8 +83,8 @@ def _chunks(text: str, pattern: str | None) -> list[str]:
     return re.findall(pattern, text) if pattern is not None else ([text] if text else [])
 
 
-def train_bpe_naive(text: str, vocab_size: int, pattern: str | None = GPT2_SPLIT_PATTERN) -> dict[Pair, int]:
-    """Learn ``vocab_size - 256`` merges by recounting every pair after each merge (slow; the definition)."""
+def train_bpe_naive(text: str, vocab_size: int, pattern=GPT2_SPLIT_PATTERN) -> dict:
+    """Learn ``vocab_size - 256`` merges, recounting all pairs after each one (slow)."""
     _check_training_args(text, vocab_size, pattern)
     chunks = [list(chunk.encode("utf-8")) for chunk in _chunks(text, pattern)]
     merges: dict[Pair, int] = {}
@@ -94,7 +94,7 @@ def train_bpe_naive(text: str, vocab_size: int, pattern: str | None = GPT2_SPLIT
             get_pair_counts(ids, counts)
         if not counts:
             break  # every chunk is a single token: nothing left to merge
-        pair = min(counts, key=lambda p: (-counts[p], p))  # most frequent; ties -> smallest pair
+        pair = min(counts, key=lambda p: (-counts[p], p))  # commonest, ties: smallest
         chunks = [merge(ids, pair, new_id) for ids in chunks]
         merges[pair] = new_id
     return merges

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 from tqdm.auto import tqdm
 
 from ._validate import (
@@ -121,16 +121,17 @@ def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list
 
 
 class WordEmbeddingLM(nn.Module):
-    """``p(next | prev = i) = softmax(U e_i)``: embedding E and unembedding U, each ``(|V|, d)``."""
+    """``p(next | prev = i) = softmax(U e_i)``: tables E, U ``(|V|, d)``, e_i = E[i]."""
 
-    def __init__(self, vocab_size: int, dim: int = 2, *, seed: int = 0, tied: bool = False) -> None:
+    def __init__(self, vocab_size: int, dim: int = 2, *, seed=0, tied=False) -> None:
         super().__init__()
         require_positive_ints(vocab_size=vocab_size, dim=dim)
         require_instance(tied, bool, "tied")
-        g = torch.Generator().manual_seed(seed)  # standard normal entries, as in the figure
-        self.E = nn.Parameter(torch.randn(vocab_size, dim, generator=g))  # row i: e_i
+        V, d = vocab_size, dim
+        g = torch.Generator().manual_seed(seed)  # N(0, 1) entries, as in the figure
+        self.E = nn.Parameter(torch.randn(V, d, generator=g))  # row i: e_i
         # tied: one table in both roles (U is E), so the scores E Eᵀ are symmetric
-        self.U = self.E if tied else nn.Parameter(torch.randn(vocab_size, dim, generator=g))
+        self.U = self.E if tied else nn.Parameter(torch.randn(V, d, generator=g))
         self.tied = tied
 
     @property
@@ -138,12 +139,12 @@ class WordEmbeddingLM(nn.Module):
         return self.E.shape[0]
 
     def forward(self, prev: torch.Tensor) -> torch.Tensor:
-        """Scores (logits) U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
+        """Logits U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
         require_ids(prev, "prev", self.vocab_size, 1, "(B,)")
         return self.E[prev] @ self.U.T
 
     def transition_matrix(self, temperature: float = 1.0) -> torch.Tensor:
-        """The model's ``(|V|, |V|)`` table ``P[i, j] = p(next = j | prev = i)`` at ``temperature``."""
+        """``P[i, j] = p(next = j | prev = i)`` at ``temperature``: ``(|V|, |V|)``."""
         with torch.no_grad():
             return next_token_probabilities(self.E @ self.U.T, temperature)
 
@@ -202,12 +203,10 @@ def _check_training(model: object, ids: object, steps: object, lr: object) -> No
     require_positive_number(lr, "lr")
 
 
-def train_embedding_lm(
-    model: WordEmbeddingLM, ids: Tensor, *, steps: int = 2000, lr: float = 0.05, progress: bool = True
-) -> list[float]:
-    """Full-batch Adam on L = -(1/(n-1)) Σ_t log p(w_{t+1} | w_t) over the stream ids (n,)."""
+def train_embedding_lm(model, ids, *, steps=2000, lr=0.05, progress=True) -> list:
+    """Full-batch Adam on L = -1/(n-1) Σ_t log p(w_{t+1} | w_t): ids (n,), a stream."""
     _check_training(model, ids, steps, lr)
-    prev, nxt = bigram_pairs(ids)  # every bigram, every step: deterministic given the model
+    prev, nxt = bigram_pairs(ids)  # all bigrams, every step: deterministic
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: list[float] = []  # the loss before each step
     with _one_thread():  # (24, 2) @ (2, 8) products only lose time to thread hand-offs

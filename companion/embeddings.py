@@ -32,21 +32,21 @@ __all__ = [
 
 
 def one_hot(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """``one_hot(ids, V)[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
+    """``out[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
     require_ids(ids, "ids", vocab_size)
     out = ids.new_zeros(*ids.shape, vocab_size, dtype=torch.float32)  # (*, V)
     return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # a 1 at each id
 
 
 class Embedding(nn.Module):
-    """``forward(ids) = weight[ids] = one_hot(ids) @ weight``: ids ``(*)`` → ``(*, D)``, weight (V, D)."""
+    """``weight[ids] = one_hot(ids) @ weight``: ``(*)`` → ``(*, D)``, weight (V, D)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
-        require_positive_ints(num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        self.num_embeddings = num_embeddings  # V
-        self.embedding_dim = embedding_dim  # D
-        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))  # N(0, 1) entries
+        V, D = num_embeddings, embedding_dim
+        require_positive_ints(num_embeddings=V, embedding_dim=D)
+        self.num_embeddings, self.embedding_dim = V, D
+        self.weight = nn.Parameter(torch.randn(V, D))  # N(0, 1) entries
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         require_ids(ids, "ids", self.num_embeddings)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ._validate import (
@@ -134,10 +134,8 @@ def cooccurrence_matrix(
     return x.to_dense() if dense else x
 
 
-def cooccurrence_matrix_loop(
-    ids: torch.Tensor, vocab_size: int, window: int = 10, sentence_ids: torch.Tensor | None = None
-) -> torch.Tensor:
-    """:func:`cooccurrence_matrix` with plain loops, dense (the definition, for teaching and tests)."""
+def cooccurrence_matrix_loop(ids: Tensor, vocab_size, window=10, sentence_ids=None):
+    """:func:`cooccurrence_matrix` as plain loops, dense ``(V, V)``: the definition."""
     sentence_ids = _check_stream(ids, sentence_ids, vocab_size, window)
     tokens, sent = ids.tolist(), sentence_ids.tolist()
     x = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)

@@ -235,7 +235,7 @@ def random_fourier_features(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
 
 
 def random_fourier_features_cos_sin(x: Tensor, w: Tensor) -> Tensor:
-    """z(x) = √(2/R) [cos(xw), sin(xw)] for x (..., d), w (d, R/2) -> (..., R): R features from R/2 frequencies."""
+    """z(x) = √(2/R) [cos(xw), sin(xw)]: x (..., d), w (d, R/2) → (..., R)."""
     x, w = _check_features(x, w)
     xw = x @ w  # (..., R/2)
     return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
@@ -293,7 +293,7 @@ def _check_features(x: object, w: object, b: object = None, *, name: str = "x", 
 
 
 def monte_carlo_kernel(delta: Tensor, w: Tensor) -> Tensor:
-    """k(Δ) ≈ (1/R) Σ_r cos(w_rᵀΔ) for Δ (..., d), w (d, R) -> (...): the seed's Monte Carlo estimate."""
+    """k(Δ) ≈ (1/R) Σ_r cos(w_rᵀΔ), Monte Carlo: Δ (..., d), w (d, R) → (...)."""
     delta, w = _check_features(delta, w, name="delta")
     return torch.cos(delta @ w).mean(-1)  # (..., R) -> (...)
 
@@ -408,7 +408,7 @@ def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
 
 
-def positive_softmax_features(x: Tensor, w: Tensor, stabilize: str | None = None) -> Tensor:
+def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
     """φ(x) = exp(xw − ‖x‖²/2 − c) / √m: x (..., d), w (d, m) ~ N(0, I) -> (..., m)."""
     x, w = _check_features(x, w, stabilize=stabilize)
     exponent = x @ w - (x * x).sum(-1, keepdim=True) / 2  # (..., m)

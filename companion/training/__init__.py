@@ -112,14 +112,14 @@ def train_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     grad_clip: float | None = 1.0,
 ) -> float:
-    """One optimisation step: loss, gradients, clipping, update, next learning rate. Returns the loss."""
+    """Loss, gradients, clipping, update, next learning rate; returns the loss."""
     loss = loss_fn(model, batch)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise TypeError(f"loss_fn must return a scalar tensor, got {describe(loss)}")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()  # gradients of the loss with respect to every parameter
     if grad_clip is not None:
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # rescale if their norm is above grad_clip
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # to norm ≤ grad_clip
     optimizer.step()  # update the parameters
     if scheduler is not None:
         scheduler.step()  # the learning rate of the next step
