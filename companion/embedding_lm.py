@@ -31,7 +31,6 @@ gives 25 tokens and 24 bigrams.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -43,10 +42,13 @@ from ._validate import (
     describe,
     require_floating_tensor,
     require_ids,
+    require_index,
     require_index_range,
     require_instance,
+    require_int,
     require_integer_tensor,
     require_ndim,
+    require_number,
     require_positive_int,
     require_positive_ints,
     require_positive_number,
@@ -112,11 +114,7 @@ def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list
         ids = ids.flatten().tolist()
     out = []
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"ids must be ints, got {describe(i)}")
-        if not 0 <= i < len(vocabulary):
-            raise ValueError(f"ids must lie in [0, {len(vocabulary) - 1}], got {i}")
-        out.append(vocabulary[i])
+        out.append(vocabulary[require_index(i, "ids", len(vocabulary))])
     return out
 
 
@@ -166,10 +164,7 @@ def next_token_probabilities(scores: torch.Tensor, temperature: float = 1.0) -> 
     require_floating_tensor(scores, "scores")
     if scores.ndim == 0:
         raise ValueError("scores must have at least 1 dimension (..., N), got a 0-d tensor")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a number, got {describe(temperature)}")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    require_number(temperature, "temperature", low=0)
     if temperature == 0:
         best = scores.argmax(dim=-1, keepdim=True)
         return torch.zeros_like(scores).scatter_(-1, best, 1.0)
@@ -250,8 +245,7 @@ def generate(
     if start.numel() == 0:
         raise ValueError("start must hold at least one token id, got an empty tensor")
     require_index_range(start, "start", model.vocab_size)
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
-        raise ValueError(f"n_tokens must be an int >= 0, got {n_tokens!r}")
+    require_int(n_tokens, "n_tokens", low=0)
     g = None if seed is None else torch.Generator().manual_seed(seed)
     out = start.long().tolist()
     with torch.no_grad():

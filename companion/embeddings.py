@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from ._validate import (
-    describe,
     require_floating_tensor,
     require_ids,
+    require_index,
+    require_int,
     require_ndim,
     require_positive_int,
     require_positive_ints,
@@ -100,13 +101,8 @@ def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[t
     require_floating_tensor(vectors, "vectors")
     require_ndim(vectors, "vectors", 2, "(N, D)")
     n = vectors.shape[0]
-    if isinstance(query, bool) or not isinstance(query, int):
-        raise TypeError(f"query must be an int row index, got {describe(query)}")
-    if not 0 <= query < n:
-        raise ValueError(f"query must lie in [0, {n - 1}], got {query}")
-    require_positive_int(k, "k")
-    if k > n - 1:
-        raise ValueError(f"k must be at most {n - 1} (the other rows), got {k}")
+    require_index(query, "query", n)
+    require_int(k, "k", low=1, high=n - 1)  # at most the other rows
     sims = cosine_similarity(vectors, vectors[query])
     sims[query] = -math.inf
     top = sims.topk(k)

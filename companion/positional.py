@@ -23,6 +23,7 @@ from ._validate import (
     require_floating_tensor,
     require_integer_tensor,
     require_ndim,
+    require_number,
     require_positive_int,
 )
 
@@ -37,9 +38,7 @@ __all__ = [
 
 
 def _require_base(base: float) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 1:
-        raise ValueError(f"base must be a number greater than 1, got {base!r}")
-    return float(base)
+    return require_number(base, "base", low=1, low_open=True)
 
 
 def _require_even(d: int, name: str = "d") -> int:

@@ -77,8 +77,10 @@ from ._validate import (
     require_choice,
     require_floating_tensor,
     require_index_range,
+    require_int,
     require_integer_tensor,
     require_ndim,
+    require_number,
     require_positive_int,
     require_positive_ints,
     require_probability,
@@ -220,8 +222,7 @@ def subsample(ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator 
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
     """The negative-sampling distribution ``P_n(w) = c_w^power / sum_v c_v^power`` (float64, ``(V,)``)."""
     c = _check_counts(counts)
-    if isinstance(power, bool) or not isinstance(power, (int, float)) or not math.isfinite(power):
-        raise ValueError(f"power must be a finite number, got {power!r}")
+    require_number(power, "power")
     p = c.pow(power)
     return p / p.sum()
 
@@ -246,8 +247,7 @@ def sample_negatives(
 
 def reduced_windows(n: int, window: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """The reference code's dynamic windows: ``n`` half-widths drawn uniformly from ``1..window``."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    require_int(n, "n", low=0)
     require_positive_int(window, "window")
     return torch.randint(1, window + 1, (n,), generator=generator)
 
