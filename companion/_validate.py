@@ -130,10 +130,11 @@ def _bounds(low: float | None, high: float | None, low_open: bool = False, high_
     return ""
 
 
-def require_int(value: object, name: str, *, low: int | None = None, high: int | None = None) -> int:
+def require_int(value: object, name: str, *, low: int | None = None, high: int | None = None, why: str = "") -> int:
     """Return ``value`` if it is a Python ``int`` (not ``bool``) with ``low <= value <= high`` (a bound that is
-    ``None`` is not checked), else raise :class:`TypeError` or :class:`ValueError` naming the range."""
-    expected = f"{name} must be an int{_bounds(low, high)}"
+    ``None`` is not checked), else raise :class:`TypeError` or :class:`ValueError` naming the range (and
+    ``why``, in parentheses, if given)."""
+    expected = f"{name} must be an int{_bounds(low, high)}" + (f" ({why})" if why else "")
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{expected}, got {describe(value)}")
     if (low is not None and value < low) or (high is not None and value > high):

@@ -32,6 +32,8 @@ from ._validate import (
     describe,
     require_heads,
     require_instance,
+    require_int,
+    require_number,
     require_positive_int,
     require_probability,
 )
@@ -89,8 +91,7 @@ class BertConfig:
         require_probability(self.dropout)
         for name in ("eps", "init_std"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            require_number(value, name, low=0, low_open=True)
 
     @classmethod
     def base(cls, **changes: object) -> BertConfig:
@@ -414,8 +415,7 @@ def bert_inputs(
     ``attention_mask`` (True on tokens, False on padding), each of shape (B, n), n the longest input, padded
     with ``pad_id``.
     """
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 3:
-        raise ValueError(f"max_len must be an int >= 3 ([CLS] a [SEP] b [SEP] needs room), got {max_len!r}")
+    require_int(max_len, "max_len", low=3, why="[CLS] a [SEP] b [SEP] needs room")
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or len(pairs) == 0:
         raise TypeError(f"pairs must be a non-empty list of (a, b) pairs of token-id lists, got {describe(pairs)}")
     rows, types = [], []

@@ -46,6 +46,8 @@ from ._validate import (
     check_mask,
     describe,
     require_floating_tensor,
+    require_int,
+    require_number,
     require_positive_int,
     require_tensor,
 )
@@ -118,11 +120,7 @@ def kernel_matrix(q: Tensor, k: Tensor, *, feature_map: FeatureMap = elu_plus_on
 
 
 def _check_eps(eps: object) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"eps must be a float, got {describe(eps)}")
-    if not eps >= 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-    return float(eps)
+    return require_number(eps, "eps", low=0)
 
 
 def _key_mask(mask: Tensor | None, scores_shape: tuple[int, ...]) -> Tensor | None:
@@ -398,8 +396,7 @@ def _check_matrix(a: object, r: object | None = None) -> Tensor:
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix (..., m, n), got shape {tuple(a.shape)}")
     if r is not None:
-        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-            raise ValueError(f"r must be a non-negative int, got {r!r}")
+        require_int(r, "r", low=0)
         if r > min(a.shape[-2:]):
             limit = min(a.shape[-2:])
             raise ValueError(f"r must be at most min(m, n) = {limit} for a of shape {tuple(a.shape)}, got {r}")

@@ -34,7 +34,12 @@ from typing import Literal
 
 import torch
 
-from ._validate import describe, require_floating_tensor, require_positive_int
+from ._validate import (
+    describe,
+    require_floating_tensor,
+    require_number,
+    require_positive_int,
+)
 from .linear_attention import numerical_rank
 
 __all__ = [
@@ -159,8 +164,7 @@ def cutoff_potential(
     x: torch.Tensor, masses: torch.Tensor, radius: float, kernel: Kernel = inverse_distance
 ) -> torch.Tensor:
     """φ_i^cut = Σ_{j ≠ i, ‖x_i − x_j‖ < radius} m_j g(‖x_i − x_j‖): only the near pairs (local attention)."""
-    if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not radius > 0:
-        raise ValueError(f"radius must be a positive number, got {radius!r}")
+    require_number(radius, "radius", low=0, low_open=True)
     kernel = _check_kernel(kernel)
 
     def near(d: torch.Tensor) -> torch.Tensor:
@@ -333,8 +337,7 @@ def hmatrix_partition(n: int, leaf_size: int = 16, eta: float = 1.0) -> list[HBl
     """
     require_positive_int(n, "n")
     require_positive_int(leaf_size, "leaf_size")
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not eta > 0:
-        raise ValueError(f"eta must be a positive number, got {eta!r}")
+    require_number(eta, "eta", low=0, low_open=True)
     blocks: list[HBlock] = []
 
     def split(r0: int, r1: int, c0: int, c1: int) -> None:
