@@ -160,11 +160,13 @@ def require_number(
     low_open: bool = False,
     high_open: bool = False,
     finite: bool = True,
+    why: str = "",
 ) -> float:
     """Return ``value`` as a float if it is a real number (``int`` or ``float``, not ``bool``), finite unless
     ``finite=False``, and within the bounds given (``low``/``high``, excluded if ``low_open``/``high_open``),
-    else raise :class:`TypeError` or :class:`ValueError` naming what was expected."""
+    else raise :class:`TypeError` or :class:`ValueError` naming what was expected (and ``why``, if given)."""
     expected = f"{name} must be a {'finite ' if finite else ''}number{_bounds(low, high, low_open, high_open)}"
+    expected += f" ({why})" if why else ""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{expected}, got {describe(value)}")
     fails = (

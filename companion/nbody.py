@@ -303,8 +303,10 @@ def kernel_singular_values(
 def numerical_ranks(a: torch.Tensor, eps: Sequence[float]) -> list[int]:
     """The rank of A at each relative tolerance ε: the number of singular values above ε·σ_1 (chapter 8's helper)."""
     eps = list(eps)
-    if not eps or not all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in eps):
+    if not eps:
         raise ValueError(f"eps must be a non-empty list of positive tolerances, got {eps!r}")
+    for e in eps:
+        require_number(e, "each tolerance in eps", low=0, low_open=True)
     return [numerical_rank(a, rtol=float(e)) for e in eps]
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .._validate import describe, require_positive_int
+from .._validate import describe, require_index, require_positive_int
 from ..text import BOS, EOS, PAD, UNK, Vocabulary
 from ..training import train, warmup_cosine_schedule
 from ..transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
@@ -126,8 +126,7 @@ def date_to_words(date: dt.date, template: int = 0) -> str:
     ``date_to_words(date(1991, 3, 23))`` is ``"twenty-third of march nineteen ninety-one"``.
     """
     _require_date(date)
-    if isinstance(template, bool) or not isinstance(template, int) or not 0 <= template < len(TEMPLATES):
-        raise ValueError(f"template must be an int in [0, {len(TEMPLATES)}), got {template!r}")
+    require_index(template, "template", len(TEMPLATES))
     return TEMPLATES[template].format(day=_ordinal(date.day), month=MONTHS[date.month - 1], year=_year_words(date.year))
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._validate import describe, require_positive_int
+from .._validate import describe, require_int, require_positive_int
 
 __all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
 
@@ -67,10 +67,8 @@ def warmup_cosine_schedule(
     with ``progress = (t - warmup_steps) / (total_steps - warmup_steps)``. Step it once per optimizer step
     (:func:`train` does).
     """
-    if warmup_steps < 0 or total_steps <= 0 or warmup_steps > total_steps:
-        raise ValueError(
-            f"need 0 <= warmup_steps <= total_steps and total_steps > 0, got {warmup_steps} and {total_steps}"
-        )
+    require_int(total_steps, "total_steps", low=1)
+    require_int(warmup_steps, "warmup_steps", low=0, high=total_steps, why="at most total_steps")
 
     def factor(t: int) -> float:
         if t < warmup_steps:
