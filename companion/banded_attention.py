@@ -62,10 +62,6 @@ DEFAULT_BANDWIDTH = 32
 # Input checks
 
 
-def _check_bandwidth(bandwidth: object) -> int:
-    return require_positive_int(bandwidth, "bandwidth")
-
-
 def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
     require_positive_ints(n_q=n_q, n_k=n_k, bandwidth=bandwidth)
     if n_k < n_q:
@@ -115,7 +111,7 @@ def banded_attention_dense(
     with no allowed key gets zero weights and a zero output. ``return_weights`` also returns D (..., n_q, n_k).
     """
     q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
-    bandwidth = _check_bandwidth(bandwidth)
+    bandwidth = require_positive_int(bandwidth, "bandwidth")
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = band_mask(n_q, n_k, bandwidth, causal=causal, device=q.device)
     if mask is not None:

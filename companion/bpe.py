@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from ._validate import describe, require_int
+from ._validate import describe, require_instance, require_int
 
 __all__ = [
     "GPT2_SPLIT_PATTERN",
@@ -71,8 +71,7 @@ def merge(ids: Sequence[int], pair: Pair, new_id: int) -> list[int]:
 
 
 def _check_training_args(text: object, vocab_size: object, pattern: object) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {describe(text)}")
+    require_instance(text, str, "text")
     require_int(vocab_size, "vocab_size", low=256, why="the byte alphabet")
     if pattern is not None and not isinstance(pattern, str):
         raise TypeError(f"pattern must be a regular expression (str) or None, got {describe(pattern)}")

@@ -119,10 +119,6 @@ def kernel_matrix(q: Tensor, k: Tensor, *, feature_map: FeatureMap = elu_plus_on
 # Input checks (once, at the public entry points)
 
 
-def _check_eps(eps: object) -> float:
-    return require_number(eps, "eps", low=0)
-
-
 def _key_mask(mask: Tensor | None, scores_shape: tuple[int, ...]) -> Tensor | None:
     """The mask as a key-padding mask ``(..., n_k)`` (True = keep the key), or ValueError if it is not one."""
     if mask is None:
@@ -143,7 +139,7 @@ def _features(
 ) -> tuple[Tensor, Tensor, Tensor, float]:
     """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v, eps."""
     q, k, v = check_attention_inputs(q, k, v)
-    eps = _check_eps(eps)
+    eps = require_number(eps, "eps", low=0)
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
@@ -195,7 +191,7 @@ def kernel_attention(
 ) -> Tensor:
     """v̂_i = Σ_j sim(q_i, k_j) v_j / (Σ_j sim(q_i, k_j) + eps) over allowed j; sim = kernel(q, k) (..., n_q, n_k)."""
     q, k, v = check_attention_inputs(q, k, v)
-    eps = _check_eps(eps)
+    eps = require_number(eps, "eps", low=0)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if not callable(kernel):
         raise TypeError(f"kernel must be a function (q, k) -> (..., n_q, n_k), got {describe(kernel)}")

@@ -37,10 +37,6 @@ __all__ = [
 ]
 
 
-def _require_base(base: float) -> float:
-    return require_number(base, "base", low=1, low_open=True)
-
-
 def _require_even(d: int, name: str = "d") -> int:
     if require_positive_int(d, name) % 2:
         raise ValueError(f"RoPE rotates pairs of features, so {name} must be even, got {name} = {d}")
@@ -50,7 +46,7 @@ def _require_even(d: int, name: str = "d") -> int:
 def _check_table(n_positions: int, d_model: int, base: float) -> None:
     require_positive_int(n_positions, "n_positions")
     require_positive_int(d_model, "d_model")
-    _require_base(base)
+    require_number(base, "base", low=1, low_open=True)
 
 
 def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:

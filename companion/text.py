@@ -15,7 +15,7 @@ from typing import overload
 
 import torch
 
-from ._validate import describe, require_index, require_int
+from ._validate import describe, require_choice, require_index, require_int
 
 __all__ = ["UNK", "PAD", "BOS", "EOS", "CLS", "SEP", "MASK", "tokenize", "Vocabulary"]
 
@@ -166,11 +166,8 @@ def _check_tokens(tokens: object, min_count: object, order: str, ties: str) -> l
     if isinstance(tokens, str):
         raise TypeError("tokens must be a sequence of str tokens, got one str (did you forget tokenize()?)")
     require_int(min_count, "min_count", low=1)
-    if order not in ("frequency", "appearance") or ties not in ("alphabetical", "appearance"):
-        raise ValueError(
-            "order must be 'frequency' or 'appearance' and ties 'alphabetical' or 'appearance', "
-            f"got order={order!r}, ties={ties!r}"
-        )
+    require_choice(order, "order", ("frequency", "appearance"))
+    require_choice(ties, "ties", ("alphabetical", "appearance"))
     tokens = list(tokens)
     for t in tokens:
         if not isinstance(t, str):

@@ -86,7 +86,7 @@ def test_orders_and_ties():
     assert Vocabulary(tokens).itos == [UNK, "a", "c", "b", "d"]  # frequency, ties alphabetical
     assert Vocabulary(tokens, ties="appearance").itos == [UNK, "c", "a", "b", "d"]  # ties by first appearance
     assert Vocabulary(tokens, order="appearance", specials=()).itos == ["b", "c", "a", "d"]
-    with pytest.raises(ValueError, match="order must be 'frequency' or 'appearance'"):
+    with pytest.raises(ValueError, match="order must be one of 'frequency' or 'appearance', got 'alphabetical'"):
         Vocabulary(tokens, order="alphabetical")
 
 
