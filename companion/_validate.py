@@ -7,6 +7,7 @@ and what came. These helpers keep those messages uniform.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -25,6 +26,9 @@ __all__ = [
     "require_positive_int",
     "require_positive_ints",
     "require_positive_number",
+    "require_int",
+    "require_index",
+    "require_number",
     "require_ids",
     "require_instance",
     "require_probability",
@@ -114,6 +118,65 @@ def require_positive_int(value: object, name: str) -> int:
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value}")
     return value
+
+
+def _bounds(low: float | None, high: float | None, low_open: bool = False, high_open: bool = False) -> str:
+    if low is not None and high is not None:
+        return f" in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if low is not None:
+        return f" {'>' if low_open else '>='} {low}"
+    if high is not None:
+        return f" {'<' if high_open else '<='} {high}"
+    return ""
+
+
+def require_int(value: object, name: str, *, low: int | None = None, high: int | None = None, why: str = "") -> int:
+    """Return ``value`` if it is a Python ``int`` (not ``bool``) with ``low <= value <= high`` (a bound that is
+    ``None`` is not checked), else raise :class:`TypeError` or :class:`ValueError` naming the range (and
+    ``why``, in parentheses, if given)."""
+    expected = f"{name} must be an int{_bounds(low, high)}" + (f" ({why})" if why else "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{expected}, got {describe(value)}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{expected}, got {value}")
+    return value
+
+
+def require_index(value: object, name: str, size: int) -> int:
+    """Return ``value`` if it is an ``int`` index into ``size`` items, ``0 <= value < size``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int index, got {describe(value)}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must lie in [0, {size - 1}], got {value}")
+    return value
+
+
+def require_number(
+    value: object,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    finite: bool = True,
+    why: str = "",
+) -> float:
+    """Return ``value`` as a float if it is a real number (``int`` or ``float``, not ``bool``), finite unless
+    ``finite=False``, and within the bounds given (``low``/``high``, excluded if ``low_open``/``high_open``),
+    else raise :class:`TypeError` or :class:`ValueError` naming what was expected (and ``why``, if given)."""
+    expected = f"{name} must be a {'finite ' if finite else ''}number{_bounds(low, high, low_open, high_open)}"
+    expected += f" ({why})" if why else ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{expected}, got {describe(value)}")
+    fails = (
+        (finite and not math.isfinite(value))
+        or (low is not None and not (value > low if low_open else value >= low))
+        or (high is not None and not (value < high if high_open else value <= high))
+    )
+    if fails:
+        raise ValueError(f"{expected}, got {value!r}")
+    return float(value)
 
 
 def require_ids(ids: object, name: str, vocab_size: int, ndim: int | None = None, layout: str = "") -> torch.Tensor:

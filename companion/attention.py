@@ -49,24 +49,25 @@ __all__ = [
 
 
 def weightless_self_attention(x, *, return_weights=False):
-    """y_i = Σ_j softmax_j(x_i · x_j) x_j: x (..., n, d) → y (..., n, d), and the weights (..., n, n) if asked."""
+    """y_i = Σ_j softmax_j(x_i·x_j) x_j: x, y (..., n, d); weights (..., n, n)."""
     require_min_ndim(require_floating_tensor(x, "x"), "x", 2, "(..., n, d)")
     weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)
     y = weights @ x
     return (y, weights) if return_weights else y
 
 
-def attention_loop(q, k, v, mask=None, *, causal=False, return_weights=False) -> Tensor | tuple[Tensor, Tensor]:
-    """new_i = Σ_j a_ij v_j, a_ij = softmax_j(q_i · k_j / √d_k) over allowed j: q (n_q, d), k, v (n_k, d)."""
+def attention_loop(q, k, v, mask=None, *, causal=False, return_weights=False):
+    """new_i = Σ_j a_ij v_j, a_i = softmax(q_i·k/√d_k): q (n_q, d), k, v (n_k, d)."""
     check_attention_inputs(q, k, v, mask, unbatched=True)
     (n_q, d_k), n_k = q.shape, k.shape[0]
     new, a = v.new_zeros(n_q, v.shape[1]), q.new_zeros(n_q, n_k)
     for i in range(n_q):
-        seen = [j for j in range(n_k) if (mask is None or mask[i, j]) and (not causal or j <= i + n_k - n_q)]
+        last = i + n_k - n_q if causal else n_k - 1  # causal: no key after query i
+        seen = [j for j in range(last + 1) if mask is None or mask[i, j]]
         if not seen:
             continue  # a query that may see no key keeps zero weights and a zero output
         scores = torch.stack([torch.dot(q[i], k[j]) / math.sqrt(d_k) for j in seen])
-        e = torch.exp(scores - scores.max())  # minus the row maximum: the same softmax, and exp cannot overflow
+        e = torch.exp(scores - scores.max())  # minus the max: same softmax, no overflow
         for j, a_ij in zip(seen, e / e.sum(), strict=True):
             a[i, j] = a_ij
             new[i] = new[i] + a_ij * v[j]
@@ -169,7 +170,7 @@ def blocked_attention(
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(..., n, d_model) → (..., n_heads, n, d_head): head h gets features h·d_head … (h+1)·d_head - 1."""
+    """(..., n, d_model) → (..., n_heads, n, d_head), d_model = n_heads·d_head."""
     check_heads(x, n_heads)
     x = x.unflatten(-1, (n_heads, x.shape[-1] // n_heads))  # (..., n, n_heads, d_head)
     return x.transpose(-3, -2)  # (..., n_heads, n, d_head)
@@ -230,22 +231,22 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary  # RoPE on every head's queries and keys (a positional.RotaryEmbedding), or None
         self.attention = attention
 
-    def forward(self, query, key=None, value=None, *, mask=None, causal=False, cache=None) -> Tensor:
-        """concat(head_1 … head_h) W_O: query (B, n_q, d_model), key = value (B, n_k, d_model)."""
-        key = query if key is None else key  # self-attention: keys and values from the query
+    def forward(self, query, key=None, value=None, *, mask=None, causal=False, cache=None):
+        """concat(head_1 … head_h) W_O: query (B, n_q, d_model) → (B, n_q, d_model)."""
+        key = query if key is None else key  # (B, n_k, d_model); self-attention by default
         value = key if value is None else value
         check_mha_inputs(query, key, value, self.d_model)
         q = split_heads(self.q_proj(query), self.n_heads)  # (B, h, n_q, d_head)
         k = split_heads(self.k_proj(key), self.n_heads)  # (B, h, n_k, d_head)
         v = split_heads(self.v_proj(value), self.n_heads)  # (B, h, n_k, d_head)
-        if self.rotary is not None:  # RoPE (chapter 5), at the positions after the cached ones
+        if self.rotary is not None:  # RoPE (chapter 5), positions after the cached ones
             offset = 0 if cache is None else len(cache)
             q, k = self.rotary(q, offset), self.rotary(k, offset)
-        if cache is not None:  # a KVCache (chapter 6) adds the earlier positions' keys and values
+        if cache is not None:  # a KVCache (chapter 6) prepends the earlier keys, values
             k, v = cache.append(k, v)
         dropout = {"dropout_p": self.dropout} if self.training and self.dropout else {}
-        out = self.attention(q, k, v, mask=mask, causal=causal, **dropout)  # (B, h, n_q, d_head)
-        return self.out_proj(merge_heads(out))  # (B, n_q, d_model)
+        out = self.attention(q, k, v, mask=mask, causal=causal, **dropout)
+        return self.out_proj(merge_heads(out))  # (B, h, n_q, d_head) → (B, n_q, d_model)
 
     def weights(
         self,

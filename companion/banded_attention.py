@@ -62,10 +62,6 @@ DEFAULT_BANDWIDTH = 32
 # Input checks
 
 
-def _check_bandwidth(bandwidth: object) -> int:
-    return require_positive_int(bandwidth, "bandwidth")
-
-
 def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
     require_positive_ints(n_q=n_q, n_k=n_k, bandwidth=bandwidth)
     if n_k < n_q:
@@ -79,10 +75,10 @@ def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
 def band_mask(
     n_q: int, n_k: int | None = None, bandwidth: int = DEFAULT_BANDWIDTH, *, causal: bool = True, device=None
 ) -> Tensor:
-    """(n_q, n_k), True in the band: causal ``p_i − k < j ≤ p_i``, else ``|p_i − j| < k``."""
+    """The band (n_q, n_k): ``p_i − k < j ≤ p_i`` if causal, else ``|p_i − j| < k``."""
     n_k = n_q if n_k is None else n_k
     _check_band(n_q, n_k, bandwidth)
-    # query i sits at key position p_i = i + n_k − n_q (queries aligned with the last keys)
+    # query i sits at key position p_i = i + n_k − n_q (aligned with the last keys)
     p = torch.arange(n_q, device=device).unsqueeze(1) + (n_k - n_q)  # (n_q, 1)
     j = torch.arange(n_k, device=device)  # (n_k,)
     offset = p - j  # how far back key j lies from query i
@@ -115,7 +111,7 @@ def banded_attention_dense(
     with no allowed key gets zero weights and a zero output. ``return_weights`` also returns D (..., n_q, n_k).
     """
     q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
-    bandwidth = _check_bandwidth(bandwidth)
+    bandwidth = require_positive_int(bandwidth, "bandwidth")
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = band_mask(n_q, n_k, bandwidth, causal=causal, device=q.device)
     if mask is not None:
@@ -150,30 +146,33 @@ def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: obje
 def banded_attention(
     q, k, v, mask=None, *, causal=False, bandwidth=DEFAULT_BANDWIDTH, block_size=None, dropout_p=0.0
 ) -> Tensor:
-    """D V, D = softmax(band_k(QKᵀ/√d_k)) in O(N·k): q (..., n_q, d_k), k, v (..., n_k, d)."""
+    """softmax(band_k(QKᵀ/√d_k)) V in O(N·k): q (..., n_q, d), k, v (..., n_k, d)."""
     q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)
     lead, (n_q, d_k), n_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
-    b = max(bandwidth, 16) if block_size is None else block_size  # B = 32 was fastest for k = 32
-    left, right = bandwidth - 1, 0 if causal else bandwidth - 1  # band keys before and after p_i
-    # Queries padded in front to n_k rows (so query row = key position), then to whole blocks.
+    b = max(bandwidth, 16) if block_size is None else block_size  # fastest: B = k = 32
+    left, right = bandwidth - 1, 0 if causal else bandwidth - 1  # L, R keys around p_i
+    # Queries padded in front to n_k rows (row = key position), then to whole blocks.
     n_pre, n_blocks, n_pad = n_k - n_q, -(-n_k // b), -n_k % b
-    q_blocks = F.pad(q, (0, 0, n_pre, n_pad)).unflatten(-2, (n_blocks, b))  # (..., n_blocks, B, d_k)
-    # Window c holds padded keys cB … cB + W − 1, i.e. original keys cB − L … cB + B − 1 + R.
-    w = b + left + right
-    k_win = F.pad(k, (0, 0, left, right + n_pad)).unfold(-2, w, b)  # (..., n_blocks, d_k, W): a view
-    v_win = F.pad(v, (0, 0, left, right + n_pad)).unfold(-2, w, b)  # (..., n_blocks, d_v, W)
+    q_pad = F.pad(q, (0, 0, n_pre, n_pad))  # (..., n_blocks·B, d_k)
+    q_blocks = q_pad.unflatten(-2, (n_blocks, b))  # (..., n_blocks, B, d_k)
+    # Window c: padded keys cB … cB + W − 1, i.e. original keys cB − L … cB + B − 1 + R.
+    w, pad = b + left + right, (0, 0, left, right + n_pad)
+    k_win = F.pad(k, pad).unfold(-2, w, b)  # (..., n_blocks, d_k, W): a view
+    v_win = F.pad(v, pad).unfold(-2, w, b)  # (..., n_blocks, d_v, W)
     scores = (q_blocks @ k_win) / math.sqrt(d_k)  # (..., n_blocks, B, W)
     # Allowed: inside the band (the same B × W pattern in every block) and a real key.
     r = torch.arange(b, device=q.device).unsqueeze(1)  # (B, 1)
     s = torch.arange(w, device=q.device)  # (W,)
     in_band = (s >= r) & (s <= r + left + right)  # (B, W)
-    key = torch.arange(n_blocks, device=q.device).view(-1, 1, 1) * b + s - left  # (n_blocks, 1, W): key index j
+    start = torch.arange(n_blocks, device=q.device).view(-1, 1, 1) * b - left  # cB − L
+    key = start + s  # (n_blocks, 1, W): key index j
     allowed = in_band & (key >= 0) & (key < n_k)  # (n_blocks, B, W)
     if mask is not None:  # only the mask's entries inside the band are read
-        row = (torch.arange(n_blocks * b, device=q.device) - n_pre).view(n_blocks, b, 1)  # query index i
-        ok_row = (row >= 0) & (row < n_q)
+        row = (torch.arange(n_blocks * b, device=q.device) - n_pre).view(n_blocks, b, 1)
+        ok_row = (row >= 0) & (row < n_q)  # row: query index i
         full = mask.expand(*lead, n_q, n_k)
-        picked = full[..., row.clamp(0, n_q - 1), key.clamp(0, n_k - 1).expand(n_blocks, b, w)]
+        i, j = row.clamp(0, n_q - 1), key.clamp(0, n_k - 1).expand(n_blocks, b, w)
+        picked = full[..., i, j]
         allowed = allowed & ok_row & picked  # (..., n_blocks, B, W)
     weights = _masked_softmax(scores, allowed)
     weights = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights

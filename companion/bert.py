@@ -32,6 +32,8 @@ from ._validate import (
     describe,
     require_heads,
     require_instance,
+    require_int,
+    require_number,
     require_positive_int,
     require_probability,
 )
@@ -89,8 +91,7 @@ class BertConfig:
         require_probability(self.dropout)
         for name in ("eps", "init_std"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            require_number(value, name, low=0, low_open=True)
 
     @classmethod
     def base(cls, **changes: object) -> BertConfig:
@@ -104,19 +105,20 @@ class BertConfig:
 
 
 class BertEmbeddings(nn.Module):
-    """x = LayerNorm(E[ids] + P[0 … n-1] + E_type[token_type_ids]): ids (B, n) → x (B, n, d_model)."""
+    """x = LayerNorm(E[ids] + P[:n] + E_type[token_type_ids]): (B, n) → (B, n, d)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         c = config
         self.token = nn.Embedding(c.vocab_size, c.d_model)  # E
         self.position = nn.Embedding(c.max_len, c.d_model)  # P, learned
-        self.token_type = nn.Embedding(c.type_vocab_size, c.d_model)  # E_type: segment A (0) or B (1)
+        self.token_type = nn.Embedding(c.type_vocab_size, c.d_model)  # E_type: A or B
         self.norm = LayerNorm(c.d_model, c.eps)
         self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        x = self.token(ids) + self.position.weight[: ids.shape[1]] + self.token_type(token_type_ids)
+        n = ids.shape[1]
+        x = self.token(ids) + self.position.weight[:n] + self.token_type(token_type_ids)
         return self.dropout(self.norm(x))
 
 
@@ -155,58 +157,58 @@ def encoder_inputs(
 
 
 class BertEncoder(nn.Module):
-    """h = blocks(embeddings(ids, types)), masked by ``attention_mask``: ids (B, n) → h (B, n, d_model)."""
+    """h = blocks(embeddings(ids)), padding masked: ids (B, n) → h (B, n, d_model)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.config = c = require_instance(config, BertConfig, "config")
         self.embeddings = BertEmbeddings(c)
-        post_norm = dict(norm_first=False, activation="gelu", eps=c.eps)  # x = LN(x + f(x))
-        block = partial(EncoderBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **post_norm)
+        post = dict(norm_first=False, activation="gelu", eps=c.eps)  # LN(x + f(x))
+        block = partial(EncoderBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **post)
         self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))
         for b in self.blocks:
-            b.ff.dropout = nn.Identity()  # no dropout between the two feed-forward layers
+            b.ff.dropout = nn.Identity()  # none between the two feed-forward layers
         self.pooler = nn.Linear(c.d_model, c.d_model)
 
     def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None) -> Tensor:
-        token_type_ids, mask = encoder_inputs(self.config, ids, token_type_ids, attention_mask)
-        x = self.embeddings(ids, token_type_ids)  # (B, n, d_model)
+        types, mask = encoder_inputs(self.config, ids, token_type_ids, attention_mask)
+        x = self.embeddings(ids, types)  # (B, n, d_model)
         for block in self.blocks:
             x = block(x, mask)  # mask (B, 1, 1, n): the keys that are not padding
         return x
 
     def pool(self, h: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.pooler(h[:, 0]))  # tanh(W h[:, 0] + b) (B, d_model): NSP's input
+        return torch.tanh(self.pooler(h[:, 0]))  # (B, d_model): NSP's input
 
 
 class MaskedLMHead(nn.Module):
-    """logits = LayerNorm(GELU(W h + b)) Eᵀ + b_out: h (..., d_model) → (..., vocab_size), E the token embedding."""
+    """LayerNorm(GELU(W h + b)) Eᵀ + b_out, E the token table: (..., d) → (..., V)."""
 
     def __init__(self, config: BertConfig, token_embedding: nn.Embedding) -> None:
         super().__init__()
         self.dense = nn.Linear(config.d_model, config.d_model)
         self.norm = LayerNorm(config.d_model, config.eps)
         self.decoder = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.decoder.weight = token_embedding.weight  # tied: one table reads the tokens in and writes them out
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # the decoder's own bias
+        self.decoder.weight = token_embedding.weight  # tied: one table, in and out
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # b_out
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.norm(F.gelu(self.dense(h)))) + self.bias
 
 
 class BertForPreTraining(nn.Module):
-    """mlm_logits = MaskedLMHead(h), nsp_logits = W_nsp pool(h) + b: ids (B, n) → (B, n, V), (B, 2)."""
+    """MaskedLMHead(h), W pool(h) + b: ids (B, n) → logits (B, n, V) and (B, 2)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.config = config
         self.bert = BertEncoder(config)
         self.mlm = MaskedLMHead(config, self.bert.embeddings.token)
-        self.nsp = nn.Linear(config.d_model, 2)  # 0: "B follows A", 1: "B is a random sentence"
+        self.nsp = nn.Linear(config.d_model, 2)  # 0: B follows A, 1: B is random
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
-        """BERT's initialisation: weights N(0, init_std²), biases 0, LayerNorm γ = 1 and β = 0."""
+        """BERT's init: weights N(0, init_std²), biases 0, LayerNorm γ = 1, β = 0."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=self.config.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -215,7 +217,7 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None) -> tuple[Tensor, Tensor]:
+    def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None):
         h = self.bert(ids, token_type_ids, attention_mask)  # (B, n, d_model)
         return self.mlm(h), self.nsp(self.bert.pool(h))
 
@@ -283,7 +285,7 @@ def _check_mean_pool(h: object, attention_mask: object) -> None:
 
 
 def mean_pool(h: Tensor, attention_mask: Tensor) -> Tensor:
-    """s = Σ_t m_t h_t / Σ_t m_t, the mean over the real tokens: h (B, n, d), mask (B, n) → (B, d)."""
+    """Σ_t m_t h_t / Σ_t m_t over real tokens: h (B, n, d), m = mask (B, n) → (B, d)."""
     _check_mean_pool(h, attention_mask)
     m = attention_mask.to(h.dtype).unsqueeze(-1)  # (B, n, 1)
     return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
@@ -330,7 +332,7 @@ def sentence_embeddings(
 
 
 class SpanHead(nn.Module):
-    """SQuAD's head: [start, end logits] = h W + b, W (d, 2): h (B, n, d) → two tensors (B, n)."""
+    """[start, end logits] = h W + b, W (d, 2): h (B, n, d) → two tensors (B, n)."""
 
     def __init__(self, d_model: int) -> None:
         super().__init__()
@@ -342,7 +344,7 @@ class SpanHead(nn.Module):
 
 
 def span_loss(start_logits, end_logits, starts, ends) -> torch.Tensor:
-    """L = (CE(start logits, start) + CE(end logits, end)) / 2: logits (B, n), targets (B,)."""
+    """(CE(start logits, starts) + CE(end logits, ends)) / 2: logits (B, n), (B,)."""
     _check_span_logits(start_logits, end_logits)
     loss_start = F.cross_entropy(start_logits, starts)  # mean over the batch
     loss_end = F.cross_entropy(end_logits, ends)
@@ -350,14 +352,14 @@ def span_loss(start_logits, end_logits, starts, ends) -> torch.Tensor:
 
 
 def best_span(start_logits, end_logits, context_mask, max_len=30) -> torch.Tensor:
-    """argmax of start[i] + end[j] over context tokens i ≤ j < i + max_len: (B, n) → (B, 2) [i, j]."""
+    """argmax over context i ≤ j < i + max_len of start[i] + end[j]: (B, n) → (B, 2)."""
     _check_span_inputs(start_logits, end_logits, context_mask, max_len)
     B, n = start_logits.shape
-    scores = start_logits[:, :, None] + end_logits[:, None, :]  # (B, n, n): row i = start, column j = end
+    scores = start_logits[:, :, None] + end_logits[:, None, :]  # (B, n, n): [b, i, j]
     ones = torch.ones(n, n, dtype=torch.bool, device=scores.device)
-    allowed = torch.triu(ones) & ~torch.triu(ones, diagonal=max_len)  # 0 <= j - i < max_len
-    allowed = allowed & context_mask[:, :, None] & context_mask[:, None, :]  # both ends in the context
-    # argmax returns the first maximum in row-major order: ties go to the smallest i, then the smallest j
+    in_context = context_mask[:, :, None] & context_mask[:, None, :]  # (B, n, n)
+    allowed = in_context & torch.triu(ones) & ~torch.triu(ones, diagonal=max_len)
+    # argmax takes the first maximum (row-major): ties go to the smallest i, then j
     best = scores.masked_fill(~allowed, float("-inf")).reshape(B, n * n).argmax(dim=1)
     return torch.stack([best // n, best % n], dim=1)
 
@@ -413,8 +415,7 @@ def bert_inputs(
     ``attention_mask`` (True on tokens, False on padding), each of shape (B, n), n the longest input, padded
     with ``pad_id``.
     """
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 3:
-        raise ValueError(f"max_len must be an int >= 3 ([CLS] a [SEP] b [SEP] needs room), got {max_len!r}")
+    require_int(max_len, "max_len", low=3, why="[CLS] a [SEP] b [SEP] needs room")
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or len(pairs) == 0:
         raise TypeError(f"pairs must be a non-empty list of (a, b) pairs of token-id lists, got {describe(pairs)}")
     rows, types = [], []

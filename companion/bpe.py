@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from ._validate import describe
+from ._validate import describe, require_instance, require_int
 
 __all__ = [
     "GPT2_SPLIT_PATTERN",
@@ -71,10 +71,8 @@ def merge(ids: Sequence[int], pair: Pair, new_id: int) -> list[int]:
 
 
 def _check_training_args(text: object, vocab_size: object, pattern: object) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {describe(text)}")
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 256:
-        raise ValueError(f"vocab_size must be an int >= 256 (the byte alphabet), got {vocab_size!r}")
+    require_instance(text, str, "text")
+    require_int(vocab_size, "vocab_size", low=256, why="the byte alphabet")
     if pattern is not None and not isinstance(pattern, str):
         raise TypeError(f"pattern must be a regular expression (str) or None, got {describe(pattern)}")
 
@@ -83,8 +81,8 @@ def _chunks(text: str, pattern: str | None) -> list[str]:
     return re.findall(pattern, text) if pattern is not None else ([text] if text else [])
 
 
-def train_bpe_naive(text: str, vocab_size: int, pattern: str | None = GPT2_SPLIT_PATTERN) -> dict[Pair, int]:
-    """Learn ``vocab_size - 256`` merges by recounting every pair after each merge (slow; the definition)."""
+def train_bpe_naive(text: str, vocab_size: int, pattern=GPT2_SPLIT_PATTERN) -> dict:
+    """Learn ``vocab_size - 256`` merges, recounting all pairs after each one (slow)."""
     _check_training_args(text, vocab_size, pattern)
     chunks = [list(chunk.encode("utf-8")) for chunk in _chunks(text, pattern)]
     merges: dict[Pair, int] = {}
@@ -94,7 +92,7 @@ def train_bpe_naive(text: str, vocab_size: int, pattern: str | None = GPT2_SPLIT
             get_pair_counts(ids, counts)
         if not counts:
             break  # every chunk is a single token: nothing left to merge
-        pair = min(counts, key=lambda p: (-counts[p], p))  # most frequent; ties -> smallest pair
+        pair = min(counts, key=lambda p: (-counts[p], p))  # commonest, ties: smallest
         chunks = [merge(ids, pair, new_id) for ids in chunks]
         merges[pair] = new_id
     return merges
@@ -199,10 +197,8 @@ class BPETokenizer:
     ) -> BPETokenizer:
         """Train on ``text`` so that the vocabulary (bytes, merges and special tokens) has ``vocab_size`` ids."""
         special_tokens = list(special_tokens)
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 256 + len(special_tokens):
-            raise ValueError(
-                f"vocab_size must be an int >= 256 + {len(special_tokens)} special tokens, got {vocab_size!r}"
-            )
+        n = len(special_tokens)
+        require_int(vocab_size, "vocab_size", low=256 + n, why=f"256 bytes + {n} special tokens")
         return cls(train_bpe(text, vocab_size - len(special_tokens), pattern), pattern, special_tokens)
 
     @property

@@ -31,22 +31,24 @@ gives 25 tokens and 24 bigrams.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 from tqdm.auto import tqdm
 
 from ._validate import (
     describe,
     require_floating_tensor,
     require_ids,
+    require_index,
     require_index_range,
     require_instance,
+    require_int,
     require_integer_tensor,
     require_ndim,
+    require_number,
     require_positive_int,
     require_positive_ints,
     require_positive_number,
@@ -112,25 +114,22 @@ def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list
         ids = ids.flatten().tolist()
     out = []
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"ids must be ints, got {describe(i)}")
-        if not 0 <= i < len(vocabulary):
-            raise ValueError(f"ids must lie in [0, {len(vocabulary) - 1}], got {i}")
-        out.append(vocabulary[i])
+        out.append(vocabulary[require_index(i, "ids", len(vocabulary))])
     return out
 
 
 class WordEmbeddingLM(nn.Module):
-    """``p(next | prev = i) = softmax(U e_i)``: embedding E and unembedding U, each ``(|V|, d)``."""
+    """``p(next | prev = i) = softmax(U e_i)``: tables E, U ``(|V|, d)``, e_i = E[i]."""
 
-    def __init__(self, vocab_size: int, dim: int = 2, *, seed: int = 0, tied: bool = False) -> None:
+    def __init__(self, vocab_size: int, dim: int = 2, *, seed=0, tied=False) -> None:
         super().__init__()
         require_positive_ints(vocab_size=vocab_size, dim=dim)
         require_instance(tied, bool, "tied")
-        g = torch.Generator().manual_seed(seed)  # standard normal entries, as in the figure
-        self.E = nn.Parameter(torch.randn(vocab_size, dim, generator=g))  # row i: e_i
+        V, d = vocab_size, dim
+        g = torch.Generator().manual_seed(seed)  # N(0, 1) entries, as in the figure
+        self.E = nn.Parameter(torch.randn(V, d, generator=g))  # row i: e_i
         # tied: one table in both roles (U is E), so the scores E Eᵀ are symmetric
-        self.U = self.E if tied else nn.Parameter(torch.randn(vocab_size, dim, generator=g))
+        self.U = self.E if tied else nn.Parameter(torch.randn(V, d, generator=g))
         self.tied = tied
 
     @property
@@ -138,12 +137,12 @@ class WordEmbeddingLM(nn.Module):
         return self.E.shape[0]
 
     def forward(self, prev: torch.Tensor) -> torch.Tensor:
-        """Scores (logits) U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
+        """Logits U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
         require_ids(prev, "prev", self.vocab_size, 1, "(B,)")
         return self.E[prev] @ self.U.T
 
     def transition_matrix(self, temperature: float = 1.0) -> torch.Tensor:
-        """The model's ``(|V|, |V|)`` table ``P[i, j] = p(next = j | prev = i)`` at ``temperature``."""
+        """``P[i, j] = p(next = j | prev = i)`` at ``temperature``: ``(|V|, |V|)``."""
         with torch.no_grad():
             return next_token_probabilities(self.E @ self.U.T, temperature)
 
@@ -165,10 +164,7 @@ def next_token_probabilities(scores: torch.Tensor, temperature: float = 1.0) -> 
     require_floating_tensor(scores, "scores")
     if scores.ndim == 0:
         raise ValueError("scores must have at least 1 dimension (..., N), got a 0-d tensor")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a number, got {describe(temperature)}")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    require_number(temperature, "temperature", low=0)
     if temperature == 0:
         best = scores.argmax(dim=-1, keepdim=True)
         return torch.zeros_like(scores).scatter_(-1, best, 1.0)
@@ -202,12 +198,10 @@ def _check_training(model: object, ids: object, steps: object, lr: object) -> No
     require_positive_number(lr, "lr")
 
 
-def train_embedding_lm(
-    model: WordEmbeddingLM, ids: Tensor, *, steps: int = 2000, lr: float = 0.05, progress: bool = True
-) -> list[float]:
-    """Full-batch Adam on L = -(1/(n-1)) Σ_t log p(w_{t+1} | w_t) over the stream ids (n,)."""
+def train_embedding_lm(model, ids, *, steps=2000, lr=0.05, progress=True) -> list:
+    """Full-batch Adam on L = -1/(n-1) Σ_t log p(w_{t+1} | w_t): ids (n,), a stream."""
     _check_training(model, ids, steps, lr)
-    prev, nxt = bigram_pairs(ids)  # every bigram, every step: deterministic given the model
+    prev, nxt = bigram_pairs(ids)  # all bigrams, every step: deterministic
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: list[float] = []  # the loss before each step
     with _one_thread():  # (24, 2) @ (2, 8) products only lose time to thread hand-offs
@@ -251,8 +245,7 @@ def generate(
     if start.numel() == 0:
         raise ValueError("start must hold at least one token id, got an empty tensor")
     require_index_range(start, "start", model.vocab_size)
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
-        raise ValueError(f"n_tokens must be an int >= 0, got {n_tokens!r}")
+    require_int(n_tokens, "n_tokens", low=0)
     g = None if seed is None else torch.Generator().manual_seed(seed)
     out = start.long().tolist()
     with torch.no_grad():

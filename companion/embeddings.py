@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from ._validate import (
-    describe,
     require_floating_tensor,
     require_ids,
+    require_index,
+    require_int,
     require_ndim,
     require_positive_int,
     require_positive_ints,
@@ -32,21 +33,21 @@ __all__ = [
 
 
 def one_hot(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """``one_hot(ids, V)[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
+    """``out[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
     require_ids(ids, "ids", vocab_size)
     out = ids.new_zeros(*ids.shape, vocab_size, dtype=torch.float32)  # (*, V)
     return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # a 1 at each id
 
 
 class Embedding(nn.Module):
-    """``forward(ids) = weight[ids] = one_hot(ids) @ weight``: ids ``(*)`` → ``(*, D)``, weight (V, D)."""
+    """``weight[ids] = one_hot(ids) @ weight``: ``(*)`` → ``(*, D)``, weight (V, D)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
-        require_positive_ints(num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        self.num_embeddings = num_embeddings  # V
-        self.embedding_dim = embedding_dim  # D
-        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))  # N(0, 1) entries
+        V, D = num_embeddings, embedding_dim
+        require_positive_ints(num_embeddings=V, embedding_dim=D)
+        self.num_embeddings, self.embedding_dim = V, D
+        self.weight = nn.Parameter(torch.randn(V, D))  # N(0, 1) entries
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         require_ids(ids, "ids", self.num_embeddings)
@@ -100,13 +101,8 @@ def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[t
     require_floating_tensor(vectors, "vectors")
     require_ndim(vectors, "vectors", 2, "(N, D)")
     n = vectors.shape[0]
-    if isinstance(query, bool) or not isinstance(query, int):
-        raise TypeError(f"query must be an int row index, got {describe(query)}")
-    if not 0 <= query < n:
-        raise ValueError(f"query must lie in [0, {n - 1}], got {query}")
-    require_positive_int(k, "k")
-    if k > n - 1:
-        raise ValueError(f"k must be at most {n - 1} (the other rows), got {k}")
+    require_index(query, "query", n)
+    require_int(k, "k", low=1, high=n - 1)  # at most the other rows
     sims = cosine_similarity(vectors, vectors[query])
     sims[query] = -math.inf
     top = sims.topk(k)

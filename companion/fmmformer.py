@@ -152,24 +152,25 @@ def fmmformer_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,  # any mask for the near field, only key padding for the far field
+    mask: Tensor | None = None,  # near field: any mask; far field: key padding only
     *,
     causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
-    w_near: float | Tensor = 1.0,  # w₁: a number, or a tensor such as (h, 1, 1), one per head
+    w_near: float | Tensor = 1.0,  # w₁: a number, or one per head, e.g. (h, 1, 1)
     w_far: float | Tensor = 1.0,  # w₂; a weight that is the number 0 skips its term
     eps: float = DEFAULT_EPS,
     dropout_p: float = 0.0,  # on the near-field weights
 ) -> Tensor:
-    """V̂ = w₁·DV + w₂·Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1): (..., n_q, d_k) → (..., n_q, d_v)."""
+    """V̂ = w₁·DV + w₂·Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1): V̂ (..., n_q, d_v)."""
     maps = _check_fmmformer(w_near, w_far, feature_maps)
+    near = dict(causal=causal, bandwidth=bandwidth, dropout_p=dropout_p)
+    far = dict(causal=causal, feature_maps=maps, eps=eps)
     terms = []
     if not (isinstance(w_near, (int, float)) and w_near == 0):
-        near = banded_attention(q, k, v, mask, causal=causal, bandwidth=bandwidth, dropout_p=dropout_p)
-        terms.append(w_near * near)
+        terms.append(w_near * banded_attention(q, k, v, mask, **near))
     if maps and not (isinstance(w_far, (int, float)) and w_far == 0):
-        terms.append(w_far * far_field_attention(q, k, v, mask, causal=causal, feature_maps=maps, eps=eps))
+        terms.append(w_far * far_field_attention(q, k, v, mask, **far))
     return sum(terms[1:], terms[0])  # O(N·k + N·r)
 
 
@@ -192,15 +193,15 @@ def _check_head_weights(w: Tensor, q: Tensor) -> None:
 
 
 class FMMAttention(nn.Module):
-    """fmmformer_attention with learned w₁, w₂: MultiHeadAttention(attention=FMMAttention(...))."""
+    """fmmformer_attention with learned w₁, w₂, as MultiHeadAttention's attention."""
 
     def __init__(
         self,
         bandwidth: int = DEFAULT_BANDWIDTH,  # k, the keys in the band
-        feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],  # the far field's φ_l
+        feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],  # far-field φ_l
         *,
         n_heads: int | None = None,  # one (w₁, w₂) per head if given, else one pair
-        positive: bool = True,  # w = softplus(θ) (the paper), else w = θ (the released code)
+        positive: bool = True,  # w = softplus(θ) (paper), else w = θ (released code)
         init_near: float = 0.5,  # w₁ at the start
         init_far: float = 0.5,  # w₂ at the start
         eps: float = DEFAULT_EPS,  # added to each far-field denominator
@@ -214,17 +215,19 @@ class FMMAttention(nn.Module):
         self.near_raw = nn.Parameter(torch.full(shape, to_raw(init_near)))  # θ₁
         self.far_raw = nn.Parameter(torch.full(shape, to_raw(init_far)))  # θ₂
 
-    w_near = property(lambda self: self._weight(self.near_raw))  # w₁: () or (n_heads, 1, 1)
+    w_near = property(lambda self: self._weight(self.near_raw))  # w₁: () or (h, 1, 1)
     w_far = property(lambda self: self._weight(self.far_raw))  # w₂
 
     def _weight(self, raw: Tensor) -> Tensor:
         return F.softplus(raw) if self.positive else raw
 
-    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
+    def forward(self, q, k, v, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
         _check_head_weights(w_near, q)
-        options = dict(causal=causal, bandwidth=self.bandwidth, feature_maps=self.feature_maps, eps=self.eps)
-        return fmmformer_attention(q, k, v, mask, w_near=w_near, w_far=w_far, dropout_p=dropout_p, **options)
+        learned = dict(w_near=w_near, w_far=w_far)
+        fixed = dict(bandwidth=self.bandwidth, feature_maps=self.feature_maps)
+        options = dict(causal=causal, eps=self.eps, dropout_p=dropout_p)
+        return fmmformer_attention(q, k, v, mask, **learned, **fixed, **options)
 
     def extra_repr(self) -> str:
         names = ", ".join(getattr(f, "__name__", type(f).__name__) for f in self.feature_maps)

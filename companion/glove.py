@@ -30,16 +30,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ._validate import (
     describe,
+    require_choice,
     require_floating_tensor,
     require_index_range,
     require_integer_tensor,
     require_ndim,
     require_positive_int,
+    require_positive_number,
 )
 
 __all__ = [
@@ -134,10 +136,8 @@ def cooccurrence_matrix(
     return x.to_dense() if dense else x
 
 
-def cooccurrence_matrix_loop(
-    ids: torch.Tensor, vocab_size: int, window: int = 10, sentence_ids: torch.Tensor | None = None
-) -> torch.Tensor:
-    """:func:`cooccurrence_matrix` with plain loops, dense (the definition, for teaching and tests)."""
+def cooccurrence_matrix_loop(ids: Tensor, vocab_size, window=10, sentence_ids=None):
+    """:func:`cooccurrence_matrix` as plain loops, dense ``(V, V)``: the definition."""
     sentence_ids = _check_stream(ids, sentence_ids, vocab_size, window)
     tokens, sent = ids.tolist(), sentence_ids.tolist()
     x = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
@@ -222,10 +222,8 @@ def glove_weight(x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75) -> 
     ``f(0) = 0``, so pairs that never co-occur carry no weight; frequent pairs are capped at 1.
     """
     require_floating_tensor(x, "x")
-    if not x_max > 0:
-        raise ValueError(f"x_max must be > 0, got {x_max}")
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
+    require_positive_number(x_max, "x_max")
+    require_positive_number(alpha, "alpha")
     if (x < 0).any():
         raise ValueError("co-occurrence values x must be >= 0")
     return torch.where(x < x_max, (x / x_max).pow(alpha), torch.ones_like(x))
@@ -260,8 +258,7 @@ def glove_loss(
             raise ValueError(f"{name} must have shape ({w.shape[0]},), got {tuple(t.shape)}")
     if (x <= 0).any():
         raise ValueError("x must be > 0 (only non-zero co-occurrences enter the loss)")
-    if reduction not in ("sum", "mean", "none"):
-        raise ValueError(f"reduction must be 'sum', 'mean' or 'none', got {reduction!r}")
+    require_choice(reduction, "reduction", ("sum", "mean", "none"))
     diff = (w * w_tilde).sum(-1) + b + b_tilde - x.log()
     loss = glove_weight(x, x_max, alpha) * diff.pow(2)
     return loss.sum() if reduction == "sum" else loss.mean() if reduction == "mean" else loss

@@ -93,7 +93,7 @@ class AttentionOnlyTransformer(nn.Module):
         check_token_ids(ids, "ids", self.vocab_size, self.context_length)
         x = self.pos(self.embed(ids))  # (B, n, d)
         for attention in self.layers:
-            x = x + attention(x, causal=True)  # each position reads from itself and the positions before it
+            x = x + attention(x, causal=True)  # reads its own position and those before
         return self.unembed(x)  # (B, n, V)
 
 

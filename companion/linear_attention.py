@@ -46,6 +46,8 @@ from ._validate import (
     check_mask,
     describe,
     require_floating_tensor,
+    require_int,
+    require_number,
     require_positive_int,
     require_tensor,
 )
@@ -91,9 +93,9 @@ at N = 16,384. A chunk's C × C kernel matrix costs N·C per head, the states be
 
 
 def elu_plus_one(x: Tensor) -> Tensor:
-    """φ(x) = elu(x) + 1 = e^{min(x, 0)} + max(x, 0), elementwise (..., d) → (..., d): always > 0."""
-    # F.elu(x) + 1 computes (eˣ − 1) + 1, which rounds to 0 in float32 once eˣ < 6e-8 (x < −16.6);
-    # eˣ on its own stays accurate down to x ≈ −87 (and then underflows to 0, never to a negative number).
+    """φ(x) = elu(x) + 1 = e^{min(x, 0)} + max(x, 0) > 0, elementwise."""
+    # F.elu(x) + 1 = (eˣ − 1) + 1 rounds to 0 in float32 once eˣ < 6e-8 (x < −16.6);
+    # eˣ alone stays accurate down to x ≈ −87, then underflows to 0, never below.
     return torch.exp(x.clamp(max=0)) + x.clamp(min=0)
 
 
@@ -117,14 +119,6 @@ def kernel_matrix(q: Tensor, k: Tensor, *, feature_map: FeatureMap = elu_plus_on
 # Input checks (once, at the public entry points)
 
 
-def _check_eps(eps: object) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"eps must be a float, got {describe(eps)}")
-    if not eps >= 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-    return float(eps)
-
-
 def _key_mask(mask: Tensor | None, scores_shape: tuple[int, ...]) -> Tensor | None:
     """The mask as a key-padding mask ``(..., n_k)`` (True = keep the key), or ValueError if it is not one."""
     if mask is None:
@@ -145,7 +139,7 @@ def _features(
 ) -> tuple[Tensor, Tensor, Tensor, float]:
     """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v, eps."""
     q, k, v = check_attention_inputs(q, k, v)
-    eps = _check_eps(eps)
+    eps = require_number(eps, "eps", low=0)
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not callable(feature_map):
         raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
@@ -197,7 +191,7 @@ def kernel_attention(
 ) -> Tensor:
     """v̂_i = Σ_j sim(q_i, k_j) v_j / (Σ_j sim(q_i, k_j) + eps) over allowed j; sim = kernel(q, k) (..., n_q, n_k)."""
     q, k, v = check_attention_inputs(q, k, v)
-    eps = _check_eps(eps)
+    eps = require_number(eps, "eps", low=0)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if not callable(kernel):
         raise TypeError(f"kernel must be a function (q, k) -> (..., n_q, n_k), got {describe(kernel)}")
@@ -236,11 +230,12 @@ def quadratic_linear_attention(
 def linear_attention(
     q, k, v, mask=None, *, causal=False, feature_map=elu_plus_one, eps=DEFAULT_EPS, dropout_p=0.0
 ) -> Tensor:
-    """v̂_i = φ(q_i)ᵀ(Σ_j φ(k_j)v_jᵀ) / (φ(q_i)ᵀΣ_j φ(k_j) + eps); (..., n_q, d_k) → (..., n_q, d_v)."""
+    """v̂_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + eps): q (..., n_q, d_k) → v̂ (..., n_q, d_v)."""
     _no_dropout(dropout_p)
     if causal:
-        return causal_linear_attention_chunked(q, k, v, mask, feature_map=feature_map, eps=eps)
-    phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)  # (..., n_q, r), (..., n_k, r)
+        causal_form = causal_linear_attention_chunked
+        return causal_form(q, k, v, mask, feature_map=feature_map, eps=eps)
+    phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)  # (..., n, r)
     s = phi_k.transpose(-2, -1) @ v  # S = Σ_j φ(k_j) v_jᵀ     (..., r, d_v)
     z = phi_k.sum(dim=-2)  # z = Σ_j φ(k_j)                (..., r)
     numerator = phi_q @ s  # (..., n_q, d_v)
@@ -308,14 +303,16 @@ def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
 
 
 def linear_attention_step(
-    q: Tensor, k: Tensor, v: Tensor, state=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
+    q, k, v, state=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
 ) -> tuple[Tensor, LinearAttentionState]:
-    """One token, q, k (..., d_k), v (..., d_v): S ← S + φ(k)vᵀ, z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
+    """One token (..., d): S ← S + φ(k)vᵀ, z ← z + φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
     _check_one_position(q, k, v)
-    phi_q, phi_k, v, eps = _features(q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2), None, feature_map, eps)
-    phi_q, phi_k, v = phi_q.squeeze(-2), phi_k.squeeze(-2), v.squeeze(-2)  # (..., r), (..., r), (..., d_v)
+    q, k, v = q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2)  # (..., 1, d)
+    phi_q, phi_k, v, eps = _features(q, k, v, None, feature_map, eps)
+    phi_q, phi_k, v = phi_q.squeeze(-2), phi_k.squeeze(-2), v.squeeze(-2)  # (..., r)
     if state is None:  # S = 0 (..., r, d_v), z = 0 (..., r)
-        state = LinearAttentionState(v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape))
+        s, z = v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape)
+        state = LinearAttentionState(s, z)
     _check_state(state, phi_k, v)
     state = _update(state, phi_k, v)
     return _read(phi_q, state, eps), state
@@ -326,39 +323,43 @@ def linear_attention_step(
 
 
 def causal_linear_attention_recurrent(
-    q: Tensor, k: Tensor, v: Tensor, mask=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
+    q, k, v, mask: Tensor | None = None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
 ) -> Tensor:
-    """For i = 1…N: S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i = z_{i−1} + φ(k_i), y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
+    """y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps), S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i alike."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
     _check_causal_lengths(phi_q, phi_k)
-    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: zero unless n_k > n_q
+    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: 0 unless n_k > n_q
     outputs = []
     for i in range(phi_q.shape[-2]):
         state = _update(state, phi_k[..., i, :], v[..., i, :])
         outputs.append(_read(phi_q[..., i, :], state, eps))
-    return torch.stack(outputs, dim=-2) if outputs else v.new_zeros(*phi_q.shape[:-1], v.shape[-1])
+    if not outputs:  # no queries
+        return v.new_zeros(*phi_q.shape[:-1], v.shape[-1])
+    return torch.stack(outputs, dim=-2)
 
 
 def causal_linear_attention_chunked(
     q, k, v, mask=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE
 ) -> Tensor:
-    """Blocks c of C queries: y = (tril(φQ_c φK_cᵀ)V_c + φQ_c S_{<c}) / (tril(φQ_c φK_cᵀ)1 + φQ_c z_{<c} + eps)."""
+    """y_c = (A V_c + φQ_c S_{<c}) / (A 1 + φQ_c z_{<c} + eps), A = tril(φQ_c φK_cᵀ)."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
     _check_causal_lengths(phi_q, phi_k, chunk_size)
-    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: zero unless n_k > n_q
+    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: 0 unless n_k > n_q
     n = phi_q.shape[-2]
-    c = min(chunk_size, n)  # a sequence shorter than a chunk is one chunk of its own length, not padded
-    # Pad to a whole number of chunks with zero features: a padded key adds nothing, a padded query is cut off.
-    phi_q, phi_k, v = (F.pad(t, (0, 0, 0, -n % c)).unflatten(-2, (-1, c)) for t in (phi_q, phi_k, v))
+    c = min(chunk_size, n)  # a shorter sequence is one chunk, not padded
+    # Pad to whole chunks with zero features: padded keys add nothing, queries are cut.
+    chunks = lambda t: F.pad(t, (0, 0, 0, -n % c)).unflatten(-2, (-1, c))
+    phi_q, phi_k, v = chunks(phi_q), chunks(phi_k), chunks(v)  # (..., n_chunks, C, ·)
     # Inside a chunk: the masked quadratic form on C × C kernel matrices.
     a = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (..., n_chunks, C, C)
     numerator, denominator = a @ v, a.sum(dim=-1, keepdim=True)
-    # Across chunks: the state before chunk c, S_{<c} = S_0 + Σ_{c' < c} φK_{c'}ᵀ V_{c'} (and z alike).
-    s_chunk, z_chunk = phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2)  # (..., n_chunks, r, d_v), (..., n_chunks, r)
-    s_before = torch.cat([state.s.unsqueeze(-3), s_chunk[..., :-1, :, :]], dim=-3).cumsum(dim=-3)
-    z_before = torch.cat([state.z.unsqueeze(-2), z_chunk[..., :-1, :]], dim=-2).cumsum(dim=-2)
-    numerator = numerator + phi_q @ s_before
-    denominator = denominator + phi_q @ z_before.unsqueeze(-1)
+    # Across chunks: the state before chunk c, S_{<c} = S_0 + Σ_{c'<c} φK_{c'}ᵀV_{c'}.
+    s_chunk = phi_k.transpose(-2, -1) @ v  # (..., n_chunks, r, d_v)
+    z_chunk = phi_k.sum(dim=-2)  # (..., n_chunks, r)
+    s_before = torch.cat([state.s.unsqueeze(-3), s_chunk[..., :-1, :, :]], dim=-3)
+    z_before = torch.cat([state.z.unsqueeze(-2), z_chunk[..., :-1, :]], dim=-2)
+    numerator = numerator + phi_q @ s_before.cumsum(dim=-3)
+    denominator = denominator + phi_q @ z_before.cumsum(dim=-2).unsqueeze(-1)
     return (numerator / (denominator + eps)).flatten(-3, -2)[..., :n, :]
 
 
@@ -391,8 +392,7 @@ def _check_matrix(a: object, r: object | None = None) -> Tensor:
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix (..., m, n), got shape {tuple(a.shape)}")
     if r is not None:
-        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-            raise ValueError(f"r must be a non-negative int, got {r!r}")
+        require_int(r, "r", low=0)
         if r > min(a.shape[-2:]):
             limit = min(a.shape[-2:])
             raise ValueError(f"r must be at most min(m, n) = {limit} for a of shape {tuple(a.shape)}, got {r}")

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import describe, require_bool_mask, require_integer_tensor, require_ndim, require_positive_int
+from ._validate import (
+    require_bool_mask,
+    require_int,
+    require_integer_tensor,
+    require_ndim,
+    require_positive_int,
+)
 
 __all__ = [
     "causal_mask",
@@ -89,9 +95,7 @@ def padding_mask_from_ids(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """
     require_integer_tensor(ids, "ids")
     require_ndim(ids, "ids", 2, "(batch, seq)")
-    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
-        raise TypeError(f"pad_id must be an int, got {describe(pad_id)}")
-    return ids != pad_id
+    return ids != require_int(pad_id, "pad_id")
 
 
 def padding_to_attention_mask(padding_mask: torch.Tensor, *, heads: bool = False) -> torch.Tensor:

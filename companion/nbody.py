@@ -34,7 +34,12 @@ from typing import Literal
 
 import torch
 
-from ._validate import describe, require_floating_tensor, require_positive_int
+from ._validate import (
+    describe,
+    require_floating_tensor,
+    require_number,
+    require_positive_int,
+)
 from .linear_attention import numerical_rank
 
 __all__ = [
@@ -159,8 +164,7 @@ def cutoff_potential(
     x: torch.Tensor, masses: torch.Tensor, radius: float, kernel: Kernel = inverse_distance
 ) -> torch.Tensor:
     """φ_i^cut = Σ_{j ≠ i, ‖x_i − x_j‖ < radius} m_j g(‖x_i − x_j‖): only the near pairs (local attention)."""
-    if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not radius > 0:
-        raise ValueError(f"radius must be a positive number, got {radius!r}")
+    require_number(radius, "radius", low=0, low_open=True)
     kernel = _check_kernel(kernel)
 
     def near(d: torch.Tensor) -> torch.Tensor:
@@ -302,8 +306,10 @@ def numerical_ranks(a: torch.Tensor, eps: Sequence[float]) -> list[int]:
     Chapter 8's :func:`companion.linear_attention.numerical_rank` counts them at one tolerance.
     """
     eps = list(eps)
-    if not eps or not all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in eps):
+    if not eps:
         raise ValueError(f"eps must be a non-empty list of positive tolerances, got {eps!r}")
+    for e in eps:
+        require_number(e, "each tolerance in eps", low=0, low_open=True)
     return [numerical_rank(a, rtol=float(e)) for e in eps]
 
 
@@ -336,8 +342,7 @@ def hmatrix_partition(n: int, leaf_size: int = 16, eta: float = 1.0) -> list[HBl
     """
     require_positive_int(n, "n")
     require_positive_int(leaf_size, "leaf_size")
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not eta > 0:
-        raise ValueError(f"eta must be a positive number, got {eta!r}")
+    require_number(eta, "eta", low=0, low_open=True)
     blocks: list[HBlock] = []
 
     def split(r0: int, r1: int, c0: int, c1: int) -> None:

@@ -16,13 +16,14 @@ The modules take an ``offset``: the position of the first row, for tokens that f
 from __future__ import annotations
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ._validate import (
     check_sequence,
     require_floating_tensor,
     require_integer_tensor,
     require_ndim,
+    require_number,
     require_positive_int,
 )
 
@@ -36,12 +37,6 @@ __all__ = [
 ]
 
 
-def _require_base(base: float) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 1:
-        raise ValueError(f"base must be a number greater than 1, got {base!r}")
-    return float(base)
-
-
 def _require_even(d: int, name: str = "d") -> int:
     if require_positive_int(d, name) % 2:
         raise ValueError(f"RoPE rotates pairs of features, so {name} must be even, got {name} = {d}")
@@ -51,10 +46,10 @@ def _require_even(d: int, name: str = "d") -> int:
 def _check_table(n_positions: int, d_model: int, base: float) -> None:
     require_positive_int(n_positions, "n_positions")
     require_positive_int(d_model, "d_model")
-    _require_base(base)
+    require_number(base, "base", low=1, low_open=True)
 
 
-def _rope_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
     """Check ``x (..., n, d)`` with ``d`` even and ``positions (n,)`` (default ``0 … n-1``); return the positions."""
     x = require_floating_tensor(x, "x")
     _require_even(x.shape[-1] if x.ndim else 0, "d (the last dimension of x)")
@@ -68,23 +63,23 @@ def _rope_positions(x: torch.Tensor, positions: torch.Tensor | None) -> torch.Te
 
 
 def sinusoidal_positional_encoding(
-    n_positions: int, d_model: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
-    """PE[pos, 2i] = sin(pos / base^(2i/d_model)), PE[pos, 2i+1] = cos(…): → PE (n_positions, d_model)."""
+    n_positions: int, d_model: int, *, base: float = 10000.0, dtype=torch.float32
+) -> Tensor:
+    """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model)."""
     _check_table(n_positions, d_model, base)
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 0, 2, 4, ...
-    angle = position / base ** (two_i / d_model)  # (n, ceil(d/2)), wavelengths 2π … 2π·base
+    angle = position / base ** (two_i / d_model)  # (n, ⌈d/2⌉), wavelengths 2π … 2π·base
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # an odd d_model ends with a lone sine column
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd d_model: last column a sine
     return pe.to(dtype)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
     """x + PE[offset : offset + n], the fixed table of :func:`sinusoidal_positional_encoding`: x (..., n, d_model)."""
 
-    pe: torch.Tensor
+    pe: Tensor
 
     def __init__(self, d_model: int, max_len: int = 512, *, base: float = 10000.0) -> None:
         super().__init__()
@@ -92,7 +87,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         table = sinusoidal_positional_encoding(max_len, d_model, base=base, dtype=torch.float64)
         self.register_buffer("pe", table, persistent=False)  # float64, cast to the input's dtype on use
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         check_sequence(x, "x", self.d_model, self.max_len, offset)
         return x + self.pe[offset : offset + x.shape[-2]].to(x.dtype)
 
@@ -109,7 +104,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.embedding = nn.Embedding(require_positive_int(max_len, "max_len"), d_model)
         nn.init.normal_(self.embedding.weight, std=std)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         check_sequence(x, "x", self.d_model, self.max_len, offset)
         return x + self.embedding.weight[offset : offset + x.shape[-2]]
 
@@ -117,7 +112,7 @@ class LearnedPositionalEmbedding(nn.Module):
         return f"d_model={self.d_model}, max_len={self.max_len}"
 
 
-def rope_angles(positions: torch.Tensor, d: int, *, base: float = 10000.0) -> torch.Tensor:
+def rope_angles(positions: Tensor, d: int, *, base: float = 10000.0) -> Tensor:
     """angle[p, i] = positions[p] · base^(-2i/d): positions (n,) integer → float64 (n, d/2)."""
     _check_table(1, _require_even(d), base)
     require_ndim(require_integer_tensor(positions, "positions"), "positions", 1, "(n,)")
@@ -125,15 +120,15 @@ def rope_angles(positions: torch.Tensor, d: int, *, base: float = 10000.0) -> to
     return positions.to(torch.float64).unsqueeze(1) * theta
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate the pairs ``(x_2i, x_2i+1)`` of ``x (..., n, d)`` by the angles of ``cos, sin`` ``(n, d/2)``."""
     x_even, x_odd = x[..., 0::2], x[..., 1::2]
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)  # (..., n, d/2, 2)
     return rotated.flatten(-2)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, *, base: float = 10000.0) -> torch.Tensor:
-    """y_2i = x_2i cos φ − x_2i+1 sin φ, y_2i+1 = x_2i sin φ + x_2i+1 cos φ, φ = pos · base^(−2i/d)."""
+def apply_rope(x: Tensor, positions: Tensor | None = None, *, base=10000.0) -> Tensor:
+    """Rotate each pair (x_2i, x_2i+1) of x (..., n, d) by φ = pos · base^(−2i/d)."""
     positions = _rope_positions(x, positions)  # (n,), default 0 … n-1; x (..., n, d)
     angle = rope_angles(positions, x.shape[-1], base=base)
     return _rotate(x, angle.cos().to(x.dtype), angle.sin().to(x.dtype))
@@ -143,8 +138,8 @@ class RotaryEmbedding(nn.Module):
     """:func:`apply_rope` at positions offset … offset + n - 1, cosines and sines computed once up to max_len:
     x (..., n, d) → same; give it to :class:`~companion.attention.MultiHeadAttention` as ``rotary=``."""
 
-    cos: torch.Tensor
-    sin: torch.Tensor
+    cos: Tensor
+    sin: Tensor
 
     def __init__(self, d: int, max_len: int = 2048, *, base: float = 10000.0) -> None:
         super().__init__()
@@ -153,7 +148,7 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angle.cos(), persistent=False)  # float64: float64 checks are exact
         self.register_buffer("sin", angle.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         check_sequence(x, "x", self.d, self.max_len, offset)
         rows = slice(offset, offset + x.shape[-2])
         return _rotate(x, self.cos[rows].to(x.dtype), self.sin[rows].to(x.dtype))

@@ -42,7 +42,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ._validate import describe, require_choice, require_floating_tensor, require_positive_int
+from ._validate import (
+    describe,
+    require_choice,
+    require_floating_tensor,
+    require_number,
+    require_positive_int,
+)
 
 __all__ = [
     "KERNELS",
@@ -101,20 +107,6 @@ def _check_pair(x: object, y: object) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def _check_positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a positive number, got {describe(value)}")
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive finite number, got {value}")
-    return float(value)
-
-
-def _check_choice(value: object, name: str, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return str(value)
-
-
 def _check_frequencies(x: torch.Tensor, w: object) -> torch.Tensor:
     require_floating_tensor(w, "w")
     if w.ndim != 2 or w.shape[0] != x.shape[-1]:
@@ -132,7 +124,7 @@ def _check_frequencies(x: torch.Tensor, w: object) -> torch.Tensor:
 def gaussian_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """k(x, y) = exp(−‖x − y‖² / (2σ²)) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/(2σ²)."""
     x, y = _check_pair(x, y)
-    sigma = _check_positive(sigma, "sigma")
+    sigma = require_number(sigma, "sigma", low=0, low_open=True)
     sq = (x * x).sum(-1)[:, None] + (y * y).sum(-1)[None, :] - 2 * x @ y.T  # ‖x − y‖², (N, M)
     return torch.exp(-sq.clamp_min(0) / (2 * sigma**2))
 
@@ -140,14 +132,14 @@ def gaussian_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> tor
 def laplace_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """k(x, y) = exp(−‖x − y‖₁ / σ) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/σ."""
     x, y = _check_pair(x, y)
-    sigma = _check_positive(sigma, "sigma")
+    sigma = require_number(sigma, "sigma", low=0, low_open=True)
     return torch.exp(-torch.cdist(x, y, p=1) / sigma)
 
 
 def cauchy_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """k(x, y) = ∏ⱼ 1 / (1 + (xⱼ − yⱼ)² / σ²) for x (N, d), y (M, d) -> (N, M)."""
     x, y = _check_pair(x, y)
-    sigma = _check_positive(sigma, "sigma")
+    sigma = require_number(sigma, "sigma", low=0, low_open=True)
     delta = x[:, None, :] - y[None, :, :]  # (N, M, d)
     return torch.exp(-torch.log1p((delta / sigma) ** 2).sum(-1))
 
@@ -159,13 +151,13 @@ def shift_invariant_kernel(
     x: torch.Tensor, y: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0
 ) -> torch.Tensor:
     """The kernel matrix K[i, j] = k(x_i − y_j) of one of :data:`KERNELS` for x (N, d), y (M, d) -> (N, M)."""
-    return _KERNEL_FUNCTIONS[_check_choice(kernel, "kernel", KERNELS)](x, y, sigma)
+    return _KERNEL_FUNCTIONS[require_choice(kernel, "kernel", KERNELS)](x, y, sigma)
 
 
 def kernel_at(delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0) -> torch.Tensor:
     """k(Δ) for differences Δ of shape (..., d) -> (...), for one of :data:`KERNELS`."""
     delta = _check_rows(delta, "delta")
-    kernel, sigma = _check_choice(kernel, "kernel", KERNELS), _check_positive(sigma, "sigma")
+    kernel, sigma = require_choice(kernel, "kernel", KERNELS), require_number(sigma, "sigma", low=0, low_open=True)
     u = delta / sigma
     if kernel == "gaussian":
         return torch.exp(-(u * u).sum(-1) / 2)
@@ -202,7 +194,7 @@ def sample_frequencies(
 ) -> torch.Tensor:
     """R frequencies w_r ~ p(w) as the columns of W (d, R): N(0, σ⁻²I), Cauchy(0, 1/σ) or Laplace(0, 1/σ)."""
     d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
-    kernel, sigma = _check_choice(kernel, "kernel", KERNELS), _check_positive(sigma, "sigma")
+    kernel, sigma = require_choice(kernel, "kernel", KERNELS), require_number(sigma, "sigma", low=0, low_open=True)
     if orthogonal and kernel != "gaussian":
         raise ValueError(f"orthogonal frequencies are implemented for the gaussian kernel only, got kernel={kernel!r}")
     if orthogonal:
@@ -235,7 +227,7 @@ def random_fourier_features(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
 
 
 def random_fourier_features_cos_sin(x: Tensor, w: Tensor) -> Tensor:
-    """z(x) = √(2/R) [cos(xw), sin(xw)] for x (..., d), w (d, R/2) -> (..., R): R features from R/2 frequencies."""
+    """z(x) = √(2/R) [cos(xw), sin(xw)]: x (..., d), w (d, R/2) → (..., R)."""
     x, w = _check_features(x, w)
     xw = x @ w  # (..., R/2)
     return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
@@ -256,8 +248,11 @@ class RandomFourierFeatures(nn.Module):
     ) -> None:
         super().__init__()
         self.d, self.R = require_positive_int(d, "d"), require_positive_int(R, "R")
-        self.kernel, self.sigma = _check_choice(kernel, "kernel", KERNELS), _check_positive(sigma, "sigma")
-        self.variant, self.orthogonal = _check_choice(variant, "variant", VARIANTS), bool(orthogonal)
+        self.kernel, self.sigma = (
+            require_choice(kernel, "kernel", KERNELS),
+            require_number(sigma, "sigma", low=0, low_open=True),
+        )
+        self.variant, self.orthogonal = require_choice(variant, "variant", VARIANTS), bool(orthogonal)
         if self.variant == "cos_sin" and R % 2:
             raise ValueError(f"the cos_sin variant needs an even number of features R, got R={R}")
         self.register_buffer("w", torch.empty(0))
@@ -293,7 +288,7 @@ def _check_features(x: object, w: object, b: object = None, *, name: str = "x", 
 
 
 def monte_carlo_kernel(delta: Tensor, w: Tensor) -> Tensor:
-    """k(Δ) ≈ (1/R) Σ_r cos(w_rᵀΔ) for Δ (..., d), w (d, R) -> (...): the seed's Monte Carlo estimate."""
+    """k(Δ) ≈ (1/R) Σ_r cos(w_rᵀΔ), Monte Carlo: Δ (..., d), w (d, R) → (...)."""
     delta, w = _check_features(delta, w, name="delta")
     return torch.cos(delta @ w).mean(-1)  # (..., R) -> (...)
 
@@ -302,7 +297,7 @@ def rff_variance(
     delta: torch.Tensor, R: int, kernel: str = "gaussian", sigma: float = 1.0, variant: str = "cos"
 ) -> torch.Tensor:
     """Var[z(x)ᵀz(y)] for Δ = x − y (..., d) -> (...): (1 + k(2Δ)/2 − k(Δ)²)/R or (1 + k(2Δ) − 2k(Δ)²)/R."""
-    R, variant = require_positive_int(R, "R"), _check_choice(variant, "variant", VARIANTS)
+    R, variant = require_positive_int(R, "R"), require_choice(variant, "variant", VARIANTS)
     k1, k2 = kernel_at(delta, kernel, sigma), kernel_at(2 * delta, kernel, sigma)
     if variant == "cos":
         return (1 + k2 / 2 - k1**2) / R
@@ -352,7 +347,7 @@ def _check_ridge(a: object, a_name: str, targets: object, lam: object) -> tuple[
             f"{a_name} must have shape (N, ·) and targets (N,) or (N, c) with the same N, got shapes "
             f"{tuple(a.shape)} and {tuple(targets.shape)}"
         )
-    return a, targets.to(a.dtype), _check_positive(lam, "lam")
+    return a, targets.to(a.dtype), require_number(lam, "lam", low=0, low_open=True)
 
 
 def kernel_ridge(k_train: torch.Tensor, targets: torch.Tensor, lam: float) -> torch.Tensor:
@@ -408,7 +403,7 @@ def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
 
 
-def positive_softmax_features(x: Tensor, w: Tensor, stabilize: str | None = None) -> Tensor:
+def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
     """φ(x) = exp(xw − ‖x‖²/2 − c) / √m: x (..., d), w (d, m) ~ N(0, I) -> (..., m)."""
     x, w = _check_features(x, w, stabilize=stabilize)
     exponent = x @ w - (x * x).sum(-1, keepdim=True) / 2  # (..., m)
@@ -427,7 +422,7 @@ def softmax_kernel_mse(x: torch.Tensor, y: torch.Tensor, m: int, kind: str = "po
     positive: MSE = exp(‖x + y‖²) SM(x, y)² (1 − exp(−‖x + y‖²)) / m
     """
     x, y = _check_rows(x, "x"), _check_rows(y, "y")
-    m, kind = require_positive_int(m, "m"), _check_choice(kind, "kind", ("positive", "trig"))
+    m, kind = require_positive_int(m, "m"), require_choice(kind, "kind", ("positive", "trig"))
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"x and y must have the same d, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
     s, dlt = ((x + y) ** 2).sum(-1), ((x - y) ** 2).sum(-1)  # ‖x + y‖², ‖x − y‖²
@@ -468,9 +463,9 @@ class PerformerFeatures(nn.Module):
     ) -> None:
         super().__init__()
         self.d, self.m = require_positive_int(d, "d"), require_positive_int(m, "m")
-        self.kind = _check_choice(kind, "kind", ("positive", "trig"))
+        self.kind = require_choice(kind, "kind", ("positive", "trig"))
         self.orthogonal, self.stabilize = bool(orthogonal), bool(stabilize)
-        self.scale = d**-0.25 if scale is None else _check_positive(scale, "scale")
+        self.scale = d**-0.25 if scale is None else require_number(scale, "scale", low=0, low_open=True)
         self.register_buffer("w", torch.empty(0))
         self.redraw(seed)
 

@@ -15,7 +15,7 @@ from typing import overload
 
 import torch
 
-from ._validate import describe
+from ._validate import describe, require_choice, require_index, require_int
 
 __all__ = ["UNK", "PAD", "BOS", "EOS", "CLS", "SEP", "MASK", "tokenize", "Vocabulary"]
 
@@ -158,24 +158,16 @@ class Vocabulary:
             ids = ids.flatten().tolist()
         out = []
         for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int):
-                raise TypeError(f"ids must be integers, got {describe(i)}")
-            if not 0 <= i < len(self):
-                raise ValueError(f"id must lie in [0, {len(self) - 1}], got {i}")
-            out.append(self.itos[i])
+            out.append(self.itos[require_index(i, "ids", len(self))])
         return out
 
 
 def _check_tokens(tokens: object, min_count: object, order: str, ties: str) -> list[str]:
     if isinstance(tokens, str):
         raise TypeError("tokens must be a sequence of str tokens, got one str (did you forget tokenize()?)")
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
-    if order not in ("frequency", "appearance") or ties not in ("alphabetical", "appearance"):
-        raise ValueError(
-            "order must be 'frequency' or 'appearance' and ties 'alphabetical' or 'appearance', "
-            f"got order={order!r}, ties={ties!r}"
-        )
+    require_int(min_count, "min_count", low=1)
+    require_choice(order, "order", ("frequency", "appearance"))
+    require_choice(ties, "ties", ("alphabetical", "appearance"))
     tokens = list(tokens)
     for t in tokens:
         if not isinstance(t, str):

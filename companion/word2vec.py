@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
@@ -76,8 +77,10 @@ from ._validate import (
     require_choice,
     require_floating_tensor,
     require_index_range,
+    require_int,
     require_integer_tensor,
     require_ndim,
+    require_number,
     require_positive_int,
     require_positive_ints,
     require_probability,
@@ -195,8 +198,8 @@ def _check_keep(sample: object, formula: object) -> float:
     return require_probability(sample, "sample")
 
 
-def keep_probabilities(counts: Tensor, sample: float = 1e-3, formula: str = "reference") -> Tensor:
-    """P(keep) of each word (V,), from counts (V,), f = counts / Σ counts and threshold s = sample."""
+def keep_probabilities(counts: Tensor, sample=1e-3, formula="reference") -> Tensor:
+    """P(keep) of each word (V,) from counts (V,): f = counts / Σ counts, s = sample."""
     c, sample = _check_counts(counts), _check_keep(sample, formula)
     if sample == 0:
         return torch.ones_like(c)
@@ -219,8 +222,7 @@ def subsample(ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator 
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
     """The negative-sampling distribution ``P_n(w) = c_w^power / sum_v c_v^power`` (float64, ``(V,)``)."""
     c = _check_counts(counts)
-    if isinstance(power, bool) or not isinstance(power, (int, float)) or not math.isfinite(power):
-        raise ValueError(f"power must be a finite number, got {power!r}")
+    require_number(power, "power")
     p = c.pow(power)
     return p / p.sum()
 
@@ -245,8 +247,7 @@ def sample_negatives(
 
 def reduced_windows(n: int, window: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """The reference code's dynamic windows: ``n`` half-widths drawn uniformly from ``1..window``."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    require_int(n, "n", low=0)
     require_positive_int(window, "window")
     return torch.randint(1, window + 1, (n,), generator=generator)
 
@@ -275,8 +276,8 @@ def _check_stream(
     return sentence_ids, windows
 
 
-def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None) -> list[tuple[int, int]]:
-    """``(ids[i], ids[j])`` for all ``0 < |j − i| ≤ b_i`` in a sentence, ``b_i = windows[i]`` or window."""
+def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None):
+    """(ids[i], ids[j]) for ``0 < |j−i| ≤ b_i`` in a sentence, b_i = windows[i]."""
     sentence_ids, windows = _check_stream(ids, window, sentence_ids, windows)
     tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()
     pairs = []
@@ -330,19 +331,19 @@ def skipgram_pairs(
 # The loss, the teaching model, and the hand-derived gradients
 
 
-def negative_sampling_loss(v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction: str = "mean") -> Tensor:
-    """-log σ(u_pos · v) - Σ_k log σ(-u_neg[k] · v): v, u_pos (B, D), u_neg (B, K, D)."""
+def negative_sampling_loss(v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction="mean"):
+    """-log σ(u_pos·v) - Σ_k log σ(-u_neg[k]·v): v, u_pos (B, D), u_neg (B, K, D)."""
     check_negative_sampling(v, u_pos, u_neg, reduction)
     pos = (u_pos * v).sum(-1)  # (B,)
     neg = torch.bmm(u_neg, v.unsqueeze(2)).squeeze(2)  # (B, K)
-    loss = -nn.functional.logsigmoid(pos) - nn.functional.logsigmoid(-neg).sum(-1)  # (B,)
+    loss = -F.logsigmoid(pos) - F.logsigmoid(-neg).sum(-1)  # (B,)
     if reduction == "none":
         return loss
     return loss.mean() if reduction == "mean" else loss.sum()
 
 
 class SkipGramNegativeSampling(nn.Module):
-    """Mean negative_sampling_loss of v = input(centres), u_pos = output(contexts), u_neg = output(negatives)."""
+    """negative_sampling_loss(input(centres), output(contexts), output(negatives))."""
 
     def __init__(self, vocab_size: int, dim: int, *, seed: int = 0) -> None:
         super().__init__()
@@ -350,13 +351,15 @@ class SkipGramNegativeSampling(nn.Module):
         g = torch.Generator().manual_seed(seed)
         self.input = nn.Embedding(vocab_size, dim)
         self.output = nn.Embedding(vocab_size, dim)
+        w = torch.rand(vocab_size, dim, generator=g)
         with torch.no_grad():  # as in the reference code:
-            self.input.weight.copy_((torch.rand(vocab_size, dim, generator=g) - 0.5) / dim)
+            self.input.weight.copy_((w - 0.5) / dim)
             self.output.weight.zero_()  # inputs uniform in [-0.5/D, 0.5/D], outputs 0
 
-    def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:  # (B,), (B,), (B, K)
-        check_integer_tensors(centres=centres, contexts=contexts, negatives=(negatives, 2, "(B, K)"))
-        v = self.input(centres)  # (B, D)
+    def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:
+        check_integer_tensors(centres=centres, contexts=contexts)
+        check_integer_tensors(negatives=(negatives, 2, "(B, K)"))
+        v = self.input(centres)  # (B, D); centres, contexts (B,)
         return negative_sampling_loss(v, self.output(contexts), self.output(negatives))
 
 

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ._validate import describe
+from ._validate import describe, require_int
 
 __all__ = ["SPECIAL_TOKENS", "basic_tokenize", "wordpiece", "WordPieceTokenizer", "load_vocab"]
 
@@ -99,8 +99,8 @@ def basic_tokenize(text: str, lower_case: bool = True) -> list[str]:
     return [w for w in words if w]
 
 
-def wordpiece(word: str, vocab: dict[str, int], unk: str = "[UNK]", max_chars: int = 100) -> list[str]:
-    """Split one word greedily into the longest pieces in ``vocab`` (continuations start with ``##``)."""
+def wordpiece(word: str, vocab: dict[str, int], unk="[UNK]", max_chars=100) -> list:
+    """Split a word greedily into the longest ``vocab`` pieces (then ``##`` pieces)."""
     if len(word) > max_chars:
         return [unk]
     pieces, start = [], 0
@@ -151,8 +151,7 @@ class WordPieceTokenizer:
             raise ValueError(f"vocab must contain the special tokens {list(SPECIAL_TOKENS)}; missing {missing}")
         if sorted(vocab.values()) != list(range(len(vocab))):
             raise ValueError(f"vocab ids must be 0 .. {len(vocab) - 1}, each used once")
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-            raise ValueError(f"max_chars must be an int >= 1, got {max_chars!r}")
+        require_int(max_chars, "max_chars", low=1)
         self.vocab = dict(vocab)
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.lower_case = lower_case

@@ -302,7 +302,7 @@ def test_bad_input_gets_clear_errors():
         model(ids, None, torch.full((2, 6), 2))
     with pytest.raises(ValueError, match="n_heads"):
         BertConfig(d_model=10, n_heads=3)
-    with pytest.raises(ValueError, match="eps must be a positive number"):
+    with pytest.raises(ValueError, match="eps must be a finite number > 0, got 0"):
         BertConfig(eps=0)
     with pytest.raises(TypeError, match="config must be a BertConfig"):
         BertEncoder({"d_model": 8})

@@ -130,7 +130,9 @@ def test_bad_input_gets_clear_errors(tokenizer):
         tokenizer.decode("abc")
     with pytest.raises(ValueError, match="vocab_size must be an int >= 256"):
         train_bpe("abc", 100)
-    with pytest.raises(ValueError, match=r"vocab_size must be an int >= 256 \+ 1 special"):
+    with pytest.raises(
+        ValueError, match=r"vocab_size must be an int >= 257 \(256 bytes \+ 1 special tokens\), got 256"
+    ):
         BPETokenizer.train("abc", 256)
     with pytest.raises(TypeError, match="text must be a str"):
         train_bpe(["abc"], 300)

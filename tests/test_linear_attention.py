@@ -322,7 +322,7 @@ def test_bad_inputs_raise_clear_errors():
         linear_attention(q, k, v, feature_map=lambda x: x.sum(-2))
     with pytest.raises(TypeError, match="feature_map must be a function"):
         linear_attention(q, k, v, feature_map="elu")
-    with pytest.raises(ValueError, match="eps must be >= 0"):
+    with pytest.raises(ValueError, match="eps must be a finite number >= 0, got -1.0"):
         causal_linear_attention_chunked(q, k, v, eps=-1.0)
     with pytest.raises(ValueError, match="chunk_size must be a positive int, got 0"):
         causal_linear_attention_chunked(q, k, v, chunk_size=0)

@@ -163,7 +163,7 @@ def test_rope_angles_shape():
             ValueError,
             "n_positions must be a positive int, got 0",
         ),
-        (lambda: sinusoidal_positional_encoding(4, 4, base=1), ValueError, "greater than 1"),
+        (lambda: sinusoidal_positional_encoding(4, 4, base=1), ValueError, "base must be a finite number > 1, got 1"),
     ],
 )
 def test_bad_input_is_named(call, error, match):

@@ -113,7 +113,9 @@ def test_masking_bad_input():
         mask_tokens(ids, 8, MASK, SPECIAL)
     with pytest.raises(ValueError, match=r"special_ids must lie in \[0, 10\)"):
         mask_tokens(ids, 10, MASK, [PAD, 12])
-    with pytest.raises(ValueError, match="mlm_probability must be a probability in \\[0, 1\\], got 15"):
+    with pytest.raises(
+        ValueError, match=r"mlm_probability must be a finite number in \[0, 1\] \(a probability\), got 15"
+    ):
         mask_tokens(ids, 10, MASK, SPECIAL, mlm_probability=15)
     with pytest.raises(ValueError, match="mask_fraction \\+ random_fraction must be <= 1"):
         mask_tokens(ids, 10, MASK, SPECIAL, mask_fraction=0.9, random_fraction=0.2)
@@ -167,7 +169,7 @@ def test_next_sentence_pairs_deterministic_and_bad_input():
         next_sentence_pairs("one. two.")
     with pytest.raises(TypeError, match="document 1 must be a list of sentences, got a str"):
         next_sentence_pairs([["a", "b"], "c d"])
-    with pytest.raises(ValueError, match="p_next must be a probability"):
+    with pytest.raises(ValueError, match=r"p_next must be a finite number in \[0, 1\] \(a probability\)"):
         next_sentence_pairs([["a", "b"], ["c"]], p_next=-0.5)
 
 

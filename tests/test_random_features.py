@@ -536,7 +536,7 @@ def test_bad_inputs_raise_clear_errors():
         gaussian_kernel(np.ones((5, 3)), x)
     with pytest.raises(ValueError, match="same d"):
         gaussian_kernel(x, torch.randn(4, 2))
-    with pytest.raises(ValueError, match="sigma must be a positive"):
+    with pytest.raises(ValueError, match="sigma must be a finite number > 0, got 0.0"):
         laplace_kernel(x, x, sigma=0.0)
     with pytest.raises(ValueError, match="kernel must be one of"):
         sample_frequencies(3, 4, kernel="matern")

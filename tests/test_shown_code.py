@@ -1,8 +1,9 @@
 """The code the book shows reads like the mathematics (tools/shown_code.py measures it).
 
 Across every ``literalinclude :pyobject:`` in the chapters, at least 60 % of the read lines are the computation
-(not docstring, signature or validation), no listing is over 40 lines, none wider than 88 columns, none carries a
-tool pragma. The classifier itself is checked on a listing whose classes are counted by hand."""
+(not docstring, signature or validation), no listing is over 40 lines, none wider than 88 columns (but the
+exceptions listed below), none carries a tool pragma. The classifier itself is checked on a listing whose classes
+are counted by hand."""
 
 import textwrap
 
@@ -76,12 +77,38 @@ def test_the_book_shows_the_mathematics():
     assert not issues, "\n" + shown_code.table(found) + "\n\n" + "\n".join(issues)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ruff formats the package at 120 columns and joins any split line that fits in 120, so a shown "
-    "line can only stay within 88 columns once the formatter's line-length for the shown modules is 88 "
-    "(a repository-wide reformat, left to the merge of the parallel branches)",
-)
+# Shown lines still wider than 88 columns, each for a reason; the test below fails when one of them fits.
+# - gpt.py and transformer.py: being rewritten on the `unify` branch (issue 16 §2), fitted after that merge.
+# - four hugged signatures: ruff (120 columns) puts the parameters on one line, which is 92 to 105 columns;
+#   no annotation or default makes that line fit 88 while the whole signature stays over 120 columns, and one
+#   parameter per line (ruff's only other layout) would add 34 signature lines, taking the share under 60 %.
+PENDING_FILES = {"gpt.py", "transformer.py"}
+WIDE_SIGNATURES = {
+    "linear_attention.py:linear_attention",
+    "linear_attention.py:causal_linear_attention_chunked",
+    "banded_attention.py:band_mask",
+    "banded_attention.py:banded_attention",
+}
+
+
+def _wide_lines(found):
+    return [(x, n, line) for x in found for n, line in enumerate(x.lines, 1) if len(line) > shown_code.MAX_COLUMNS]
+
+
+def test_the_book_shows_code_within_88_columns_but_the_listed_exceptions():
+    found = shown_code.listings()
+    wide = _wide_lines(found)
+    unexplained = [
+        f"{x.page}:{x.line} {x.name} line {n} is {len(line)} columns wide: {line.strip()}"
+        for x, n, line in wide
+        if x.path.name not in PENDING_FILES and not (x.name in WIDE_SIGNATURES and n == 2)
+    ]
+    assert not unexplained, "\n".join(unexplained)
+    still_wide = {x.name for x, n, _ in wide if x.name in WIDE_SIGNATURES and n == 2}
+    assert still_wide == WIDE_SIGNATURES, f"{sorted(WIDE_SIGNATURES - still_wide)} fit now: drop them from the list"
+
+
+@pytest.mark.xfail(strict=True, reason="the exceptions above (PENDING_FILES, WIDE_SIGNATURES)")
 def test_the_book_shows_code_within_88_columns():
     found = shown_code.listings()
     wide = [p for p in shown_code.problems(found) if "columns wide" in p]

@@ -59,7 +59,7 @@ def test_vocabulary_bad_input(tokens, kwargs, error, match):
 
 def test_decode_bad_ids():
     vocab = Vocabulary(["a", "b"])
-    with pytest.raises(ValueError, match=r"id must lie in \[0, 2\], got 7"):
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 2\], got 7"):
         vocab.decode([7])
     with pytest.raises(TypeError, match="ids must be integers, got dtype torch.float32"):
         vocab.decode(torch.tensor([1.0]))
@@ -86,7 +86,7 @@ def test_orders_and_ties():
     assert Vocabulary(tokens).itos == [UNK, "a", "c", "b", "d"]  # frequency, ties alphabetical
     assert Vocabulary(tokens, ties="appearance").itos == [UNK, "c", "a", "b", "d"]  # ties by first appearance
     assert Vocabulary(tokens, order="appearance", specials=()).itos == ["b", "c", "a", "d"]
-    with pytest.raises(ValueError, match="order must be 'frequency' or 'appearance'"):
+    with pytest.raises(ValueError, match="order must be one of 'frequency' or 'appearance', got 'alphabetical'"):
         Vocabulary(tokens, order="alphabetical")
 
 

@@ -2,10 +2,12 @@
 broadcast, as in torch.matmul and PyTorch's scaled_dot_product_attention, and every attention function of the
 companion follows it. Each function is checked against itself on explicitly expanded inputs."""
 
+import math
+
 import pytest
 import torch
 
-from companion._validate import check_attention_inputs, check_mask
+from companion._validate import check_attention_inputs, check_mask, require_index, require_int, require_number
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import banded_attention, banded_attention_dense
 from companion.linear_attention import (
@@ -79,3 +81,37 @@ def test_keys_must_cover_queries_when_asked():
     with pytest.raises(ValueError, match="at least as many keys as queries.*n_q = 5 queries and n_k = 3 keys"):
         check_attention_inputs(q, k[..., :3, :], v[:3], keys_cover_queries=True)
     check_attention_inputs(q, k[..., :3, :], v[:3])  # not asked: fine
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The scalar checks every module calls (one rule for numbers: a bool is not a number, the range is named)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: require_int(True, "n", low=0), TypeError, "n must be an int >= 0, got a bool"),
+        (lambda: require_int(2.0, "n", low=0), TypeError, "n must be an int >= 0, got a float"),
+        (lambda: require_int(-1, "n", low=0), ValueError, "n must be an int >= 0, got -1"),
+        (lambda: require_int(4, "k", low=1, high=3), ValueError, r"k must be an int in \[1, 3\], got 4"),
+        (lambda: require_int(9, "k", high=3), ValueError, "k must be an int <= 3, got 9"),
+        (lambda: require_index(3, "i", 3), ValueError, r"i must lie in \[0, 2\], got 3"),
+        (lambda: require_index("0", "i", 3), TypeError, "i must be an int index, got a str"),
+        (lambda: require_number(math.nan, "t", low=0), ValueError, "t must be a finite number >= 0, got nan"),
+        (lambda: require_number(math.inf, "t"), ValueError, "t must be a finite number, got inf"),
+        (lambda: require_number(1, "base", low=1, low_open=True), ValueError, "base must be a finite number > 1"),
+        (lambda: require_number(1.0, "p", low=0, high=1, high_open=True), ValueError, r"in \[0, 1\), got 1.0"),
+        (lambda: require_number(False, "p"), TypeError, "p must be a finite number, got a bool"),
+    ],
+)
+def test_scalar_checks_name_the_expected_range_and_what_came(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_scalar_checks_return_what_passes():
+    assert require_int(0, "n", low=0) == 0 and require_int(3, "k", low=1, high=3) == 3
+    assert require_index(2, "i", 3) == 2
+    assert require_number(2, "x", low=1, low_open=True) == 2.0 and isinstance(require_number(2, "x"), float)
+    assert require_number(math.inf, "x", finite=False) == math.inf
+    assert require_number(0.0, "p", low=0, high=1, high_open=True) == 0.0

@@ -22,7 +22,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from .._validate import describe, require_integer_tensor
+from .._validate import describe, require_integer_tensor, require_number, require_positive_int
 from ..bert import IGNORE_INDEX
 
 __all__ = ["IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs"]
@@ -33,12 +33,6 @@ NOT_NEXT = 1
 """The next-sentence label when B is a sentence from another document."""
 
 S = TypeVar("S")
-
-
-def _check_probability(p: object, name: str) -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
-    return float(p)
 
 
 def mask_tokens(
@@ -58,8 +52,7 @@ def mask_tokens(
     ``random_fraction``, and stays as it is otherwise. ``mask_id`` always counts as special.
     """
     require_integer_tensor(input_ids, "input_ids")
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    require_positive_int(vocab_size, "vocab_size")
     special = sorted({int(i) for i in special_ids} | {mask_id})
     if not all(0 <= i < vocab_size for i in special):
         raise ValueError(f"mask_id and special_ids must lie in [0, {vocab_size}), got {special}")
@@ -67,8 +60,10 @@ def mask_tokens(
         raise ValueError(
             f"input_ids must lie in [0, {vocab_size}), got values from {int(input_ids.min())} to {int(input_ids.max())}"
         )
-    mlm_probability = _check_probability(mlm_probability, "mlm_probability")
-    if _check_probability(mask_fraction, "mask_fraction") + _check_probability(random_fraction, "random_fraction") > 1:
+    mlm_probability = require_number(mlm_probability, "mlm_probability", low=0, high=1, why="a probability")
+    mask_fraction = require_number(mask_fraction, "mask_fraction", low=0, high=1, why="a probability")
+    random_fraction = require_number(random_fraction, "random_fraction", low=0, high=1, why="a probability")
+    if mask_fraction + random_fraction > 1:
         raise ValueError(f"mask_fraction + random_fraction must be <= 1, got {mask_fraction} + {random_fraction}")
     is_candidate = torch.ones(vocab_size, dtype=torch.bool)
     is_candidate[special] = False
@@ -99,7 +94,7 @@ def next_sentence_pairs(
     for d, doc in enumerate(documents):
         if isinstance(doc, str) or not isinstance(doc, Sequence):
             raise TypeError(f"document {d} must be a list of sentences, got {describe(doc)}")
-    p_next = _check_probability(p_next, "p_next")
+    p_next = require_number(p_next, "p_next", low=0, high=1, why="a probability")
     non_empty = [d for d, doc in enumerate(documents) if len(doc) > 0]
     if len(non_empty) < 2:
         raise ValueError(f"need at least 2 non-empty documents to draw random sentences from, got {len(non_empty)}")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .._validate import describe
+from .._validate import describe, require_int
 from ..evaluation import AnalogyQuestion
 
 __all__ = [
@@ -162,10 +162,8 @@ def load_wikipedia(
         cache_path: directory of the cache, instead of the default.
         source: another WikiCorpus ``.xml.bz2`` dump to read instead of gensim's excerpt.
     """
-    if max_articles is not None and (
-        isinstance(max_articles, bool) or not isinstance(max_articles, int) or max_articles < 1
-    ):
-        raise ValueError(f"max_articles must be None or an int >= 1, got {max_articles!r}")
+    if max_articles is not None:
+        require_int(max_articles, "max_articles", low=1, why="or None")
     path = Path(source) if source is not None else gensim_data_path(WIKIPEDIA_FILE)
     if not path.is_file():
         raise FileNotFoundError(f"no Wikipedia dump at {path}")
@@ -354,10 +352,9 @@ def load_text8(
             (``None`` skips the member check); the defaults are text8's.
         cache_path: the cache directory, instead of the default.
     """
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
-    if isinstance(sentence_length, bool) or not isinstance(sentence_length, int) or sentence_length < 1:
-        raise ValueError(f"sentence_length must be an int >= 1, got {sentence_length!r}")
+    if max_tokens is not None:
+        require_int(max_tokens, "max_tokens", low=1, why="or None")
+    require_int(sentence_length, "sentence_length", low=1)
     archive = fetch(remote.url, remote.sha256, filename=remote.filename, cache_path=cache_path, progress=progress)
     extracted = archive.with_name(archive.name + "." + member)
     if not extracted.is_file() or (member_sha256 is not None and sha256sum(extracted) != member_sha256):

@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from torch import Tensor
 
-from .._validate import describe, require_positive_int
+from .._validate import describe, require_index, require_positive_int
 from ..text import BOS, EOS, PAD, UNK, Vocabulary
 from ..training import train, warmup_cosine_schedule
 from ..transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
@@ -125,8 +126,7 @@ def date_to_words(date: dt.date, template: int = 0) -> str:
     ``date_to_words(date(1991, 3, 23))`` is ``"twenty-third of march nineteen ninety-one"``.
     """
     _require_date(date)
-    if isinstance(template, bool) or not isinstance(template, int) or not 0 <= template < len(TEMPLATES):
-        raise ValueError(f"template must be an int in [0, {len(TEMPLATES)}), got {template!r}")
+    require_index(template, "template", len(TEMPLATES))
     return TEMPLATES[template].format(day=_ordinal(date.day), month=MONTHS[date.month - 1], year=_year_words(date.year))
 
 
@@ -363,7 +363,7 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
 def train_date_model(
     config: DateTaskConfig | None = None, *, progress: bool = True
 ) -> tuple[EncoderDecoder, DateDataset, list[float]]:
-    """The whole recipe: generate the data, build the model, train it with :func:`companion.training.train`.
+    """Make the data, build the model, train it (:func:`companion.training.train`).
 
     Returns:
         ``(model, data, loss_history)``; the model is left in eval mode.
@@ -372,16 +372,18 @@ def train_date_model(
     data = make_date_dataset(c.n_train, c.n_test, seed=c.seed, level=c.level)
     torch.manual_seed(c.seed)
     model = EncoderDecoder(c.model_config(data))
-    # Adam with the paper's β₂ = 0.98 (and decoupled weight decay); warm-up, then a cosine decay.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr, betas=c.adam_betas, weight_decay=c.weight_decay)
-    scheduler = warmup_cosine_schedule(optimizer, warmup_steps=c.warmup_steps, total_steps=c.steps)
+    # Adam with the paper's β₂ = 0.98, decoupled weight decay; warm-up, cosine decay.
+    adam = dict(lr=c.lr, betas=c.adam_betas, weight_decay=c.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), **adam)
+    warm, total = c.warmup_steps, c.steps
+    scheduler = warmup_cosine_schedule(optimizer, warmup_steps=warm, total_steps=total)
 
-    def loss_fn(model: EncoderDecoder, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def loss_fn(model: EncoderDecoder, batch: tuple[Tensor, Tensor]) -> Tensor:
         return seq2seq_loss(model, batch, label_smoothing=c.label_smoothing)
 
     history = train(
         model,
-        date_batches(data, c.batch_size, seed=c.seed),  # step -> (src, tgt), 64 random pairs
+        date_batches(data, c.batch_size, seed=c.seed),  # step -> (src, tgt): 64 pairs
         loss_fn,
         steps=c.steps,
         optimizer=optimizer,

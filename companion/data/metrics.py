@@ -41,7 +41,7 @@ _PUNCTUATION = set(string.punctuation)
 
 
 def normalize_answer(s: str) -> str:
-    """SQuAD's normalisation: lower-case, drop punctuation, drop the articles a/an/the, collapse whitespace."""
+    """SQuAD's normalisation: lower-case, drop punctuation and a/an/the, one space."""
     require_instance(s, str, "an answer")
     s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
     s = re.sub(r"\b(a|an|the)\b", " ", s)

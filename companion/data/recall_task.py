@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import describe, require_integer_tensor, require_positive_int, require_tensor
+from .._validate import describe, require_int, require_integer_tensor, require_positive_int, require_tensor
 from ..training import train
 
 __all__ = [
@@ -168,8 +168,8 @@ def train_recall(
         raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
     for name, value in (("steps", steps), ("every", every), ("batch_size", batch_size), ("test_size", test_size)):
         require_positive_int(value, name)
-    if not isinstance(seed, int) or seed < 0 or (seed + 1) * steps > TEST_SEED:
-        raise ValueError(f"seed must be an int with 0 <= seed and (seed + 1) * steps <= {TEST_SEED}, got {seed!r}")
+    why = f"(seed + 1) * steps <= {TEST_SEED}, the test batches' seed"
+    require_int(seed, "seed", low=0, high=TEST_SEED // steps - 1, why=why)
     test_tokens, test_answers = make_recall_batch(test_size, task, seed=TEST_SEED)
     history, clock = [], {"start": time.process_time(), "measuring": 0.0}
 

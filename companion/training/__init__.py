@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._validate import describe, require_positive_int
+from .._validate import describe, require_int, require_positive_int
 
 __all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
 
@@ -67,10 +67,8 @@ def warmup_cosine_schedule(
     with ``progress = (t - warmup_steps) / (total_steps - warmup_steps)``. Step it once per optimizer step
     (:func:`train` does).
     """
-    if warmup_steps < 0 or total_steps <= 0 or warmup_steps > total_steps:
-        raise ValueError(
-            f"need 0 <= warmup_steps <= total_steps and total_steps > 0, got {warmup_steps} and {total_steps}"
-        )
+    require_int(total_steps, "total_steps", low=1)
+    require_int(warmup_steps, "warmup_steps", low=0, high=total_steps, why="at most total_steps")
 
     def factor(t: int) -> float:
         if t < warmup_steps:
@@ -112,14 +110,14 @@ def train_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     grad_clip: float | None = 1.0,
 ) -> float:
-    """One optimisation step: loss, gradients, clipping, update, next learning rate. Returns the loss."""
+    """Loss, gradients, clipping, update, next learning rate; returns the loss."""
     loss = loss_fn(model, batch)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise TypeError(f"loss_fn must return a scalar tensor, got {describe(loss)}")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()  # gradients of the loss with respect to every parameter
     if grad_clip is not None:
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # rescale if their norm is above grad_clip
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # to norm ≤ grad_clip
     optimizer.step()  # update the parameters
     if scheduler is not None:
         scheduler.step()  # the learning rate of the next step

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .._validate import describe, require_positive_int
+from .._validate import require_ndim, require_number, require_positive_int
 from ..bpe import BPETokenizer
 from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
@@ -55,8 +55,8 @@ def text_sha256(text: str) -> str:
 def train_val_split(ids: list[int] | torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
     """The first 1 - val_fraction of the token ids for training, the rest for validation (1-D long tensors)."""
     ids = torch.as_tensor(ids, dtype=torch.long)
-    if ids.ndim != 1 or not 0 < val_fraction < 1:
-        raise ValueError(f"need 1-D ids and 0 < val_fraction < 1, got {describe(ids)} and {val_fraction!r}")
+    require_ndim(ids, "ids", 1, "(n,)")
+    require_number(val_fraction, "val_fraction", low=0, high=1, low_open=True, high_open=True)
     cut = int(round(len(ids) * (1 - val_fraction)))
     return ids[:cut], ids[cut:]
 
