@@ -1,5 +1,7 @@
 """The measuring helpers behind the cost figures of chapters 4 and 8-10 and the benchmarks."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 import torch
@@ -162,3 +164,22 @@ def test_measure_attention_rejects_bad_input():
         measure_attention([8], implementations=impls, qk_std=0)
     with pytest.raises(TypeError, match="heads must be a positive int"):
         measure_attention([8], implementations=impls, heads=2.0)
+
+
+def test_measured_call_leaves_out_the_trackers_own_python_objects():
+    """Under the tracker every intermediate tensor gets a Python object and bookkeeping (hundreds of bytes each):
+    they are the measurement's, not the function's, and must not swamp a function that keeps many small tensors."""
+    from companion.linear_attention import causal_linear_attention_recurrent
+
+    q, k, v = (torch.randn(1, 2, 256, 8) for _ in range(3))
+    with torch.no_grad():
+        with MemoryTracker() as tracker:  # the tensors alone
+            causal_linear_attention_recurrent(q, k, v)
+        tracemalloc.start()  # Python alone, without the tracker (the list of the 256 steps' outputs...)
+        start = tracemalloc.get_traced_memory()[0]
+        causal_linear_attention_recurrent(q, k, v)
+        python = tracemalloc.get_traced_memory()[1] - start
+        tracemalloc.stop()
+        measured = measured_call(causal_linear_attention_recurrent, q, k, v)[1]
+    # 24 kB of Python and 66 kB of tensors; the tracker's objects added some 300 kB before they were left out
+    assert tracker.peak <= measured < tracker.peak + 3 * python, (tracker.peak, python, measured)

@@ -71,8 +71,16 @@ class MemoryTracker(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self._seen: set[int] = set()
+        # While tracemalloc traces, the Python bytes this tracker keeps for itself (``own``, at most ``own_max``)
+        # and the largest traced total less them seen between two operations (``python_peak``), for measured_call.
+        self.own = self.own_max = self.python_peak = 0
+        self._own: dict[int, int] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        tracing = tracemalloc.is_tracing()
+        entry = tracemalloc.get_traced_memory()[0] if tracing else 0
+        if tracing:
+            self.python_peak = max(self.python_peak, entry - self.own)
         kwargs = kwargs or {}
         inputs = {
             t.untyped_storage().data_ptr()
@@ -80,6 +88,7 @@ class MemoryTracker(TorchDispatchMode):
             if isinstance(t, torch.Tensor) and t.device.type != "meta"
         }
         out = func(*args, **kwargs)
+        new = []
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 continue
@@ -91,12 +100,24 @@ class MemoryTracker(TorchDispatchMode):
             self.live += size
             self.peak = max(self.peak, self.live)
             weakref.finalize(storage, self._release, key, size)
+            new.append(key)
+        # a view's share is released with the storage it views
+        owner = new[0] if new else next((key for key in inputs if key in self._seen), None)
+        del inputs
+        if tracing:
+            # What Python holds now that it did not before the operation is this tracker's: the Python objects
+            # that dispatching gives every intermediate tensor, and the bookkeeping above.
+            grown = tracemalloc.get_traced_memory()[0] - entry
+            self._own[owner] = self._own.get(owner, 0) + grown
+            self.own += grown
+            self.own_max = max(self.own_max, self.own)
         return out
 
     def _release(self, key: int, size: int) -> None:
         if key in self._seen:
             self._seen.discard(key)
             self.live -= size
+            self.own -= self._own.pop(key, 0)
 
 
 def measured_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
@@ -112,10 +133,13 @@ def measured_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[An
             tracemalloc.reset_peak()
             start = tracemalloc.get_traced_memory()[0]
             result = fn(*args, **kwargs)
-            python = tracemalloc.get_traced_memory()[1] - start
+            peak = tracemalloc.get_traced_memory()[1]
     finally:
         if not running:
             tracemalloc.stop()
+    # Python's peak less the tracker's own bookkeeping (a few hundred bytes per live tensor): at most the true peak,
+    # and as large as the true total at any moment between two PyTorch operations.
+    python = max(peak - tracker.own_max, tracker.python_peak) - start
     return result, tracker.peak + max(python, 0)
 
 
