@@ -17,9 +17,9 @@ On random float32 q, k, v of shape (1, heads, N, d) it times, in one run and cau
 
 Time is the median of ``torch.utils.benchmark`` repetitions (:func:`companion.benchmarking.time_call`), the
 implementations timed in turn ``--rounds`` times and the best kept; peak memory is
-:func:`companion.benchmarking.peak_memory` (the tensors created during one call, inputs excluded; the fused
+:func:`companion.benchmarking.measured_call`'s (the tensors created during one call, inputs excluded; the fused
 sdpa kernel's private scratch buffers are not seen). Both come from
-:func:`companion.benchmarking.linear_attention.measure_linear_attention`, chapter 8's harness. The script
+:func:`companion.benchmarking.measure_attention`, the harness of chapters 4 and 8-10. The script
 prints a markdown table, the ratios at N = 16,384 (goal: fmmformer ≥ 4× faster than sdpa) and the fitted
 log–log slopes of time and memory (1 = linear, 2 = quadratic). ``--plot FILE`` saves the log–log figure.
 """
@@ -36,8 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, time_call
-from companion.benchmarking.linear_attention import measure_linear_attention
+from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, measure_attention, time_call
 from companion.fmmformer import fmmformer_implementations
 
 NAMES = ("sdpa", "fmmformer", "band", "band dense", "band sdpa")
@@ -130,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(threads)
     impls = fmmformer_implementations(causal=True, bandwidth=args.bandwidth)
     impls = {name: impls[name] for name in NAMES}
-    rows = measure_linear_attention(
+    rows = measure_attention(
         args.ns,
-        causal=True,
         d=args.d,
         heads=args.heads,
         implementations=impls,
@@ -149,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| implementation | N | time slope | memory slope |\n|---|---|---:|---:|")
     print("\n".join(slope_lines(rows, args.slope_from)))
     if args.plot:
-        from companion.plotting_linear_attention import plot_linear_attention_cost
+        from companion.plotting.attention import plot_attention_cost
 
         title = f"causal attention, float32, CPU, {threads} thread(s), band k = {args.bandwidth}"
-        axes = plot_linear_attention_cost(rows, title=title)
+        axes = plot_attention_cost(rows, title=title)
         axes[0].figure.savefig(args.plot, dpi=120)
         print(f"\nfigure saved to {args.plot}")
     print(f"\ntotal {time.perf_counter() - start:.0f} s")

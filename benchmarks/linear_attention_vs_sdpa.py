@@ -15,9 +15,10 @@ On random float32 q, k, v of shape (batch, heads, N, d) it times, in one run,
 
 The slow forms stop at the lengths of :data:`companion.benchmarking.linear_attention.DEFAULT_MAX_N`. Time is the median
 of ``torch.utils.benchmark`` repetitions, the implementations timed in turn ``--rounds`` times and the best
-kept (a loaded machine slows them alike). Peak memory is :func:`companion.benchmarking.peak_memory`: on the
-CPU, the bytes of the tensors PyTorch creates during one call (inputs excluded), counted through a
-``TorchDispatchMode``; the private scratch blocks of the fused sdpa kernel (a few per thread, independent
+kept (a loaded machine slows them alike): :func:`companion.benchmarking.measure_attention`, the harness of
+chapters 4 and 8-10. Peak memory is :func:`companion.benchmarking.measured_call`'s: the bytes of the tensors
+PyTorch creates during one call (inputs excluded), counted through a ``TorchDispatchMode``, and of what
+Python allocates; the private scratch blocks of the fused sdpa kernel (a few per thread, independent
 of N) are not seen, so sdpa's figure is its output and log-sum-exp. RSS deltas were not used: the allocator
 keeps freed pages, so they measure history, not the call.
 
@@ -39,8 +40,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, time_call
-from companion.benchmarking.linear_attention import linear_attention_implementations, measure_linear_attention
+from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, measure_attention, time_call
+from companion.benchmarking.linear_attention import DEFAULT_MAX_N, linear_attention_implementations
 from companion.linear_attention import causal_linear_attention_chunked
 
 
@@ -145,9 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.chunk_sweep:
         chunk_sweep([n for n in args.ns if n >= 1024], args.d, args.heads, args.min_run_time)
         return 0
-    kw = dict(d=args.d, heads=args.heads, min_run_time=args.min_run_time, rounds=args.rounds, progress=True)
-    causal = measure_linear_attention(args.ns, causal=True, **kw)
-    non_causal = measure_linear_attention(args.ns, causal=False, **kw)
+    kw = dict(
+        d=args.d,
+        heads=args.heads,
+        max_n=DEFAULT_MAX_N,
+        min_run_time=args.min_run_time,
+        rounds=args.rounds,
+        progress=True,
+    )
+    causal = measure_attention(args.ns, implementations=linear_attention_implementations(causal=True), **kw)
+    non_causal = measure_attention(args.ns, implementations=linear_attention_implementations(causal=False), **kw)
 
     print(f"\n{threads} thread(s); time per call, peak memory of the tensors created\n")
     print(markdown_table(causal, "causal"))
@@ -173,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(f"| causal {line[2:]}" for line in slopes(causal, args.slope_from)))
     print("\n".join(f"| non-causal {line[2:]}" for line in slopes(non_causal, args.slope_from)))
     if args.plot:
-        from companion.plotting.linear_attention import plot_linear_attention_cost
+        from companion.plotting.attention import plot_attention_cost
 
-        axes = plot_linear_attention_cost(causal, title=f"causal attention, float32, CPU, {threads} thread(s)")
+        axes = plot_attention_cost(causal, title=f"causal attention, float32, CPU, {threads} thread(s)")
         axes[0].figure.savefig(args.plot, dpi=120)
         print(f"\nfigure saved to {args.plot}")
     print(f"\ntotal {time.perf_counter() - start:.0f} s")

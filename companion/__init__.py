@@ -36,11 +36,11 @@
 - :mod:`companion.interop`, PyTorch's layers and masks ↔ the companion's, with :mod:`companion.interop.hf_gpt`
   (Hugging Face's GPT-2 weights → the companion's GPT, chapter 6) and :mod:`companion.interop.hf_bert` (Hugging
   Face's BERT weights and model folders ↔ the companion's BERT, chapter 7);
-- :mod:`companion.benchmarking`, time and memory of attention (chapter 4), with
+- :mod:`companion.benchmarking`, time and memory of attention (chapters 4, 8-10), with
   :mod:`companion.benchmarking.linear_attention` (chapter 8) and :mod:`companion.benchmarking.nbody` (chapter 9);
 - figures, in :mod:`companion.plotting` (shared ones) and its modules :mod:`companion.plotting.embeddings`
-  (chapters 2-3), :mod:`companion.plotting.attention` and :mod:`companion.plotting.diagrams` (chapters 4-5),
-  :mod:`companion.plotting.linear_attention` (chapter 8), :mod:`companion.plotting.fmmformer` (chapter 9),
+  (chapters 2-3), :mod:`companion.plotting.attention` (chapters 4-5, and the cost figure of chapters 8-10) and
+  :mod:`companion.plotting.diagrams` (chapters 4-5), :mod:`companion.plotting.fmmformer` (chapter 9),
   :mod:`companion.plotting.random_features` (chapter 10);
 - homework: :mod:`companion.exercises` (one checker per exercise, one module per chapter, built on
   :mod:`companion.exercises.checking`) and :mod:`companion.grading` (``companion-grade``, or

@@ -73,7 +73,7 @@ def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
 
 
 def band_mask(
-    n_q: int, n_k: int | None = None, bandwidth: int = DEFAULT_BANDWIDTH, *, causal: bool = True, device=None
+    n_q: int, n_k: int | None = None, bandwidth: int = DEFAULT_BANDWIDTH, *, causal: bool = False, device=None
 ) -> Tensor:
     """The band (n_q, n_k): ``p_i − k < j ≤ p_i`` if causal, else ``|p_i − j| < k``."""
     n_k = n_q if n_k is None else n_k
@@ -87,7 +87,7 @@ def band_mask(
     return offset.abs() < bandwidth
 
 
-def band_matrix(a: Tensor, bandwidth: int, *, causal: bool = True) -> Tensor:
+def band_matrix(a: Tensor, bandwidth: int, *, causal: bool = False) -> Tensor:
     """band_k(A): the entries of A (..., n_q, n_k) inside the band of :func:`band_mask`, zeros elsewhere."""
     require_floating_tensor(a, "a")
     if a.ndim < 2:

@@ -276,13 +276,13 @@ def far_field_rank(q: Tensor, k: Tensor, *, feature_maps: Sequence[FeatureMap] =
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time and memory against N: for companion.benchmarking.linear_attention.measure_linear_attention and the benchmark
+# Time and memory against n: for companion.benchmarking.measure_attention and the benchmark
 
 
 def fmmformer_implementations(
     *, causal: bool = True, bandwidth: int = DEFAULT_BANDWIDTH, dense: bool = True
 ) -> dict[str, Callable[..., Tensor]]:
-    """``name → fn(q, k, v)`` for :func:`companion.benchmarking.linear_attention.measure_linear_attention`.
+    """``name → fn(q, k, v)`` for :func:`companion.benchmarking.measure_attention`.
 
     ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused softmax attention); ``"softmax"``:
     :func:`companion.attention.scaled_dot_product_attention` (the N × N matrix); ``"linear"``: chapter 8's linear

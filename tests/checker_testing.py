@@ -1,4 +1,16 @@
-"""Helpers shared by the checker tests (tests/test_exercises_*.py)."""
+"""Helpers shared by the tests: seeded float64 draws (any test), and the checker tests' students and assertions
+(tests/test_exercises_*.py)."""
+
+import torch
+
+F64 = torch.float64
+"""The tests compare with independent computations in float64, where rounding is far below any tolerance."""
+
+
+def randn(*shape, seed, dtype=F64):
+    """``torch.randn(*shape)`` drawn from a generator of its own seeded with ``seed``: the same numbers whatever ran
+    before (a test that means the global generator, seeded for every test by conftest.py, calls torch.randn)."""
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
 
 
 def stub(*args, **kwargs):

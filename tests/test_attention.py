@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_testing import F64, randn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -22,13 +23,7 @@ from companion.interop import mha_from_torch, to_torch_mha_mask
 from companion.masks import causal_mask, padding_mask_from_lengths, padding_to_attention_mask
 from companion.positional import RotaryEmbedding
 
-F64 = torch.float64
 SETTINGS = settings(max_examples=25, deadline=None)
-
-
-def randn(*shape, dtype=F64, seed=None):
-    g = torch.Generator().manual_seed(seed) if seed is not None else None
-    return torch.randn(*shape, dtype=dtype, generator=g)
 
 
 # --- the worked example and the three forms ----------------------------------------------------------------

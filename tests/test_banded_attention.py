@@ -47,7 +47,25 @@ def test_band_mask_by_hand():
     assert torch.equal(band_mask(4, 4, 2, causal=True), causal)
     assert torch.equal(band_mask(4, 4, 2, causal=False), both)
     # Queries aligned at the end: 2 queries at key positions 3 and 4 of 5 keys.
-    assert torch.equal(band_mask(2, 5, 2), torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]], dtype=torch.bool))
+    assert torch.equal(
+        band_mask(2, 5, 2, causal=True), torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]], dtype=torch.bool)
+    )
+
+
+def test_every_band_and_attention_function_is_bidirectional_unless_told_causal():
+    """One default for ``causal`` (False, as PyTorch's ``is_causal``) in the masks and the attention functions."""
+    import inspect
+
+    from companion.fmmformer import fmmformer_attention
+    from companion.linear_attention import linear_attention
+
+    functions = (band_mask, band_matrix, banded_attention, banded_attention_dense)
+    functions += (scaled_dot_product_attention, linear_attention, fmmformer_attention)
+    defaults = {f.__name__: inspect.signature(f).parameters["causal"].default for f in functions}
+    assert defaults == dict.fromkeys(defaults, False)
+    assert torch.equal(band_mask(6, 6, 2), band_mask(6, 6, 2, causal=False))
+    a = torch.rand(6, 6)
+    assert torch.equal(band_matrix(a, 2), band_matrix(a, 2, causal=False))
 
 
 @pytest.mark.parametrize("causal", [True, False])

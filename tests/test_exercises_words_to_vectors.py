@@ -58,10 +58,6 @@ def test_encode_rejects_wrong_answers(student, fragments):
 # --- one_hot ----------------------------------------------------------------------------------------------
 
 
-def test_one_hot_passes_reference():
-    assert check_one_hot.verdict(ref.one_hot).passed
-
-
 def test_one_hot_not_attempted():
     assert check_one_hot.verdict(stub).status == "not attempted"
 
@@ -114,11 +110,6 @@ def test_cosine_rejects_wrong_answers(student, fragments):
 
 
 # --- Embedding (the seeds' homework) ----------------------------------------------------------------------
-
-
-def test_embedding_passes_reference():
-    verdict = check_embedding.verdict(ref.Embedding)
-    assert verdict.passed and verdict.cases == 7
 
 
 def test_embedding_stub_class_is_not_attempted():

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from checker_testing import F64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from companion.positional import (
     sinusoidal_positional_encoding,
 )
 
-F64 = torch.float64
 SETTINGS = settings(max_examples=30, deadline=None)
 
 

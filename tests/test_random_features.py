@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
+from checker_testing import F64
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge
@@ -45,8 +46,6 @@ from companion.random_features import (
     softmax_kernel_mse,
     trig_softmax_features,
 )
-
-F64 = torch.float64
 
 
 def gen(seed: int) -> torch.Generator:

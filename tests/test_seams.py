@@ -3,6 +3,7 @@ residual sublayer that places the norm, and incremental decoding with a key/valu
 
 import pytest
 import torch
+from checker_testing import randn
 
 from companion.attention import (
     KVCache,
@@ -21,13 +22,6 @@ from companion.transformer import (
     LayerNorm,
     Residual,
 )
-
-F64 = torch.float64
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
-
 
 # --- the attention function -----------------------------------------------------------------------------------
 

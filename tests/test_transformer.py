@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_testing import F64, randn
 from torch import nn
 
 from companion.interop import (
@@ -24,13 +25,6 @@ from companion.transformer import (
     greedy_decode,
     seq2seq_loss,
 )
-
-F64 = torch.float64
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
-
 
 # --- layer normalisation and feed-forward -------------------------------------------------------------------
 

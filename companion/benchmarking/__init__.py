@@ -1,18 +1,22 @@
 """Measuring attention: time and peak memory as the sequence length n grows.
 
-Softmax attention builds the ``n × n`` matrix of scores, so its time and memory grow like ``n²``. Chapter 4
-draws that curve, and ``benchmarks/attention_vs_sdpa.py`` prints the same measurements as a table; both
-call :func:`measure_attention`, so the figure and the benchmark come from one piece of code.
+Softmax attention builds the ``n × n`` matrix of scores, so its time and memory grow like ``n²``; linear,
+banded and FMMformer attention grow like ``n``. One harness, :func:`measure_attention`, measures any set of
+named attention functions over a list of lengths: chapter 4's O(n²) figure, chapters 8–10's comparisons and
+the scripts in ``benchmarks/`` all call it, and :func:`companion.plotting.attention.plot_attention_cost` draws
+its rows.
 
 - time: :class:`torch.utils.benchmark.Timer` (``blocked_autorange``: enough repetitions to fill
   ``min_run_time`` seconds, median per call);
-- peak memory: on a GPU ``torch.cuda.max_memory_allocated``; on the CPU, :class:`MemoryTracker` adds up the
-  bytes of every tensor created during the call and subtracts them when they are freed, and reports the
-  largest total (the inputs, made before, do not count);
+- peak memory: :func:`measured_call`, the one memory measurement of the package (the grader uses it too):
+  :class:`MemoryTracker` adds up the bytes of every tensor created during the call and subtracts them when
+  they are freed, ``tracemalloc`` adds what Python and NumPy allocate, and the largest total is reported (the
+  inputs, made before, do not count); :func:`peak_memory` is the same number without gradients;
 - growth: :func:`fit_loglog_slope`, the exponent p of a power law y ∝ x^p fitted to the measurements.
 
-Sub-modules: :mod:`companion.benchmarking.linear_attention` (chapter 8: linear attention against N and per
-generated token) and :mod:`companion.benchmarking.nbody` (chapter 9: the direct and the cell sum).
+Sub-modules: :mod:`companion.benchmarking.linear_attention` (chapter 8: the forms of linear attention to
+measure, and generation per token) and :mod:`companion.benchmarking.nbody` (chapter 9: the direct and the
+cell sum).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import math
 import tracemalloc
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -30,7 +34,7 @@ from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .._validate import describe, require_positive_int
+from .._validate import describe, require_positive_int, require_positive_ints, require_positive_number
 from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
@@ -67,8 +71,16 @@ class MemoryTracker(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self._seen: set[int] = set()
+        # While tracemalloc traces, the Python bytes this tracker keeps for itself (``own``, at most ``own_max``)
+        # and the largest traced total less them seen between two operations (``python_peak``), for measured_call.
+        self.own = self.own_max = self.python_peak = 0
+        self._own: dict[int, int] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        tracing = tracemalloc.is_tracing()
+        entry = tracemalloc.get_traced_memory()[0] if tracing else 0
+        if tracing:
+            self.python_peak = max(self.python_peak, entry - self.own)
         kwargs = kwargs or {}
         inputs = {
             t.untyped_storage().data_ptr()
@@ -76,6 +88,7 @@ class MemoryTracker(TorchDispatchMode):
             if isinstance(t, torch.Tensor) and t.device.type != "meta"
         }
         out = func(*args, **kwargs)
+        new = []
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 continue
@@ -87,52 +100,54 @@ class MemoryTracker(TorchDispatchMode):
             self.live += size
             self.peak = max(self.peak, self.live)
             weakref.finalize(storage, self._release, key, size)
+            new.append(key)
+        # a view's share is released with the storage it views
+        owner = new[0] if new else next((key for key in inputs if key in self._seen), None)
+        del inputs
+        if tracing:
+            # What Python holds now that it did not before the operation is this tracker's: the Python objects
+            # that dispatching gives every intermediate tensor, and the bookkeeping above.
+            grown = tracemalloc.get_traced_memory()[0] - entry
+            self._own[owner] = self._own.get(owner, 0) + grown
+            self.own += grown
+            self.own_max = max(self.own_max, self.own)
         return out
 
     def _release(self, key: int, size: int) -> None:
         if key in self._seen:
             self._seen.discard(key)
             self.live -= size
+            self.own -= self._own.pop(key, 0)
 
 
 def measured_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
     """``(fn(*args, **kwargs), peak bytes it allocated)``: PyTorch's tensors (:class:`MemoryTracker`) plus what
     ``tracemalloc`` sees (NumPy arrays, Python lists), added up, so that an n × n matrix built in either counts."""
+    with MemoryTracker():  # the first use of a dispatch mode imports and caches (megabytes): not fn's
+        torch.zeros(1).add_(1)
     running = tracemalloc.is_tracing()
     if not running:
         tracemalloc.start()
-    tracemalloc.reset_peak()
-    start = tracemalloc.get_traced_memory()[0]
     try:
-        with MemoryTracker() as tracker:
+        with MemoryTracker() as tracker:  # entered first: its own setup is not counted
+            tracemalloc.reset_peak()
+            start = tracemalloc.get_traced_memory()[0]
             result = fn(*args, **kwargs)
-        python = tracemalloc.get_traced_memory()[1] - start
+            peak = tracemalloc.get_traced_memory()[1]
     finally:
         if not running:
             tracemalloc.stop()
+    # Python's peak less the tracker's own bookkeeping (a few hundred bytes per live tensor): at most the true peak,
+    # and as large as the true total at any moment between two PyTorch operations.
+    python = max(peak - tracker.own_max, tracker.python_peak) - start
     return result, tracker.peak + max(python, 0)
 
 
 def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """Peak bytes allocated while running ``fn(*args, **kwargs)``, excluding the inputs that already exist.
-
-    On CUDA tensors: ``torch.cuda.max_memory_allocated`` minus the memory in use before the call. Otherwise:
-    :class:`MemoryTracker`.
-    """
-    tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-    if tensors and tensors[0].is_cuda:
-        device = tensors[0].device
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        result = fn(*args, **kwargs)
-        torch.cuda.synchronize(device)
-        del result
-        return torch.cuda.max_memory_allocated(device) - before
-    with torch.no_grad(), MemoryTracker() as tracker:
-        result = fn(*args, **kwargs)
-        del result
-    return tracker.peak
+    """Peak bytes allocated while running ``fn(*args, **kwargs)`` without gradients, the inputs excluded:
+    :func:`measured_call`'s number."""
+    with torch.no_grad():
+        return measured_call(fn, *args, **kwargs)[1]
 
 
 def time_call(fn: Callable[..., Any], *args: Any, min_run_time: float = 0.2, num_threads: int | None = None) -> float:
@@ -155,12 +170,17 @@ def time_call(fn: Callable[..., Any], *args: Any, min_run_time: float = 0.2, num
 
 @dataclass(frozen=True)
 class AttentionMeasurement:
-    """One row of :func:`measure_attention`: an implementation at one sequence length."""
+    """One row of :func:`measure_attention`: an implementation at one sequence length.
+
+    ``error`` is ``‖out − out_ref‖ / ‖out_ref‖`` against the output of the ``reference`` implementation, or
+    ``None`` when no reference was given.
+    """
 
     name: str
     n: int
     seconds: float
     peak_bytes: int
+    error: float | None = None
 
     @property
     def milliseconds(self) -> float:
@@ -203,10 +223,13 @@ def default_attention_implementations(*, blocked: bool = False) -> dict[str, Imp
 def measure_attention(
     ns: Iterable[int] = (256, 512, 1024, 2048, 4096),
     *,
+    implementations: Mapping[str, Implementation] | None = None,
     d: int = 64,
     batch: int = 1,
     heads: int = 8,
-    implementations: dict[str, Callable[..., Any]] | None = None,
+    max_n: Mapping[str, int] | None = None,
+    qk_std: float = 1.0,
+    reference: str | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
     min_run_time: float = 0.5,
@@ -215,50 +238,67 @@ def measure_attention(
     seed: int = 0,
     progress: bool = False,
 ) -> list[AttentionMeasurement]:
-    """Time (and measure the peak memory of) attention on random ``(batch, heads, n, d)`` inputs for each n.
+    """Time and peak memory of each named attention function on random ``(batch, heads, n, d)`` inputs, each n.
 
-    For every ``n`` the implementations are timed one after another, ``rounds`` times in turn, and the
-    fastest round's median is kept: interleaving makes a busy machine slow all of them alike.
+    For every ``n`` one generator seeded with ``seed`` draws q, k and v (in that order; q and k scaled by
+    ``qk_std``), the implementations are timed one after another, ``rounds`` times in turn, and the fastest
+    round's median is kept: interleaving makes a busy machine slow all of them alike. Then each is called once
+    more under :func:`measured_call` for its peak memory (and its output, for ``error``).
 
     Args:
         ns: sequence lengths.
+        implementations: ``name → fn(q, k, v)``; default :func:`default_attention_implementations`.
         d: width of a head (the paper's ``d_k = 64``).
         batch, heads: leading dimensions of q, k, v.
-        implementations: ``name → fn(q, k, v)``; default :func:`default_attention_implementations`.
+        max_n: ``name → longest n`` for the slow ones (an implementation is skipped past its limit).
+        qk_std: standard deviation of the entries of q and k (v's is 1).
+        reference: the name of the implementation the others' outputs are compared with
+            (:attr:`AttentionMeasurement.error`); default none.
         dtype, device: of the random inputs.
         min_run_time: seconds of repetitions per timing (see :func:`time_call`).
         rounds: how many times to time every implementation, in turn.
-        memory: also measure the peak memory (with :func:`peak_memory`; otherwise 0 is recorded).
+        memory: also measure the peak memory (otherwise 0 is recorded).
         seed: seed of the random inputs.
         progress: print each measurement as it is made.
 
     Returns:
-        One :class:`AttentionMeasurement` per implementation and per ``n``, in that order.
+        One :class:`AttentionMeasurement` per n and per implementation that ran, in that order.
     """
-    require_positive_int(d, "d")
-    require_positive_int(batch, "batch")
-    require_positive_int(heads, "heads")
-    require_positive_int(rounds, "rounds")
+    require_positive_ints(d=d, batch=batch, heads=heads, rounds=rounds)
     ns = list(ns)
+    impls = default_attention_implementations() if implementations is None else implementations
+    limits = {} if max_n is None else max_n
     for n in ns:
         require_positive_int(n, "each n")
-    impls = implementations if implementations is not None else default_attention_implementations()
-    if not impls or not all(callable(f) for f in impls.values()):
+    if not isinstance(impls, Mapping) or not impls or not all(callable(f) for f in impls.values()):
         raise TypeError(f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}")
+    if not isinstance(limits, Mapping):
+        raise TypeError(f"max_n must map implementation names to the longest n, got {describe(limits)}")
+    for name, limit in limits.items():
+        require_positive_int(limit, f"max_n[{name!r}]")
+    if reference is not None and reference not in impls:
+        raise ValueError(f"reference must be one of the implementations {list(impls)}, got {reference!r}")
+    require_positive_number(qk_std, "qk_std")
     generator = torch.Generator().manual_seed(seed)
     rows: list[AttentionMeasurement] = []
     for n in ns:
         q, k, v = (torch.randn(batch, heads, n, d, generator=generator, dtype=dtype).to(device) for _ in range(3))
-        best = {name: math.inf for name in impls}
+        q, k = qk_std * q, qk_std * k
+        running = {name: fn for name, fn in impls.items() if n <= limits.get(name, n)}
+        best = dict.fromkeys(running, math.inf)
         for _ in range(rounds):
-            for name, fn in impls.items():
+            for name, fn in running.items():
                 best[name] = min(best[name], time_call(fn, q, k, v, min_run_time=min_run_time))
-        for name, fn in impls.items():
-            peak = peak_memory(fn, q, k, v) if memory else 0
-            rows.append(AttentionMeasurement(name, n, best[name], peak))
-            if progress:
-                print(f"n={n:>6}  {name:<12} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True)
-        del q, k, v
+        with torch.no_grad():
+            ref = None if reference is None else impls[reference](q, k, v)
+            for name, fn in running.items():
+                out, peak = measured_call(fn, q, k, v) if memory else (fn(q, k, v) if ref is not None else None, 0)
+                error = None if ref is None else float((out - ref).norm() / ref.norm())
+                del out
+                rows.append(AttentionMeasurement(name, n, best[name], peak, error))
+                if progress:
+                    print(f"n={n:>6}  {name:<12} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True)
+        del q, k, v, ref
     return rows
 
 

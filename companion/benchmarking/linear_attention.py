@@ -1,20 +1,20 @@
-"""Time and memory of linear attention (chapter 8): against N, and per generated token (state vs KV cache).
+"""Time and memory of linear attention (chapter 8): its forms against n, and per generated token (state vs KV cache).
 
-Machinery around :mod:`companion.linear_attention`: the chapter's cost figures and
-``benchmarks/linear_attention_vs_sdpa.py`` call it.
+Machinery around :mod:`companion.linear_attention`: :func:`linear_attention_implementations` are the functions
+that :func:`companion.benchmarking.measure_attention` times for the chapter's cost figure and for
+``benchmarks/linear_attention_vs_sdpa.py``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 import torch
 import torch.nn.functional as F
 
-from .._validate import describe, require_positive_int
+from .._validate import require_positive_int
 from ..linear_attention import (
     FeatureMap,
     causal_linear_attention_chunked,
@@ -26,14 +26,13 @@ from ..linear_attention import (
     linear_attention_step,
     quadratic_linear_attention,
 )
-from . import AttentionMeasurement, peak_memory, time_call
+from . import time_call
 
 __all__ = [
     "GenerationMeasurement",
     "measure_generation",
     "linear_attention_implementations",
     "DEFAULT_MAX_N",
-    "measure_linear_attention",
 ]
 
 
@@ -118,7 +117,7 @@ def measure_generation(
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time and memory against N: the chapter's figure and benchmarks/linear_attention_vs_sdpa.py
+# Time and memory against n: what measure_attention times for the chapter's figure and the benchmark
 
 
 def _sdpa(causal: bool) -> Callable[..., torch.Tensor]:
@@ -126,7 +125,8 @@ def _sdpa(causal: bool) -> Callable[..., torch.Tensor]:
 
 
 def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callable[..., torch.Tensor]]:
-    """``name → fn(q, k, v)`` for :func:`measure_linear_attention`: PyTorch's fused softmax attention and our forms.
+    """``name → fn(q, k, v)`` for :func:`~companion.benchmarking.measure_attention`: PyTorch's fused softmax
+    attention and our forms.
 
     Causal: ``"sdpa"`` (``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``), ``"chunked"``,
     ``"cumsum"``, ``"recurrent"``, ``"quadratic"``; non-causal: ``"sdpa"``, ``"linear"``, ``"quadratic"``.
@@ -143,57 +143,6 @@ def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callab
 
 
 DEFAULT_MAX_N = {"quadratic": 4096, "cumsum": 16384, "recurrent": 2048}
-"""Longest sequence :func:`measure_linear_attention` gives each slow form by default: with 4 heads of d = 64 in
-float32 the quadratic form stores 4·N² numbers (1 GiB at N = 8,192 for one matrix; it makes three), the
-cumulative-sum form 4·N·d² (1 GiB at N = 16,384), and the recurrent form takes N Python steps."""
-
-
-def measure_linear_attention(
-    ns: Iterable[int] = (512, 1024, 2048, 4096),
-    *,
-    causal: bool = True,
-    d: int = 64,
-    heads: int = 4,
-    batch: int = 1,
-    implementations: dict[str, Callable[..., torch.Tensor]] | None = None,
-    max_n: dict[str, int] | None = None,
-    min_run_time: float = 0.2,
-    rounds: int = 1,
-    memory: bool = True,
-    seed: int = 0,
-    progress: bool = False,
-) -> list[AttentionMeasurement]:
-    """Time and peak memory of each implementation on random float32 ``(batch, heads, n, d)`` inputs, for each n.
-
-    Time: :func:`companion.benchmarking.time_call` (median), the implementations timed in turn ``rounds``
-    times, the best round kept. Memory: :func:`companion.benchmarking.peak_memory` (on the CPU, the bytes of
-    the tensors PyTorch creates during the call, inputs excluded; a fused kernel's private scratch buffers
-    are not seen). An implementation is skipped at ``n > max_n[name]`` (default :data:`DEFAULT_MAX_N`).
-
-    Returns:
-        One :class:`companion.benchmarking.AttentionMeasurement` per implementation and n that ran.
-    """
-    for name, value in (("d", d), ("heads", heads), ("batch", batch), ("rounds", rounds)):
-        require_positive_int(value, name)
-    ns = list(ns)
-    for n in ns:
-        require_positive_int(n, "each n")
-    impls = implementations if implementations is not None else linear_attention_implementations(causal=causal)
-    if not impls or not all(callable(f) for f in impls.values()):
-        raise TypeError(f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}")
-    limits = DEFAULT_MAX_N if max_n is None else max_n
-    generator = torch.Generator().manual_seed(seed)
-    rows: list[AttentionMeasurement] = []
-    for n in ns:
-        q, k, v = (torch.randn(batch, heads, n, d, generator=generator) for _ in range(3))
-        running = {name: fn for name, fn in impls.items() if n <= limits.get(name, n)}
-        best = dict.fromkeys(running, math.inf)
-        for _ in range(rounds):
-            for name, fn in running.items():
-                best[name] = min(best[name], time_call(fn, q, k, v, min_run_time=min_run_time))
-        for name, fn in running.items():
-            peak = peak_memory(fn, q, k, v) if memory else 0
-            rows.append(AttentionMeasurement(name, n, best[name], peak))
-            if progress:
-                print(f"n={n:>6}  {name:<10} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True)
-    return rows
+"""The longest sequence for each slow form, as ``max_n`` of :func:`~companion.benchmarking.measure_attention`: with
+4 heads of d = 64 in float32 the quadratic form stores 4·N² numbers (1 GiB at N = 8,192 for one matrix; it makes
+three), the cumulative-sum form 4·N·d² (1 GiB at N = 16,384), and the recurrent form takes N Python steps."""

@@ -1,4 +1,4 @@
-"""Figures for chapters 4–5: attention maps, and the cost of attention as the sequence grows."""
+"""Figures for chapters 4–5: attention maps; and the cost of attention as the sequence grows (chapters 4, 8–10)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from matplotlib.axes import Axes
 
 from .._validate import describe
-from ..benchmarking import AttentionMeasurement
+from ..benchmarking import AttentionMeasurement, fit_loglog_slope
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_attention_cost"]
 
@@ -128,51 +128,78 @@ def plot_attention_heads(
     return axes.flatten()[:n_heads]
 
 
+_GUIDE_STYLES = {1: "k:", 2: "k--"}
+
+
 def plot_attention_cost(
     rows: Sequence[AttentionMeasurement],
     *,
+    names: Sequence[str] | None = None,
+    guides: Sequence[int] = (1, 2),
+    slopes: bool = True,
     axes: Sequence[Axes] | None = None,
-    title: str = "The cost of attention grows like n²",
+    title: str = "The cost of attention against the sequence length",
 ) -> Sequence[Axes]:
-    """Draw time and peak memory against the sequence length n (log–log), with an ``n²`` guide line.
+    """Draw time and peak memory against the sequence length n (log–log), one line per implementation.
+
+    On log–log axes a cost ``∝ n^p`` is a straight line of slope ``p``: the dashed guides ``∝ n^p`` (one per
+    power in ``guides``, through the geometric middle of the values drawn) show what linear and quadratic
+    growth look like, and with ``slopes`` the legend gives each line's fitted slope
+    (:func:`companion.benchmarking.fit_loglog_slope`). Values of 0 (memory not measured) are not drawn.
 
     Args:
         rows: measurements from :func:`companion.benchmarking.measure_attention`.
+        names: the implementations to draw, in this order; default all, in the order of ``rows``.
+        guides: the powers p of the guide lines ``∝ n^p``; ``()`` for none.
+        slopes: write each line's fitted slope in the legend.
         axes: two axes (time, memory); default a new figure with two panels.
         title: the figure's title.
 
     Returns:
         The two axes.
     """
-    if not rows or not all(isinstance(r, AttentionMeasurement) for r in rows):
-        raise TypeError("rows must be a non-empty list of AttentionMeasurement (from measure_attention)")
+    if not isinstance(rows, Sequence) or not rows or not all(isinstance(r, AttentionMeasurement) for r in rows):
+        raise TypeError(
+            f"rows must be a non-empty list of AttentionMeasurement (from measure_attention), got {describe(rows)}"
+        )
+    measured = list(dict.fromkeys(r.name for r in rows))
+    names = measured if names is None else list(names)
+    if not names or any(name not in measured for name in names):
+        raise ValueError(f"names must be some of the measured implementations {measured}, got {names}")
+    if any(isinstance(p, bool) or not isinstance(p, int) or p <= 0 for p in guides):
+        raise ValueError(f"guides must be positive integer powers of n, got {list(guides)}")
     if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    else:
-        fig = axes[0].figure
-    names = list(dict.fromkeys(r.name for r in rows))
-    for ax, attr, label in (
-        (axes[0], "milliseconds", "time per call (ms)"),
-        (axes[1], "peak_mib", "peak memory (MiB)"),
-    ):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    elif len(axes) != 2:
+        raise ValueError(f"axes must be two axes (time, memory), got {len(axes)}")
+    fig = axes[0].figure
+    ns = sorted({r.n for r in rows if r.name in names})
+    panels = ((axes[0], "milliseconds", "time per call (ms)"), (axes[1], "peak_mib", "peak memory (MiB)"))
+    for ax, attr, label in panels:
+        values = []
         for name in names:
-            mine = sorted((r for r in rows if r.name == name), key=lambda r: r.n)
-            xs = [r.n for r in mine]
-            ys = [getattr(r, attr) for r in mine]
-            if any(y > 0 for y in ys):
-                ax.plot(xs, ys, marker="o", label=name)
-        first = sorted((r for r in rows if r.name == names[0]), key=lambda r: r.n)
-        y0 = getattr(first[-1], attr)
-        if y0 > 0:
-            n_max = first[-1].n
-            guide = [y0 * (r.n / n_max) ** 2 for r in first]
-            ax.plot([r.n for r in first], guide, "k--", linewidth=1, label="∝ n²")
+            mine = sorted((r for r in rows if r.name == name and getattr(r, attr) > 0), key=lambda r: r.n)
+            if not mine:
+                continue
+            xs, ys = [r.n for r in mine], [getattr(r, attr) for r in mine]
+            values += ys
+            slope = f", slope {fit_loglog_slope(xs, ys).slope:.2f}" if slopes and len(mine) > 1 else ""
+            ax.plot(xs, ys, marker="o", label=f"{name}{slope}")
+        if values and len(ns) > 1:
+            middle, n_mid = (min(values) * max(values)) ** 0.5, (ns[0] * ns[-1]) ** 0.5
+            for power in guides:
+                guide = [middle * (n / n_mid) ** power for n in ns]
+                guide_label = "∝ n" if power == 1 else "∝ n²" if power == 2 else f"∝ n^{power}"
+                ax.plot(ns, guide, _GUIDE_STYLES.get(power, "k-."), linewidth=1, label=guide_label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.minorticks_off()
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(label)
         ax.set_title(label.split(" (")[0])
-        ax.legend()
+        if ax.get_lines():
+            ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     return axes
