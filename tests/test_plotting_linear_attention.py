@@ -18,10 +18,11 @@ def test_plot_linear_attention_cost_draws_each_implementation_with_its_slope():
     rows += [AttentionMeasurement("chunked", n, 1e-6 * n, 0) for n in ns]  # no memory: not drawn there
     time_ax, memory_ax = plot_linear_attention_cost(rows)
     labels = [line.get_label() for line in time_ax.get_lines()]
-    assert labels == ["sdpa, slope 2.00", "chunked, slope 1.00", "∝ N", "∝ N²"]
-    assert [line.get_label() for line in memory_ax.get_lines()] == ["sdpa, slope 1.00", "∝ N", "∝ N²"]
+    assert labels == ["sdpa, slope 2.00", "chunked, slope 1.00", "∝ n", "∝ n²"]
+    assert [line.get_label() for line in memory_ax.get_lines()] == ["sdpa, slope 1.00", "∝ n", "∝ n²"]
     np.testing.assert_allclose(time_ax.get_lines()[0].get_ydata(), [1e-6 * n**2 for n in ns])  # milliseconds
     assert time_ax.get_xscale() == "log" and time_ax.get_yscale() == "log"
+    assert time_ax.get_xlabel() == memory_ax.get_xlabel() == "sequence length n"
     plt.close("all")
 
 

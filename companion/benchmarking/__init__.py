@@ -11,7 +11,7 @@ call :func:`measure_attention`, so the figure and the benchmark come from one pi
   largest total (the inputs, made before, do not count);
 - growth: :func:`fit_loglog_slope`, the exponent p of a power law y ∝ x^p fitted to the measurements.
 
-Sub-modules: :mod:`companion.benchmarking.linear_attention` (chapter 8: linear attention against N and per
+Sub-modules: :mod:`companion.benchmarking.linear_attention` (chapter 8: linear attention against n and per
 generated token) and :mod:`companion.benchmarking.nbody` (chapter 9: the direct and the cell sum).
 """
 

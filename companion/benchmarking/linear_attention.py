@@ -1,4 +1,4 @@
-"""Time and memory of linear attention (chapter 8): against N, and per generated token (state vs KV cache).
+"""Time and memory of linear attention (chapter 8): against n, and per generated token (state vs KV cache).
 
 Machinery around :mod:`companion.linear_attention`: the chapter's cost figures and
 ``benchmarks/linear_attention_vs_sdpa.py`` call it.
@@ -118,7 +118,7 @@ def measure_generation(
 
 
 # ----------------------------------------------------------------------------------------------------
-# Time and memory against N: the chapter's figure and benchmarks/linear_attention_vs_sdpa.py
+# Time and memory against n: the chapter's figure and benchmarks/linear_attention_vs_sdpa.py
 
 
 def _sdpa(causal: bool) -> Callable[..., torch.Tensor]:
@@ -144,7 +144,7 @@ def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callab
 
 DEFAULT_MAX_N = {"quadratic": 4096, "cumsum": 16384, "recurrent": 2048}
 """Longest sequence :func:`measure_linear_attention` gives each slow form by default: with 4 heads of d = 64 in
-float32 the quadratic form stores 4·N² numbers (1 GiB at N = 8,192 for one matrix; it makes three), the
+float32 the quadratic form stores 4·n² numbers (1 GiB at n = 8,192 for one matrix; it makes three), the
 cumulative-sum form 4·N·d² (1 GiB at N = 16,384), and the recurrent form takes N Python steps."""
 
 

@@ -1,6 +1,6 @@
 """Chapter 9's figures: the H-matrix partition, singular values that fall (or not), an attention matrix's spectrum.
 
-The cost figure (time and memory against N) is chapter 8's
+The cost figure (time and memory against the sequence length n) is chapter 8's
 :func:`companion.plotting.linear_attention.plot_linear_attention_cost`, given the rows of
 :func:`companion.benchmarking.linear_attention.measure_linear_attention` with
 :func:`companion.fmmformer.fmmformer_implementations`.

@@ -1,7 +1,7 @@
-"""Chapter 8's figure: time and memory of attention against the sequence length N, on log–log axes.
+"""Chapter 8's figure: time and memory of attention against the sequence length n, on log–log axes.
 
-On log–log axes a cost ``∝ N^p`` is a straight line of slope ``p``: linear attention's lines run parallel
-to the ``∝ N`` guide, softmax attention's time to the ``∝ N²`` one. The legend gives each line's fitted slope
+On log–log axes a cost ``∝ n^p`` is a straight line of slope ``p``: linear attention's lines run parallel
+to the ``∝ n`` guide, softmax attention's time to the ``∝ n²`` one. The legend gives each line's fitted slope
 (:func:`companion.benchmarking.fit_loglog_slope`).
 """
 
@@ -23,7 +23,7 @@ def plot_linear_attention_cost(
     axes: Sequence[Axes] | None = None,
     title: str = "Softmax against linear attention",
 ) -> Sequence[Axes]:
-    """Draw time and peak memory against N (log–log) for each implementation, with ∝ N and ∝ N² guides.
+    """Draw time and peak memory against n (log–log) for each implementation, with ∝ n and ∝ n² guides.
 
     Args:
         rows: measurements from :func:`companion.benchmarking.linear_attention.measure_linear_attention` (or any list of
@@ -59,11 +59,11 @@ def plot_linear_attention_cost(
             # guides through the geometric middle of the measurements
             middle = (min(values) * max(values)) ** 0.5
             n_mid = (ns[0] * ns[-1]) ** 0.5
-            for power, style, guide in ((1, "k:", "∝ N"), (2, "k--", "∝ N²")):
+            for power, style, guide in ((1, "k:", "∝ n"), (2, "k--", "∝ n²")):
                 ax.plot(ns, [middle * (n / n_mid) ** power for n in ns], style, linewidth=1, label=guide)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("sequence length N")
+        ax.set_xlabel("sequence length n")
         ax.set_ylabel(label)
         ax.set_title(label.split(" (")[0])
         ax.legend(fontsize=8)
