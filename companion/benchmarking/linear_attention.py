@@ -144,5 +144,5 @@ def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callab
 
 DEFAULT_MAX_N = {"quadratic": 4096, "cumsum": 16384, "recurrent": 2048}
 """The longest sequence for each slow form, as ``max_n`` of :func:`~companion.benchmarking.measure_attention`: with
-4 heads of d = 64 in float32 the quadratic form stores 4·N² numbers (1 GiB at N = 8,192 for one matrix; it makes
-three), the cumulative-sum form 4·N·d² (1 GiB at N = 16,384), and the recurrent form takes N Python steps."""
+4 heads of d = 64 in float32 the quadratic form stores 4·n² numbers (1 GiB at n = 8,192 for one matrix; it makes
+three), the cumulative-sum form 4·n·d² (1 GiB at n = 16,384), and the recurrent form takes n Python steps."""
