@@ -181,8 +181,7 @@ class GPT(nn.Module):
 
     def _init_gpt2(self) -> None:
         """GPT-2's initialisation: weights N(0, 0.02²), biases 0, and the two layers of each block that write
-        into the residual stream (W_O and the feed-forward's W₂) N(0, 0.02²/2L), so the stream's variance does
-        not grow with depth."""
+        into the residual stream (W_O and the feed-forward's W₂) N(0, 0.02²/2L): the stream adds up 2L of them."""
         self.apply(self._init_weights)
         for b in self.blocks:
             for layer in (b.self_attn.out_proj, b.ff.linear2):
