@@ -5,8 +5,9 @@ Run from the repository root::
     python benchmarks/recall_sweep.py                        # pairs 4 … 64, 5 kinds, seeds 0 1 2, 2,000 steps
     python benchmarks/recall_sweep.py --pairs 4 8 --kinds softmax linear --seeds 0 --steps 40 --every 20
 
-Every run trains the model of chapters 8–10 (a decoder-only Transformer, 2 layers of 4 heads, d = 64,
-d_k = 16, feed-forward width 128, rotary positions) from the seed's initial weights on the recall task of
+Every run trains the model of chapters 8–10, chapter 6's :class:`companion.gpt.GPT` configured as chapter 9
+configures it (2 layers of 4 heads, d = 64, d_k = 16, feed-forward width 128, rotary positions, an untied output
+layer, ReLU, PyTorch's default initialisation) from the seed's initial weights on the recall task of
 :mod:`companion.data.recall_task` (``n_pairs`` pairs, 64 keys, 16 values, so a sequence has 2·n_pairs + 2 tokens)
 with :func:`companion.data.recall_task.train_recall`; the kinds differ only in the attention function:
 
@@ -54,7 +55,7 @@ from companion import random_features as rf
 from companion import training
 from companion.attention import scaled_dot_product_attention
 from companion.data import python_docs, recall_task
-from companion.transformer import DecoderOnlyTransformer
+from companion.gpt import GPT, GPTConfig
 
 KINDS = ("softmax", "linear", "band", "fmmformer", "performer")
 
@@ -84,18 +85,22 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
-def make_model(kind: str, vocab_size: int, max_len: int, seed: int, band: int, args: argparse.Namespace) -> nn.Module:
+def make_model(kind: str, vocab_size: int, context_length: int, seed: int, band: int, args: argparse.Namespace) -> GPT:
     torch.manual_seed(seed)
     d_k = args.d_model // args.heads
-    model = DecoderOnlyTransformer(
-        vocab_size,
-        d_model=args.d_model,
-        n_heads=args.heads,
+    config = GPTConfig(
+        vocab_size=vocab_size,
+        context_length=context_length,
         n_layers=2,
+        n_heads=args.heads,
+        d_model=args.d_model,
         d_ff=2 * args.d_model,
-        max_len=max_len,
         positional="rope",
+        activation="relu",
+        tie_weights=False,
+        init="pytorch",
     )
+    model = GPT(config)
     for layer, block in enumerate(model.blocks):  # one attention module per layer (FMMformer and Performer hold state)
         block.self_attn.attention = make_attention(
             kind, band=band, d_k=d_k, features=args.features, seed=1000 * seed + layer

@@ -10,10 +10,10 @@
 - chapter 4: :mod:`companion.masks`, :mod:`companion.attention` (weightless, loop, matrix and blocked attention,
   multi-head attention with a swappable attention function, the key/value cache);
 - chapter 5: :mod:`companion.positional` (sinusoidal, learned, rotary), :mod:`companion.transformer` (layer norm,
-  feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder and decoder-only
-  models);
-- chapter 6: :mod:`companion.bpe` (GPT-2's byte-level BPE), :mod:`companion.gpt` (GPT-2: the model, its parameter
-  count, sampling), :mod:`companion.induction` (an induction head forming in a two-layer attention-only model);
+  feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder model);
+- chapter 6: :mod:`companion.bpe` (GPT-2's byte-level BPE), :mod:`companion.gpt` (the decoder-only model, GPT-2
+  one configuration of it, chapters 8–10's another; its parameter count, sampling), :mod:`companion.induction`
+  (an induction head forming in a two-layer attention-only model);
 - chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's input format,
   encoder and pretraining heads, the parameter count, sentence embeddings, SQuAD's span head and span decoding);
 - chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, the state, rank);

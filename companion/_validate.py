@@ -346,28 +346,31 @@ def check_mha_inputs(query: object, key: object, value: object, d_model: int) ->
         )
 
 
-def check_sequence(x: object, name: str, d_model: int, max_len: int | None = None, offset: int = 0) -> torch.Tensor:
+def check_sequence(
+    x: object, name: str, d_model: int, context_length: int | None = None, offset: int = 0
+) -> torch.Tensor:
     """Raise unless ``x`` is a floating tensor ``(..., n, d_model)`` whose positions ``offset … offset + n - 1``
-    lie below ``max_len``."""
+    lie below ``context_length``."""
     x = require_floating_tensor(x, name)
     if x.ndim < 2 or x.shape[-1] != d_model:
         raise ValueError(f"{name} must have shape (..., n, {d_model}) (..., n, d), got shape {tuple(x.shape)}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, got {offset!r}")
-    if max_len is not None and offset + x.shape[-2] > max_len:
+    if context_length is not None and offset + x.shape[-2] > context_length:
         raise ValueError(
             f"positions {offset}…{offset + x.shape[-2] - 1} ({name} of shape {tuple(x.shape)}, offset {offset}) "
-            f"exceed max_len = {max_len}; build it with a larger max_len"
+            f"exceed the context length T = {context_length}; build it with a larger context_length"
         )
     return x
 
 
-def check_token_ids(ids: object, name: str, vocab_size: int, max_len: int | None = None) -> torch.Tensor:
-    """Raise unless ``ids`` is an integer tensor ``(batch, seq)`` of ids in ``[0, vocab_size)``, ``seq <= max_len``."""
+def check_token_ids(ids: object, name: str, vocab_size: int, context_length: int | None = None) -> torch.Tensor:
+    """Raise unless ``ids`` is an integer tensor ``(batch, n)`` of ids in ``[0, vocab_size)``, n ≤ context_length."""
     ids = require_ndim(require_integer_tensor(ids, name), name, 2, "(batch, seq)")
-    if max_len is not None and ids.shape[1] > max_len:
+    if context_length is not None and ids.shape[1] > context_length:
         raise ValueError(
-            f"{name} has {ids.shape[1]} positions (shape {tuple(ids.shape)}), more than max_len = {max_len}"
+            f"{name} has {ids.shape[1]} positions (shape {tuple(ids.shape)}), more than the context length "
+            f"T = {context_length}"
         )
     return require_index_range(ids, name, vocab_size)
 

@@ -67,7 +67,7 @@ IGNORE_INDEX = -100
 class BertConfig:
     """The hyperparameters of a BERT model; the defaults are BERT-base (uncased).
 
-    ``vocab_size`` tokens, ``max_len`` learned positions, ``type_vocab_size`` token types (segment A and B),
+    ``vocab_size`` tokens, ``context_length`` learned positions, ``type_vocab_size`` token types (segment A and B),
     ``n_layers`` blocks of width ``d_model`` with ``n_heads`` heads and a feed-forward layer of width ``d_ff``;
     ``dropout`` after the embeddings, on the attention weights and on each sublayer's output; ``eps`` of every
     LayerNorm; ``init_std`` the standard deviation of the initial weights.
@@ -78,14 +78,14 @@ class BertConfig:
     n_layers: int = 12
     n_heads: int = 12
     d_ff: int = 3072
-    max_len: int = 512
+    context_length: int = 512  # T, the most positions the model reads
     type_vocab_size: int = 2
     dropout: float = 0.1
     eps: float = 1e-12
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_layers", "d_ff", "max_len", "type_vocab_size"):
+        for name in ("vocab_size", "n_layers", "d_ff", "context_length", "type_vocab_size"):
             require_positive_int(getattr(self, name), name)
         require_heads(self.d_model, self.n_heads)
         require_probability(self.dropout)
@@ -111,7 +111,7 @@ class BertEmbeddings(nn.Module):
         super().__init__()
         c = config
         self.token = nn.Embedding(c.vocab_size, c.d_model)  # E
-        self.position = nn.Embedding(c.max_len, c.d_model)  # P, learned
+        self.position = nn.Embedding(c.context_length, c.d_model)  # P, learned
         self.token_type = nn.Embedding(c.type_vocab_size, c.d_model)  # E_type: A or B
         self.norm = LayerNorm(c.d_model, c.eps)
         self.dropout = nn.Dropout(c.dropout)
@@ -128,7 +128,7 @@ def encoder_inputs(
     """Check a :class:`BertEncoder`'s inputs; return the token types (zeros by default) and the attention
     mask (B, 1, 1, n) (None: no padding). ``attention_mask`` (B, n) is True (or 1) at tokens, False (0) at
     padding."""
-    ids = check_token_ids(ids, "ids", config.vocab_size, config.max_len)
+    ids = check_token_ids(ids, "ids", config.vocab_size, config.context_length)
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(ids)
     else:
@@ -265,7 +265,7 @@ def parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = Fa
     if not isinstance(config, BertConfig):
         raise TypeError(f"config must be a BertConfig, got {describe(config)}")
     d, f, V = config.d_model, config.d_ff, config.vocab_size
-    embeddings = (V + config.max_len + config.type_vocab_size) * d + 2 * d
+    embeddings = (V + config.context_length + config.type_vocab_size) * d + 2 * d
     layer = 4 * (d * d + d) + 2 * d * f + f + d + 4 * d
     total = embeddings + config.n_layers * layer
     if pooler or heads:

@@ -1,9 +1,12 @@
-"""GPT (chapter 6): GPT-2's decoder-only language model, built from chapter 5's blocks, and how to sample from it.
+"""GPT (chapter 6): the book's decoder-only language model, built from chapter 5's blocks, and how to sample from it.
 
-- :class:`GPTConfig`: the hyperparameters (as in nanoGPT), with GPT-2's four sizes and GPT-3's largest;
+- :class:`GPTConfig`: the hyperparameters (as in nanoGPT), with GPT-2's four sizes and GPT-3's largest; the
+  defaults are GPT-2's choices (learned positions, tied output layer, tanh-GELU, GPT-2's initialisation), and
+  chapters 8 and 9 train the same model with rotary positions, an untied output layer, ReLU and PyTorch's
+  initialisation;
 - :func:`parameter_count`: the number of parameters from the configuration alone, by formula;
-- :class:`GPT`: token embedding + learned positions → pre-norm :class:`~companion.transformer.CausalBlock` s →
-  final :class:`~companion.transformer.LayerNorm` → output layer *tied* to the token embedding;
+- :class:`GPT`: token embedding + positions → pre-norm :class:`~companion.transformer.CausalBlock` s →
+  final :class:`~companion.transformer.LayerNorm` → output layer, *tied* to the token embedding or its own;
 - :func:`next_token_loss`: the pretraining objective, cross-entropy of position t predicting token t + 1;
 - :func:`top_k_logits`, :func:`top_p_logits`, :func:`sample_next` and :func:`generate`: temperature, top-k and
   top-p (nucleus) sampling, reproducible with a :class:`torch.Generator`, with or without the key/value cache.
@@ -35,8 +38,8 @@ from ._validate import (
     require_probability,
 )
 from .attention import KVCache, scaled_dot_product_attention
-from .positional import LearnedPositionalEmbedding
-from .transformer import CausalBlock, DecoderOnlyTransformer, LayerNorm
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .transformer import ACTIVATIONS, CausalBlock, LayerNorm
 
 __all__ = [
     "GPTConfig",
@@ -58,6 +61,10 @@ GPT2_SIZES = {
     "gpt2-xl": (48, 25, 1600),
 }
 
+#: The positions added to the token embeddings, by :attr:`GPTConfig.positional`; the third choice, ``"rope"``,
+#: adds none: every block rotates its queries and keys (:class:`~companion.positional.RotaryEmbedding`).
+POSITIONAL = {"learned": LearnedPositionalEmbedding, "sinusoidal": SinusoidalPositionalEncoding}
+
 
 def _check_gpt_config(c: GPTConfig) -> int:
     """Check the fields of a :class:`GPTConfig`; return ``d_ff`` (4 d when it is None)."""
@@ -65,6 +72,11 @@ def _check_gpt_config(c: GPTConfig) -> int:
     require_heads(c.d_model, c.n_heads)
     require_probability(c.dropout)
     require_positive_number(c.eps, "eps")
+    require_choice(c.positional, "positional", [*POSITIONAL, "rope"])
+    require_choice(c.activation, "activation", sorted(ACTIVATIONS))
+    require_choice(c.init, "init", ["gpt2", "pytorch"])
+    if not isinstance(c.tie_weights, bool):
+        raise TypeError(f"tie_weights must be a bool, got {describe(c.tie_weights)}")
     return 4 * c.d_model if c.d_ff is None else require_positive_int(c.d_ff, "d_ff")
 
 
@@ -80,6 +92,10 @@ class GPTConfig:
     d_ff: int | None = None  # the feed-forward width; None: 4d, as in GPT-2 and GPT-3
     dropout: float = 0.0  # on the embeddings, the attention weights, every residual branch
     eps: float = 1e-5  # of every layer norm
+    positional: str = "learned"  # P: a "learned" table, "sinusoidal", or "rope" (rotates q and k)
+    activation: str = "gelu_tanh"  # of the feed-forward layer: "gelu_tanh" (GPT-2), "gelu", "relu"
+    tie_weights: bool = True  # output layer Eᵀ; False: a (V, d) matrix and a bias of its own
+    init: str = "gpt2"  # "gpt2": N(0, 0.02²), smaller residual outputs; "pytorch": its defaults
 
     def __post_init__(self) -> None:
         self.d_ff = _check_gpt_config(self)
@@ -100,52 +116,56 @@ def parameter_count(config: GPTConfig) -> int:
     """P = V·d + T·d + L·(4d² + 2·d·d_ff + d_ff + 9d) + 2d: embeddings, L blocks, the final norm (tied output).
 
     A block holds W_Q, W_K, W_V, W_O with their biases (4d² + 4d), the feed-forward layer (2·d·d_ff + d_ff + d)
-    and two layer norms (4d). With d_ff = 4d a block has 12d² + 13d parameters.
+    and two layer norms (4d). With d_ff = 4d a block has 12d² + 13d parameters. Sinusoidal and rotary positions
+    have no parameters (no T·d); an untied output layer adds its matrix and bias, V·d + V.
     """
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {describe(config)}")
     V, T, L, d, d_ff = config.vocab_size, config.context_length, config.n_layers, config.d_model, config.d_ff
     assert d_ff is not None  # set by __post_init__
-    return V * d + T * d + L * (4 * d * d + 2 * d * d_ff + d_ff + 9 * d) + 2 * d
+    positions = T * d if config.positional == "learned" else 0
+    output = 0 if config.tie_weights else V * d + V
+    return V * d + positions + L * (4 * d * d + 2 * d * d_ff + d_ff + 9 * d) + 2 * d + output
 
 
 def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
-    ids = check_token_ids(ids, "ids", c.vocab_size, c.context_length - offset)
+    ids = check_token_ids(ids, "ids", c.vocab_size)
     if ids.shape[1] == 0:
         raise ValueError(f"ids must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+    if offset + ids.shape[1] > c.context_length:
+        raise ValueError(
+            f"ids has {ids.shape[1]} positions (shape {tuple(ids.shape)}) after {offset} cached ones, more than "
+            f"the context length T = {c.context_length}"
+        )
 
 
 class GPT(nn.Module):
-    """logits = norm(blocks(E[ids] + P[positions])) Eᵀ: ids (B, n) → logits (B, n, V), n ≤ T."""
+    """logits = lm_head(norm(blocks(E[ids] + P[positions]))), lm_head = Eᵀ if tied: ids (B, n) → (B, n, V)."""
 
     def __init__(self, config: GPTConfig, *, attention: Callable[..., Tensor] = scaled_dot_product_attention) -> None:
         super().__init__()
         self.config = c = require_instance(config, GPTConfig, "config")
         self.embed = nn.Embedding(c.vocab_size, c.d_model)  # E
-        self.pos = LearnedPositionalEmbedding(c.d_model, c.context_length)  # P
+        self.pos = None if c.positional == "rope" else POSITIONAL[c.positional](c.d_model, c.context_length)  # P
+        rope = RotaryEmbedding(c.d_model // c.n_heads, c.context_length) if c.positional == "rope" else None
         self.dropout = nn.Dropout(c.dropout)
-        kw = dict(norm_first=True, activation="gelu_tanh", eps=c.eps, attention=attention)
+        kw = dict(norm_first=True, activation=c.activation, eps=c.eps, attention=attention, rotary=rope)
         block = partial(CausalBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **kw)
         self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))  # pre-norm
         self.norm = LayerNorm(c.d_model, c.eps)
-        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        self.lm_head.weight = self.embed.weight  # tied: one (V, d) table in and out
-        self.apply(self._init_weights)
-        for b in self.blocks:  # the layers that write into the residual stream start smaller
-            for layer in (b.self_attn.out_proj, b.ff.linear2):
-                nn.init.normal_(layer.weight, std=0.02 / math.sqrt(2 * c.n_layers))
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=not c.tie_weights)
+        if c.tie_weights:
+            self.lm_head.weight = self.embed.weight  # tied: one (V, d) table in and out
+        if c.init == "gpt2":
+            self._init_gpt2()
 
     def forward(self, ids: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
         _check_ids(ids, self.config, offset)
-        x = self.dropout(self.pos(self.embed(ids), offset))  # (B, n, d)
+        x = self.embed(ids)  # (B, n, d)
+        if self.pos is not None:  # with RoPE the blocks rotate q and k instead
+            x = self.pos(x, offset)
+        x = self.dropout(x)
         caches = caches or [None] * len(self.blocks)  # one KVCache per block, or none
         for block, cache in zip(self.blocks, caches, strict=True):
             x = block(x, cache=cache)
@@ -156,8 +176,23 @@ class GPT(nn.Module):
         return [KVCache() for _ in self.blocks]
 
     def num_parameters(self) -> int:
-        """The number of distinct parameters (the tied table counts once), as :func:`parameter_count` predicts."""
+        """The number of distinct parameters (a tied table counts once), as :func:`parameter_count` predicts."""
         return sum(p.numel() for p in self.parameters())
+
+    def _init_gpt2(self) -> None:
+        """GPT-2's initialisation: weights N(0, 0.02²), biases 0, and the two layers of each block that write
+        into the residual stream (W_O and the feed-forward's W₂) N(0, 0.02²/2L): the stream adds up 2L of them."""
+        self.apply(self._init_weights)
+        for b in self.blocks:
+            for layer in (b.self_attn.out_proj, b.ff.linear2):
+                nn.init.normal_(layer.weight, std=0.02 / math.sqrt(2 * self.config.n_layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
 
 def _check_stream_batch(ids: object) -> None:
@@ -214,7 +249,7 @@ def sample_next(logits: Tensor, *, temperature=1.0, top_k=None, top_p=None, gene
 
 @torch.no_grad()
 def generate(
-    model: GPT | DecoderOnlyTransformer,
+    model: GPT,
     ids: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -229,16 +264,11 @@ def generate(
     With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
     without, every step reruns the whole sequence. Both give the same tokens. The model is in eval mode during
     the call; n + max_new_tokens must not exceed the context length T. This is the book's one generation loop
-    for decoder-only models (:class:`GPT` and :class:`~companion.transformer.DecoderOnlyTransformer`), with one
-    sampler, :func:`sample_next` (``temperature=0``: greedy).
+    for its decoder-only model, with one sampler, :func:`sample_next` (``temperature=0``: greedy).
     """
-    if not isinstance(model, (GPT, DecoderOnlyTransformer)):
-        raise TypeError(f"model must be a GPT or a DecoderOnlyTransformer, got {describe(model)}")
-    vocab_size, context_length = (
-        (model.config.vocab_size, model.config.context_length)
-        if isinstance(model, GPT)
-        else (model.embed.num_embeddings, model.max_len)
-    )
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {describe(model)}")
+    vocab_size, context_length = model.config.vocab_size, model.config.context_length
     check_token_ids(ids, "ids", vocab_size)
     if ids.shape[1] == 0:
         raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")

@@ -81,35 +81,36 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     pe: Tensor
 
-    def __init__(self, d_model: int, max_len: int = 512, *, base: float = 10000.0) -> None:
+    def __init__(self, d_model: int, context_length: int = 512, *, base: float = 10000.0) -> None:
         super().__init__()
-        self.d_model, self.max_len = d_model, max_len
-        table = sinusoidal_positional_encoding(max_len, d_model, base=base, dtype=torch.float64)
+        self.d_model, self.context_length = d_model, context_length
+        table = sinusoidal_positional_encoding(context_length, d_model, base=base, dtype=torch.float64)
         self.register_buffer("pe", table, persistent=False)  # float64, cast to the input's dtype on use
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        check_sequence(x, "x", self.d_model, self.max_len, offset)
+        check_sequence(x, "x", self.d_model, self.context_length, offset)
         return x + self.pe[offset : offset + x.shape[-2]].to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, max_len={self.max_len}"
+        return f"d_model={self.d_model}, context_length={self.context_length}"
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """x + P[offset : offset + n], P a trained table (max_len, d_model), initially N(0, std²): x (..., n, d_model)."""
+    """x + P[offset : offset + n], P a trained table (T, d_model), initially N(0, std²): x (..., n, d_model), T the
+    context length."""
 
-    def __init__(self, d_model: int, max_len: int = 512, *, std: float = 0.02) -> None:
+    def __init__(self, d_model: int, context_length: int = 512, *, std: float = 0.02) -> None:
         super().__init__()
-        self.d_model, self.max_len = d_model, max_len
-        self.embedding = nn.Embedding(require_positive_int(max_len, "max_len"), d_model)
+        self.d_model, self.context_length = d_model, context_length
+        self.embedding = nn.Embedding(require_positive_int(context_length, "context_length"), d_model)
         nn.init.normal_(self.embedding.weight, std=std)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        check_sequence(x, "x", self.d_model, self.max_len, offset)
+        check_sequence(x, "x", self.d_model, self.context_length, offset)
         return x + self.embedding.weight[offset : offset + x.shape[-2]]
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, max_len={self.max_len}"
+        return f"d_model={self.d_model}, context_length={self.context_length}"
 
 
 def rope_angles(positions: Tensor, d: int, *, base: float = 10000.0) -> Tensor:
@@ -135,23 +136,24 @@ def apply_rope(x: Tensor, positions: Tensor | None = None, *, base=10000.0) -> T
 
 
 class RotaryEmbedding(nn.Module):
-    """:func:`apply_rope` at positions offset … offset + n - 1, cosines and sines computed once up to max_len:
-    x (..., n, d) → same; give it to :class:`~companion.attention.MultiHeadAttention` as ``rotary=``."""
+    """:func:`apply_rope` at positions offset … offset + n - 1, cosines and sines computed once for the context
+    length T: x (..., n, d) → same; give it to :class:`~companion.attention.MultiHeadAttention` as ``rotary=``."""
 
     cos: Tensor
     sin: Tensor
 
-    def __init__(self, d: int, max_len: int = 2048, *, base: float = 10000.0) -> None:
+    def __init__(self, d: int, context_length: int = 2048, *, base: float = 10000.0) -> None:
         super().__init__()
-        self.d, self.max_len, self.base = _require_even(d), require_positive_int(max_len, "max_len"), base
-        angle = rope_angles(torch.arange(max_len), d, base=base)
+        self.d, self.base = _require_even(d), base
+        self.context_length = require_positive_int(context_length, "context_length")  # T
+        angle = rope_angles(torch.arange(context_length), d, base=base)
         self.register_buffer("cos", angle.cos(), persistent=False)  # float64: float64 checks are exact
         self.register_buffer("sin", angle.sin(), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        check_sequence(x, "x", self.d, self.max_len, offset)
+        check_sequence(x, "x", self.d, self.context_length, offset)
         rows = slice(offset, offset + x.shape[-2])
         return _rotate(x, self.cos[rows].to(x.dtype), self.sin[rows].to(x.dtype))
 
     def extra_repr(self) -> str:
-        return f"d={self.d}, max_len={self.max_len}, base={self.base}"
+        return f"d={self.d}, context_length={self.context_length}, base={self.base}"

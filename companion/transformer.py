@@ -1,4 +1,4 @@
-"""The Transformer (chapter 5): layer normalisation, feed-forward, residual sublayers, blocks and two models.
+"""The Transformer (chapter 5): layer normalisation, feed-forward, residual sublayers, blocks and the encoder–decoder.
 
 - :class:`LayerNorm`, :class:`FeedForward`: the two position-wise pieces;
 - :class:`Residual`: the one place that decides where the norm goes, post-norm ``norm(x + f(x))`` (the
@@ -6,8 +6,10 @@
 - :class:`EncoderBlock` (BERT's block), :class:`CausalBlock` (GPT's: the same with causal self-attention) and
   :class:`DecoderBlock` (with cross-attention to the encoder's ``memory``);
 - :class:`EncoderDecoder` (configured by a :class:`TransformerConfig`) with :func:`seq2seq_loss` and
-  :func:`greedy_decode`; :class:`DecoderOnlyTransformer`, which can use a key/value cache (it generates with
-  :func:`companion.gpt.generate`, the one loop of the decoder-only models).
+  :func:`greedy_decode`. The decoder-only model is :class:`companion.gpt.GPT`, a stack of :class:`CausalBlock` s.
+
+Where the norm goes is every block's required ``norm_first`` argument (the companion's two block-built models
+choose it in their configurations: :class:`TransformerConfig` and BERT's post-norm encoder).
 
 Every block takes the attention function as ``attention=`` (see :class:`companion.attention.MultiHeadAttention`).
 The blocks compute the same numbers as ``nn.LayerNorm``, ``nn.TransformerEncoderLayer`` and
@@ -38,7 +40,7 @@ from ._validate import (
     require_positive_int,
     require_probability,
 )
-from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .attention import KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
 from .masks import padding_to_attention_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
@@ -54,7 +56,6 @@ __all__ = [
     "EncoderDecoder",
     "seq2seq_loss",
     "greedy_decode",
-    "DecoderOnlyTransformer",
 ]
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh")}  # gelu_tanh: GPT-2
@@ -92,7 +93,7 @@ class FeedForward(nn.Module):
 class Residual(nn.Module):
     """x + dropout(f(norm(x))) (pre-norm, norm_first) or norm(x + dropout(f(x))) (post-norm): (B, n, d) → same."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5) -> None:
+    def __init__(self, d_model: int, dropout: float = 0.0, *, norm_first: bool, eps: float = 1e-5) -> None:
         super().__init__()
         self.norm = LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
@@ -108,12 +109,12 @@ class EncoderBlock(nn.Module):
     """x = x + attn(x, x, x); x = x + ff(x), each through a :class:`Residual`: x (B, n, d_model) → same."""
 
     def __init__(
-        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
+        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first, activation="relu", eps=1e-5, attention=sdpa
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first, eps) for _ in range(2))
+        self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first=norm_first, eps=eps) for _ in range(2))
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask))
@@ -138,13 +139,13 @@ class DecoderBlock(nn.Module):
     """x += attn(x, causal); x += attn(x, memory); x += ff(x), each a Residual: x (B, n_tgt, d_model)."""
 
     def __init__(
-        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first=False, activation="relu", eps=1e-5, attention=sdpa
+        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first, activation="relu", eps=1e-5, attention=sdpa
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first, eps) for _ in range(3))
+        self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first=norm_first, eps=eps) for _ in range(3))
 
     def forward(self, x: Tensor, memory: Tensor, mask=None, memory_mask=None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True))
@@ -174,7 +175,7 @@ class TransformerConfig:
     n_decoder_layers: int = 2
     d_ff: int = 512
     dropout: float = 0.1
-    max_len: int = 256
+    context_length: int = 256  # T, the most positions the encoder or the decoder reads
     norm_first: bool = True
     positional: str = "sinusoidal"
     activation: str = "relu"
@@ -182,7 +183,7 @@ class TransformerConfig:
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_ff", "max_len"):
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_ff", "context_length"):
             require_positive_int(getattr(self, name), name)
         for name in ("n_encoder_layers", "n_decoder_layers"):
             value = getattr(self, name)
@@ -212,7 +213,7 @@ class EncoderDecoder(nn.Module):
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
         positions = SinusoidalPositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEmbedding
-        self.src_pos, self.tgt_pos = positions(c.d_model, c.max_len), positions(c.d_model, c.max_len)
+        self.src_pos, self.tgt_pos = positions(c.d_model, c.context_length), positions(c.d_model, c.context_length)
         self.dropout = nn.Dropout(c.dropout)
         block = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout, norm_first=c.norm_first,
                      activation=c.activation, eps=c.eps)  # fmt: skip
@@ -234,7 +235,7 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids (B, n_src) → memory (B, n_src, d_model)."""
-        check_token_ids(src, "src", self.config.src_vocab_size, self.config.max_len)
+        check_token_ids(src, "src", self.config.src_vocab_size, self.config.context_length)
         x = self.dropout(self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model)))
         mask = self.padding_mask(src)
         for block in self.encoder:
@@ -243,7 +244,7 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor | None = None) -> torch.Tensor:
         """tgt (B, n_tgt), memory (B, n_src, d_model) → logits (B, n_tgt, V); t predicts t + 1."""
-        check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.max_len)
+        check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length)
         x = self.dropout(self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model)))
         mask, memory_mask = self.padding_mask(tgt), None if src is None else self.padding_mask(src)
         for block in self.decoder:
@@ -296,9 +297,10 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
     if not isinstance(model, EncoderDecoder):
         raise TypeError(f"model must be an EncoderDecoder, got {describe(model)}")
-    if 1 + require_positive_int(max_new_tokens, "max_new_tokens") > model.config.max_len:
+    if 1 + require_positive_int(max_new_tokens, "max_new_tokens") > model.config.context_length:
         raise ValueError(
-            f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's max_len = {model.config.max_len}"
+            f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's context length T = "
+            f"{model.config.context_length}"
         )
     _require_token(bos_id, "bos_id", model.config.tgt_vocab_size)
     if eos_id is not None:
@@ -324,60 +326,3 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, *, bos_id: int, eos_id=Non
             if eos_id is not None and bool(done.all()):
                 break  # every sequence has finished
     return out
-
-
-# ----------------------------------------------------------------------------------------------------
-# The decoder-only model
-
-
-class DecoderOnlyTransformer(nn.Module):
-    """logits = lm_head(norm(causal_blocks(embed(ids) + positions))): ids (B, n) → logits (B, n, vocab_size).
-
-    A GPT-style language model of pre-norm :class:`CausalBlock` s. ``positional`` is ``"learned"`` (GPT-2),
-    ``"sinusoidal"`` or ``"rope"`` (rotary embeddings on every head's queries and keys). With ``caches`` (one
-    :class:`~companion.attention.KVCache` per block, from :meth:`new_caches`) ``ids`` are the tokens after the
-    cached ones: each step then costs one row of attention instead of the whole sequence.
-    """
-
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 64,
-        n_heads: int = 4,
-        n_layers: int = 2,
-        d_ff: int = 256,
-        *,
-        max_len: int = 256,
-        dropout: float = 0.0,
-        positional: str = "learned",
-        attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
-    ) -> None:
-        super().__init__()
-        require_heads(d_model, n_heads)
-        positions = {"learned": LearnedPositionalEmbedding, "sinusoidal": SinusoidalPositionalEncoding}
-        if positional not in (*positions, "rope"):
-            raise ValueError(f"positional must be 'learned', 'sinusoidal' or 'rope', got {positional!r}")
-        self.max_len = require_positive_int(max_len, "max_len")
-        self.embed = nn.Embedding(require_positive_int(vocab_size, "vocab_size"), d_model)
-        self.pos = positions[positional](d_model, max_len) if positional in positions else None
-        rotary = RotaryEmbedding(d_model // n_heads, max_len) if positional == "rope" else None
-        self.dropout = nn.Dropout(require_probability(dropout))
-        self.blocks = nn.ModuleList(
-            CausalBlock(d_model, n_heads, d_ff, dropout, norm_first=True, attention=attention, rotary=rotary)
-            for _ in range(require_positive_int(n_layers, "n_layers"))
-        )
-        self.norm = LayerNorm(d_model)
-        self.lm_head = nn.Linear(d_model, vocab_size)
-
-    def new_caches(self) -> list[KVCache]:
-        """One empty key/value cache per block."""
-        return [KVCache() for _ in self.blocks]
-
-    def forward(self, ids: torch.Tensor, caches: list[KVCache] | None = None) -> torch.Tensor:
-        offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
-        check_token_ids(ids, "ids", self.embed.num_embeddings, self.max_len - offset)
-        x = self.embed(ids)
-        x = self.dropout(x if self.pos is None else self.pos(x, offset))
-        for block, cache in zip(self.blocks, caches or [None] * len(self.blocks), strict=True):
-            x = block(x, cache=cache)
-        return self.lm_head(self.norm(x))

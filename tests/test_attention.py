@@ -344,7 +344,7 @@ def test_mha_fully_masked_query_returns_output_bias():
 
 def test_mha_with_rotary_rotates_queries_and_keys():
     torch.manual_seed(0)
-    rope = RotaryEmbedding(4, max_len=16)
+    rope = RotaryEmbedding(4, context_length=16)
     mha = MultiHeadAttention(8, 2, rotary=rope).double()
     x = randn(1, 5, 8, seed=1)
     q, k, v = (split_heads(layer(x), 2) for layer in (mha.q_proj, mha.k_proj, mha.v_proj))

@@ -123,7 +123,7 @@ def test_equal_to_hugging_face_bert_model_and_gradients_flow(hf_pair):
 
 
 def config_kwargs():
-    return dict(vocab_size=50, d_model=16, n_layers=1, n_heads=2, d_ff=20, max_len=16, type_vocab_size=2)
+    return dict(vocab_size=50, d_model=16, n_layers=1, n_heads=2, d_ff=20, context_length=16, type_vocab_size=2)
 
 
 def test_padding_does_not_change_the_real_tokens():
@@ -159,7 +159,7 @@ def test_parameter_counts_equal_hugging_faces(name):
 
 
 def test_parameter_count_formula_on_odd_sizes():
-    config = BertConfig(vocab_size=77, d_model=12, n_layers=3, n_heads=3, d_ff=17, max_len=9, type_vocab_size=4)
+    config = BertConfig(vocab_size=77, d_model=12, n_layers=3, n_heads=3, d_ff=17, context_length=9, type_vocab_size=4)
     model = BertForPreTraining(config)
     assert parameter_count(config, heads=True) == model.num_parameters()
     assert parameter_count(config) == sum(p.numel() for p in model.bert.parameters())
@@ -288,7 +288,7 @@ def test_bad_input_gets_clear_errors():
     ids = torch.randint(50, (2, 6))
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 49\]"):
         model(ids + 50)
-    with pytest.raises(ValueError, match="more than max_len = 16"):
+    with pytest.raises(ValueError, match="more than the context length T = 16"):
         model(torch.zeros(1, 17, dtype=torch.long))
     with pytest.raises(TypeError, match="ids"):
         model(ids.float())

@@ -7,7 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from companion.gpt import GPT, GPT2_SIZES, GPTConfig, generate, next_token_loss, parameter_count, sample_next
+from companion.positional import RotaryEmbedding
 from companion.training import train
+from companion.transformer import CausalBlock
 
 # Only the tests that compare with Hugging Face need `transformers` (they skip without it); the rest never import it.
 
@@ -156,6 +158,57 @@ def test_parameter_count_formula_on_odd_configurations():
     assert 174e9 < parameter_count(GPTConfig.gpt3()) < 176e9
 
 
+#: The configuration chapters 8 to 10 train: rotary positions, an untied output layer, ReLU, PyTorch's init.
+SMALL_LM = dict(positional="rope", activation="relu", tie_weights=False, init="pytorch")
+
+
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope"])
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_parameter_count_formula_in_every_configuration(positional, tie_weights):
+    config = tiny_config(positional=positional, tie_weights=tie_weights, d_ff=40)
+    model = GPT(config)
+    assert parameter_count(config) == model.num_parameters()
+    assert (model.lm_head.weight is model.embed.weight) is tie_weights
+    assert (model.lm_head.bias is None) is tie_weights
+    assert (model.pos is None) is (positional == "rope")
+    assert all((b.self_attn.rotary is not None) is (positional == "rope") for b in model.blocks)
+
+
+def test_small_lm_configuration_is_the_stack_of_its_pieces():
+    """Rotary positions (none added to E[ids]), pre-norm causal ReLU blocks, the final norm, then W h + b."""
+    torch.manual_seed(0)
+    model = GPT(tiny_config(**SMALL_LM)).double().eval()
+    rotary = RotaryEmbedding(32 // 4, 24)
+    blocks = [CausalBlock(32, 4, 128, norm_first=True, activation="relu", rotary=rotary).double() for _ in range(2)]
+    for ours, theirs in zip(model.blocks, blocks, strict=True):
+        theirs.load_state_dict(ours.state_dict())
+        theirs.eval()
+    ids = torch.randint(0, 97, (2, 10))
+    x = model.embed(ids)
+    for block in blocks:
+        x = block(x)
+    expected = model.norm(x) @ model.lm_head.weight.T + model.lm_head.bias
+    torch.testing.assert_close(model(ids), expected, rtol=0, atol=1e-12)
+    gelu = GPT(tiny_config(**(SMALL_LM | {"activation": "gelu_tanh"}))).double().eval()
+    gelu.load_state_dict(model.state_dict())
+    assert not torch.allclose(gelu(ids), model(ids))  # the same weights: the activation is the configuration's
+
+
+def test_gpt2_initialisation_and_pytorch_defaults():
+    """GPT-2: N(0, 0.02²), W_O and W_2 N(0, 0.02²/2L), biases 0; "pytorch": N(0, 1) embeddings, nn.Linear's init."""
+    torch.manual_seed(0)
+    gpt2 = GPT(tiny_config(vocab_size=2000, n_layers=2))
+    pytorch = GPT(tiny_config(vocab_size=2000, n_layers=2, init="pytorch"))
+    assert 0.019 < gpt2.embed.weight.std() < 0.021 and 0.9 < pytorch.embed.weight.std() < 1.1
+    for b in gpt2.blocks:
+        assert 0.009 < b.self_attn.out_proj.weight.std() < 0.011 and 0.009 < b.ff.linear2.weight.std() < 0.011
+        assert 0.019 < b.ff.linear1.weight.std() < 0.021 and not b.ff.linear1.bias.any()
+    bound = 1 / math.sqrt(32)  # nn.Linear: U(-1/√fan_in, 1/√fan_in), std bound/√3
+    linear1 = pytorch.blocks[0].ff.linear1
+    assert linear1.weight.abs().max() <= bound and 0.9 < linear1.weight.std() * math.sqrt(3) / bound < 1.1
+    assert linear1.bias.any()
+
+
 def test_sampling_is_deterministic_with_a_seeded_generator():
     torch.manual_seed(0)
     model = GPT(tiny_config())
@@ -195,7 +248,7 @@ def test_bad_input_gets_clear_errors():
     model = GPT(tiny_config())
     with pytest.raises(ValueError, match=r"\[0, 96\] \(the table has 97 rows\), got index 97"):
         model(torch.tensor([[1, 97]]))
-    with pytest.raises(ValueError, match="25 positions.*max_len = 24"):
+    with pytest.raises(ValueError, match="25 positions.*more than the context length T = 24"):
         model(torch.zeros(1, 25, dtype=torch.long))
     with pytest.raises(ValueError, match="at least one token"):
         generate(model, torch.zeros(1, 0, dtype=torch.long), 3)
@@ -213,6 +266,15 @@ def test_bad_input_gets_clear_errors():
         next_token_loss(model, torch.zeros(2, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="d_model = 30 must be divisible|divisible"):
         GPTConfig(d_model=30, n_heads=4)
+    for field, value, message in (
+        ("positional", "alibi", "positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'"),
+        ("activation", "tanh", "activation must be one of 'gelu', 'gelu_tanh' or 'relu', got 'tanh'"),
+        ("init", "xavier", "init must be one of 'gpt2' or 'pytorch', got 'xavier'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            tiny_config(**{field: value})
+    with pytest.raises(TypeError, match="tie_weights must be a bool, got"):
+        tiny_config(tie_weights="yes")
 
 
 def test_wrong_state_dicts_get_clear_errors():
@@ -231,6 +293,8 @@ def test_wrong_state_dicts_get_clear_errors():
         gpt_state_dict_from_hf(sd | {"lm_head.weight": torch.zeros(101, 48)}, config)
     with pytest.raises(ValueError, match="missing"):  # a 3-layer config for a 2-layer state dict
         gpt_state_dict_from_hf(sd, tiny_config(vocab_size=101, context_length=32, d_model=48, n_layers=3))
+    with pytest.raises(ValueError, match=r"GPT-2's weights need a GPT-2 configuration .* got \{'positional': 'rope'"):
+        gpt_state_dict_from_hf(sd, GPTConfig(**(vars(config) | {"positional": "rope"})))
     with pytest.raises(ValueError, match="activation_function"):
         gpt_config_from_hf(hf_gpt2(n_layer=1, activation_function="relu").config)
     with pytest.raises(TypeError, match="GPT2LMHeadModel"):

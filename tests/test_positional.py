@@ -49,7 +49,7 @@ def test_sinusoidal_relative_shift_is_a_rotation():
 
 
 def test_sinusoidal_module_adds_the_table():
-    module = SinusoidalPositionalEncoding(6, max_len=10)
+    module = SinusoidalPositionalEncoding(6, context_length=10)
     x = torch.randn(2, 4, 6)
     torch.testing.assert_close(module(x), x + sinusoidal_positional_encoding(4, 6))
     assert not list(module.parameters())
@@ -58,7 +58,7 @@ def test_sinusoidal_module_adds_the_table():
 
 def test_learned_module_adds_trainable_rows():
     torch.manual_seed(0)
-    module = LearnedPositionalEmbedding(6, max_len=10)
+    module = LearnedPositionalEmbedding(6, context_length=10)
     x = torch.randn(2, 4, 6)
     out = module(x)
     torch.testing.assert_close(out, x + module.embedding.weight[:4])
@@ -71,7 +71,10 @@ def test_offset_adds_the_rows_of_later_positions():
     """Tokens after n cached ones get the rows n, n + 1, … of every table (incremental decoding)."""
     torch.manual_seed(0)
     x = torch.randn(2, 3, 6)
-    sinusoidal, learned = SinusoidalPositionalEncoding(6, max_len=10), LearnedPositionalEmbedding(6, max_len=10)
+    sinusoidal, learned = (
+        SinusoidalPositionalEncoding(6, context_length=10),
+        LearnedPositionalEmbedding(6, context_length=10),
+    )
     torch.testing.assert_close(sinusoidal(x, offset=4), x + sinusoidal_positional_encoding(7, 6)[4:])
     torch.testing.assert_close(learned(x, offset=4), x + learned.embedding.weight[4:7])
     long = torch.randn(2, 7, 6)
@@ -92,7 +95,7 @@ def test_rope_rotates_adjacent_pairs():
 
 
 def test_rope_module_matches_function_with_offset():
-    rope = RotaryEmbedding(8, max_len=32)
+    rope = RotaryEmbedding(8, context_length=32)
     x = torch.randn(2, 3, 5, 8, dtype=F64)
     torch.testing.assert_close(rope(x), apply_rope(x))
     torch.testing.assert_close(rope(x, offset=7), apply_rope(x, torch.arange(7, 12)))
@@ -133,9 +136,13 @@ def test_rope_angles_shape():
             "must be even, got d \\(the last dimension of x\\) = 5",
         ),
         (lambda: RotaryEmbedding(7), ValueError, "must be even, got d = 7"),
-        (lambda: RotaryEmbedding(4, max_len=8)(torch.randn(9, 4)), ValueError, "exceed max_len = 8"),
-        (lambda: RotaryEmbedding(4, max_len=8)(torch.randn(5, 4), offset=4), ValueError, "positions 4…8"),
-        (lambda: RotaryEmbedding(4, max_len=8)(torch.randn(5, 4), offset=-1), ValueError, "non-negative int"),
+        (
+            lambda: RotaryEmbedding(4, context_length=8)(torch.randn(9, 4)),
+            ValueError,
+            "exceed the context length T = 8",
+        ),
+        (lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=4), ValueError, "positions 4…8"),
+        (lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=-1), ValueError, "non-negative int"),
         (
             lambda: RotaryEmbedding(4)(torch.randn(3, 6)),
             ValueError,
@@ -149,12 +156,12 @@ def test_rope_angles_shape():
         (lambda: apply_rope(torch.randn(3, 4), torch.arange(3.0)), TypeError, "integer"),
         (lambda: apply_rope(torch.ones(3, 4, dtype=torch.long)), TypeError, "floating-point"),
         (
-            lambda: SinusoidalPositionalEncoding(4, max_len=5)(torch.randn(1, 6, 4)),
+            lambda: SinusoidalPositionalEncoding(4, context_length=5)(torch.randn(1, 6, 4)),
             ValueError,
-            r"positions 0…5 \(x of shape \(1, 6, 4\), offset 0\) exceed max_len = 5",
+            r"positions 0…5 \(x of shape \(1, 6, 4\), offset 0\) exceed the context length T = 5",
         ),
         (
-            lambda: LearnedPositionalEmbedding(4, max_len=5)(torch.randn(1, 3, 5)),
+            lambda: LearnedPositionalEmbedding(4, context_length=5)(torch.randn(1, 3, 5)),
             ValueError,
             r"x must have shape \(\.\.\., n, 4\) .* got shape \(1, 3, 5\)",
         ),

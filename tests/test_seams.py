@@ -12,16 +12,23 @@ from companion.attention import (
     blocked_attention,
     scaled_dot_product_attention,
 )
-from companion.gpt import generate
+from companion.gpt import GPT, GPTConfig, generate
 from companion.masks import causal_mask
 from companion.positional import RotaryEmbedding
 from companion.transformer import (
     CausalBlock,
-    DecoderOnlyTransformer,
     EncoderBlock,
     LayerNorm,
     Residual,
 )
+
+
+def chapter_8_model(vocab_size, context_length=256, **fields):
+    """The configuration chapters 8 and 9 train: rotary positions, an untied output layer, ReLU, PyTorch's init."""
+    options = dict(positional="rope", activation="relu", tie_weights=False, init="pytorch", d_ff=4 * 8)
+    config = GPTConfig(vocab_size=vocab_size, context_length=context_length, n_layers=1, n_heads=2, d_model=8)
+    return GPT(GPTConfig(**(vars(config) | options | fields)))
+
 
 # --- the attention function -----------------------------------------------------------------------------------
 
@@ -119,7 +126,8 @@ def test_residual_places_the_norm(norm_first):
 
 def test_causal_block_is_causal_and_encoder_block_is_not():
     torch.manual_seed(0)
-    causal, encoder = CausalBlock(8, 2, 16).double().eval(), EncoderBlock(8, 2, 16).double().eval()
+    causal = CausalBlock(8, 2, 16, norm_first=False).double().eval()
+    encoder = EncoderBlock(8, 2, 16, norm_first=False).double().eval()
     encoder.load_state_dict(causal.state_dict())
     x = randn(1, 6, 8, seed=1)
     y = x.clone()
@@ -135,7 +143,7 @@ def test_causal_block_is_causal_and_encoder_block_is_not():
 @pytest.mark.parametrize("rotary", [False, True])
 def test_multi_head_attention_with_cache_equals_full_causal_attention(rotary):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(8, 2, rotary=RotaryEmbedding(4, max_len=16) if rotary else None).double()
+    mha = MultiHeadAttention(8, 2, rotary=RotaryEmbedding(4, context_length=16) if rotary else None).double()
     x = randn(2, 6, 8, seed=1)
     full = mha(x, causal=True)
     cache = KVCache()
@@ -149,7 +157,7 @@ def test_multi_head_attention_with_cache_equals_full_causal_attention(rotary):
 def test_cached_generation_equals_uncached_token_by_token(positional):
     """Each step's logits with the cache equal those of rerunning the whole sequence; so do the tokens."""
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(23, d_model=16, n_heads=2, n_layers=3, d_ff=32, max_len=32, positional=positional)
+    model = chapter_8_model(23, 32, d_model=16, n_layers=3, positional=positional)
     model = model.double().eval()
     prompt = torch.tensor([[3, 7, 1], [5, 5, 9]])
     caches = model.new_caches()
@@ -167,14 +175,14 @@ def test_cached_generation_equals_uncached_token_by_token(positional):
 
 
 def test_generate_restores_training_mode_and_checks_input():
-    model = DecoderOnlyTransformer(10, d_model=8, n_heads=2, n_layers=1, d_ff=8, max_len=6)
+    model = chapter_8_model(10, 6, d_ff=8)
     out = generate(model, torch.tensor([[1, 2]]), 3, temperature=0)
     assert out.shape == (1, 5) and model.training
-    with pytest.raises(ValueError, match=r"ids has 3 positions .* more than max_len = 2"):
+    with pytest.raises(ValueError, match=r"ids has 3 positions .* after 4 cached ones, .* context length T = 6"):
         model(torch.tensor([[1, 2, 3]]), _filled(model, 4))
-    with pytest.raises(ValueError, match="positional must be 'learned', 'sinusoidal' or 'rope'"):
-        DecoderOnlyTransformer(10, positional="alibi")
-    with pytest.raises(TypeError, match="model must be a GPT or a DecoderOnlyTransformer"):
+    with pytest.raises(ValueError, match="positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'"):
+        GPTConfig(positional="alibi")
+    with pytest.raises(TypeError, match="model must be a GPT, got"):
         generate(torch.nn.Linear(2, 2), torch.tensor([[1]]), 2)
 
 
@@ -186,5 +194,5 @@ def _filled(model, n):
 
 
 def test_layer_norm_in_the_decoder_only_model_is_the_final_norm():
-    model = DecoderOnlyTransformer(10, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+    model = chapter_8_model(10, d_ff=8)
     assert isinstance(model.norm, LayerNorm) and all(r.norm_first for b in model.blocks for r in b.residuals)

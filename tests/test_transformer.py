@@ -21,6 +21,7 @@ from companion.transformer import (
     EncoderDecoder,
     FeedForward,
     LayerNorm,
+    Residual,
     TransformerConfig,
     greedy_decode,
     seq2seq_loss,
@@ -129,8 +130,16 @@ def test_decoder_block_equals_torch(norm_first):
     torch.testing.assert_close(ours(x, memory), expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("block", [Residual, EncoderBlock, CausalBlock, DecoderBlock])
+def test_every_block_is_told_where_the_norm_goes(block):
+    """No default for ``norm_first``: post-norm (the paper, BERT) and pre-norm (GPT) are both the book's."""
+    with pytest.raises(TypeError, match="norm_first"):
+        block(8) if block is Residual else block(8, 2, 16)
+    assert block(8, norm_first=True) if block is Residual else block(8, 2, 16, norm_first=True)
+
+
 def test_blocks_train_with_dropout_and_differ_from_eval():
-    block = EncoderBlock(8, 2, 16, dropout=0.5)
+    block = EncoderBlock(8, 2, 16, dropout=0.5, norm_first=False)
     x = torch.randn(2, 4, 8)
     torch.manual_seed(0)
     train_out = block(x)
@@ -141,7 +150,7 @@ def test_blocks_train_with_dropout_and_differ_from_eval():
 
 def test_decoder_block_is_causal():
     torch.manual_seed(0)
-    block = DecoderBlock(8, 2, 16).double().eval()
+    block = DecoderBlock(8, 2, 16, norm_first=False).double().eval()
     x, memory = randn(1, 6, 8, seed=1), randn(1, 4, 8, seed=2)
     y = x.clone()
     y[:, 3:] = randn(1, 3, 8, seed=3)
@@ -154,7 +163,7 @@ def test_decoder_block_is_causal():
 
 def small_config(**overrides):
     base = dict(src_vocab_size=12, tgt_vocab_size=12, d_model=32, n_heads=4, n_encoder_layers=2,
-                n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=16)  # fmt: skip
+                n_decoder_layers=2, d_ff=64, dropout=0.0, context_length=16)  # fmt: skip
     base.update(overrides)
     return TransformerConfig(**base)
 
@@ -273,7 +282,7 @@ def test_greedy_decode_stops_at_eos_and_pads():
         (
             lambda: EncoderDecoder(small_config())(torch.randint(0, 12, (2, 20)), torch.zeros(2, 3, dtype=torch.long)),
             ValueError,
-            r"src has 20 positions \(shape \(2, 20\)\), more than max_len = 16",
+            r"src has 20 positions \(shape \(2, 20\)\), more than the context length T = 16",
         ),
         (
             lambda: EncoderDecoder(small_config())(torch.tensor([[1, 12]]), torch.zeros(1, 3, dtype=torch.long)),
@@ -291,12 +300,12 @@ def test_greedy_decode_stops_at_eos_and_pads():
             r"src must have 2 dimensions \(batch, seq\), got shape \(2,\)",
         ),
         (
-            lambda: EncoderBlock(8, 2, 16)(torch.randn(2, 3, 6)),
+            lambda: EncoderBlock(8, 2, 16, norm_first=False)(torch.randn(2, 3, 6)),
             ValueError,
             r"query must have last dimension d_model = 8, got shape \(2, 3, 6\)",
         ),
         (
-            lambda: DecoderBlock(8, 2, 16)(torch.randn(2, 3, 8), torch.randn(3, 3, 8)),
+            lambda: DecoderBlock(8, 2, 16, norm_first=True)(torch.randn(2, 3, 8), torch.randn(3, 3, 8)),
             ValueError,
             r"key and value must have shape \(2, n_k, 8\) .* got shapes \(3, 3, 8\)",
         ),
@@ -310,7 +319,7 @@ def test_greedy_decode_stops_at_eos_and_pads():
                 max_new_tokens=16,
             ),
             ValueError,
-            "exceeds the model's max_len = 16",
+            "exceeds the model's context length T = 16",
         ),
         (
             lambda: greedy_decode(

@@ -341,7 +341,7 @@ class DateTaskConfig:
             n_decoder_layers=self.n_decoder_layers,
             d_ff=self.d_ff,
             dropout=self.dropout,
-            max_len=max(64, data.train_src.shape[1], data.test_src.shape[1]),
+            context_length=max(64, data.train_src.shape[1], data.test_src.shape[1]),
             norm_first=self.norm_first,
             pad_id=Vocab.pad_id,
         )

@@ -70,7 +70,7 @@ def bert_config_from_hf(config: object) -> BertConfig:
             n_layers=c["num_hidden_layers"],
             n_heads=c["num_attention_heads"],
             d_ff=c["intermediate_size"],
-            max_len=c["max_position_embeddings"],
+            context_length=c["max_position_embeddings"],
             type_vocab_size=c["type_vocab_size"],
             dropout=c.get("hidden_dropout_prob", 0.1),
             eps=c.get("layer_norm_eps", 1e-12),

@@ -71,6 +71,9 @@ def gpt_state_dict_from_hf(state_dict: Mapping[str, torch.Tensor], config: GPTCo
         raise TypeError(f"state_dict must be a mapping name -> tensor, got {describe(state_dict)}")
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {describe(config)}")
+    gpt2_choices = dict(positional="learned", activation="gelu_tanh", tie_weights=True)
+    if other := {k: getattr(config, k) for k, v in gpt2_choices.items() if getattr(config, k) != v}:
+        raise ValueError(f"GPT-2's weights need a GPT-2 configuration ({gpt2_choices}), got {other}")
     V, T, d, d_ff = config.vocab_size, config.context_length, config.d_model, config.d_ff
     expected = {"wte.weight": (V, d), "wpe.weight": (T, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
     for i in range(config.n_layers):
