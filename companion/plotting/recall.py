@@ -83,5 +83,5 @@ def plot_recall_sweep(
     ax.set_xlabel("key–value pairs in the sequence")
     ax.set_ylabel("test accuracy (mean; bar: worst to best seed)")
     ax.set_title(title)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)  # below the axes
     return ax
