@@ -253,7 +253,7 @@ def measure_attention(
         max_n: ``name → longest n`` for the slow ones (an implementation is skipped past its limit).
         qk_std: standard deviation of the entries of q and k (v's is 1).
         reference: the name of the implementation the others' outputs are compared with
-            (:attr:`AttentionMeasurement.error`); default none.
+            (the ``error`` field of :class:`AttentionMeasurement`); default none.
         dtype, device: of the random inputs.
         min_run_time: seconds of repetitions per timing (see :func:`time_call`).
         rounds: how many times to time every implementation, in turn.
