@@ -18,7 +18,6 @@ Face's ``GPT2LMHeadModel``; GPT-2 ties the output layer to the embedding and use
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -37,7 +36,8 @@ from ._validate import (
     require_positive_number,
     require_probability,
 )
-from .attention import KVCache, scaled_dot_product_attention
+from .attention import KVCache
+from .attention import scaled_dot_product_attention as sdpa
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 from .transformer import ACTIVATIONS, CausalBlock, LayerNorm
 
@@ -90,25 +90,26 @@ class GPTConfig:
     n_heads: int = 12  # h
     d_model: int = 768  # d
     d_ff: int | None = None  # the feed-forward width; None: 4d, as in GPT-2 and GPT-3
-    dropout: float = 0.0  # on the embeddings, the attention weights, every residual branch
+    dropout: float = 0.0  # on the embeddings, attention weights, residual branches
     eps: float = 1e-5  # of every layer norm
-    positional: str = "learned"  # P: a "learned" table, "sinusoidal", or "rope" (rotates q and k)
-    activation: str = "gelu_tanh"  # of the feed-forward layer: "gelu_tanh" (GPT-2), "gelu", "relu"
-    tie_weights: bool = True  # output layer Eᵀ; False: a (V, d) matrix and a bias of its own
-    init: str = "gpt2"  # "gpt2": N(0, 0.02²), smaller residual outputs; "pytorch": its defaults
+    positional: str = "learned"  # P: "learned", "sinusoidal" or "rope" (rotary)
+    activation: str = "gelu_tanh"  # "gelu_tanh" (GPT-2), "gelu" or "relu"
+    tie_weights: bool = True  # output layer Eᵀ; False: its own (V, d) matrix and bias
+    init: str = "gpt2"  # "gpt2": N(0, 0.02²), residual outputs less; or "pytorch"
 
     def __post_init__(self) -> None:
         self.d_ff = _check_gpt_config(self)
 
     @classmethod
     def gpt2(cls, size: str = "gpt2", **overrides: object) -> GPTConfig:
-        """GPT-2 ``"gpt2"`` (small), ``"gpt2-medium"``, ``"gpt2-large"`` or ``"gpt2-xl"``; overrides replace fields."""
-        n_layers, n_heads, d_model = GPT2_SIZES[require_choice(size, "size", list(GPT2_SIZES))]
-        return cls(**(dict(n_layers=n_layers, n_heads=n_heads, d_model=d_model) | overrides))
+        """GPT-2 of a size in GPT2_SIZES ("gpt2": small); overrides replace fields."""
+        require_choice(size, "size", list(GPT2_SIZES))
+        L, h, d = GPT2_SIZES[size]
+        return cls(**(dict(n_layers=L, n_heads=h, d_model=d) | overrides))
 
     @classmethod
     def gpt3(cls) -> GPTConfig:
-        """GPT-3 175B (Brown et al., 2020, table 2.1): L = 96, h = 96, d = 12,288, T = 2,048, GPT-2's vocabulary."""
+        """GPT-3 175B (Brown et al., 2020): L = h = 96, d = 12,288, T = 2,048."""
         return cls(context_length=2048, n_layers=96, n_heads=96, d_model=12288)
 
 
@@ -140,17 +141,19 @@ def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
 
 
 class GPT(nn.Module):
-    """logits = lm_head(norm(blocks(E[ids] + P[positions]))), lm_head = Eᵀ if tied: ids (B, n) → (B, n, V)."""
+    """logits = lm_head(norm(blocks(E[ids] + P))), Eᵀ if tied: (B, n) → (B, n, V)."""
 
-    def __init__(self, config: GPTConfig, *, attention: Callable[..., Tensor] = scaled_dot_product_attention) -> None:
+    def __init__(self, config: GPTConfig, *, attention=sdpa) -> None:
         super().__init__()
         self.config = c = require_instance(config, GPTConfig, "config")
-        self.embed = nn.Embedding(c.vocab_size, c.d_model)  # E
-        self.pos = None if c.positional == "rope" else POSITIONAL[c.positional](c.d_model, c.context_length)  # P
-        rope = RotaryEmbedding(c.d_model // c.n_heads, c.context_length) if c.positional == "rope" else None
+        d, h, T = c.d_model, c.n_heads, c.context_length
+        self.embed = nn.Embedding(c.vocab_size, d)  # E
+        rotary = c.positional == "rope"  # no P: the blocks rotate q and k
+        self.pos = None if rotary else POSITIONAL[c.positional](d, T)  # P
+        rope = RotaryEmbedding(d // h, T) if rotary else None
         self.dropout = nn.Dropout(c.dropout)
-        kw = dict(norm_first=True, activation=c.activation, eps=c.eps, attention=attention, rotary=rope)
-        block = partial(CausalBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **kw)
+        kw = dict(activation=c.activation, eps=c.eps, attention=attention, rotary=rope)
+        block = partial(CausalBlock, d, h, c.d_ff, c.dropout, norm_first=True, **kw)
         self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))  # pre-norm
         self.norm = LayerNorm(c.d_model, c.eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=not c.tie_weights)
@@ -212,29 +215,29 @@ def _check_sampling(logits: object, temperature: object, top_k: object, top_p: o
 
 
 def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
-    """L = -(1 / B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t) in nats: ids (B, n), n ≥ 2."""
+    """L = -1/(B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t), nats: ids (B, n ≥ 2)."""
     _check_stream_batch(ids)
     logits = model(ids[:, :-1])  # (B, n-1, V): position t is scored on ids[:, t + 1]
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
 def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the k largest logits of every row (and any tied with the k-th), set the others to -inf: (..., V) → same."""
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
+    """Keep each row's k largest logits (and ties with the k-th), the rest -inf."""
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the fewest most likely tokens whose probabilities add up to at least p, set the others to -inf."""
+    """Keep the fewest likeliest tokens whose probabilities sum to ≥ p; others -inf."""
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
     probs = torch.softmax(sorted_logits, dim=-1)
-    before = probs.cumsum(dim=-1) - probs  # the mass of the tokens more likely than this one
+    before = probs.cumsum(dim=-1) - probs  # the mass of the more likely tokens
     drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= p)
     return logits.masked_fill(drop, float("-inf"))
 
 
-def sample_next(logits: Tensor, *, temperature=1.0, top_k=None, top_p=None, generator=None) -> Tensor:
-    """x ~ softmax(logits / temperature), within the top k and the top-p nucleus: (B, V) → (B, 1)."""
+def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
     _check_sampling(logits, temperature, top_k, top_p)
     if temperature == 0:  # greedy
         return logits.argmax(dim=-1, keepdim=True)

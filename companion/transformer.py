@@ -62,12 +62,13 @@ ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": partial(F.gelu, appr
 
 
 class LayerNorm(nn.Module):
-    """y = (x - μ) / √(σ² + eps) · γ + β, μ and σ² (biased) over the last dimension: x (..., d_model) → same."""
+    """y = (x - μ) / √(σ² + eps) · γ + β, biased μ, σ² over the last axis: (..., d)."""
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(require_positive_int(d_model, "d_model")))  # γ
+        require_positive_int(d_model, "d_model")
+        self.weight = nn.Parameter(torch.ones(d_model))  # γ
         self.bias = nn.Parameter(torch.zeros(d_model))  # β
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -77,11 +78,12 @@ class LayerNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = W₂ act(W₁ x + b₁) + b₂ at every position: x (..., d_model) → (..., d_ff) → (..., d_model)."""
+    """FFN(x) = W₂ act(W₁ x + b₁) + b₂, position-wise: (…, d) → (…, d_ff) → (…, d)."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout=0.0, activation="relu") -> None:
         super().__init__()
-        self.activation = ACTIVATIONS[require_choice(activation, "activation", sorted(ACTIVATIONS))]
+        require_choice(activation, "activation", sorted(ACTIVATIONS))
+        self.activation = ACTIVATIONS[activation]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(require_probability(dropout))
@@ -91,30 +93,41 @@ class FeedForward(nn.Module):
 
 
 class Residual(nn.Module):
-    """x + dropout(f(norm(x))) (pre-norm, norm_first) or norm(x + dropout(f(x))) (post-norm): (B, n, d) → same."""
+    """x + dropout(f(norm(x))) if norm_first (pre-norm) else norm(x + dropout(f(x)))."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, *, norm_first: bool, eps: float = 1e-5) -> None:
+    def __init__(self, d_model: int, dropout=0.0, *, norm_first: bool, eps=1e-5):
         super().__init__()
         self.norm = LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
 
 
 class EncoderBlock(nn.Module):
-    """x = x + attn(x, x, x); x = x + ff(x), each through a :class:`Residual`: x (B, n, d_model) → same."""
+    """x = x + attn(x); x = x + ff(x), each a :class:`Residual`: (B, n, d) → same."""
 
     def __init__(
-        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first, activation="relu", eps=1e-5, attention=sdpa
+        self,
+        d_model,
+        n_heads,
+        d_ff,
+        dropout=0.0,
+        *,
+        norm_first,
+        activation="relu",
+        eps=1e-5,
+        attention=sdpa,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
+        mha = partial(MultiHeadAttention, dropout=dropout, attention=attention)
+        self.self_attn = mha(d_model, n_heads)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first=norm_first, eps=eps) for _ in range(2))
+        residual = partial(Residual, d_model, dropout, norm_first=norm_first, eps=eps)
+        self.residuals = nn.ModuleList(residual() for _ in range(2))
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask))
@@ -136,16 +149,27 @@ class CausalBlock(EncoderBlock):
 
 
 class DecoderBlock(nn.Module):
-    """x += attn(x, causal); x += attn(x, memory); x += ff(x), each a Residual: x (B, n_tgt, d_model)."""
+    """x += attn(x, causal); x += attn(x, memory); x += ff(x), via :class:`Residual`."""
 
     def __init__(
-        self, d_model, n_heads, d_ff, dropout=0.0, *, norm_first, activation="relu", eps=1e-5, attention=sdpa
+        self,
+        d_model,
+        n_heads,
+        d_ff,
+        dropout=0.0,
+        *,
+        norm_first,
+        activation="relu",
+        eps=1e-5,
+        attention=sdpa,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention=attention)
+        mha = partial(MultiHeadAttention, dropout=dropout, attention=attention)
+        self.self_attn = mha(d_model, n_heads)
+        self.cross_attn = mha(d_model, n_heads)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.residuals = nn.ModuleList(Residual(d_model, dropout, norm_first=norm_first, eps=eps) for _ in range(3))
+        residual = partial(Residual, d_model, dropout, norm_first=norm_first, eps=eps)
+        self.residuals = nn.ModuleList(residual() for _ in range(3))
 
     def forward(self, x: Tensor, memory: Tensor, mask=None, memory_mask=None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True))
@@ -228,7 +252,7 @@ class EncoderDecoder(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     def padding_mask(self, ids: torch.Tensor) -> torch.Tensor | None:
-        """(B, 1, 1, n): the keys that are not ``pad_id``; ``None`` when there is no padding."""
+        """(B, 1, 1, n): True at the keys that are not ``pad_id``; ``None`` if none are."""
         if self.config.pad_id is None or bool((ids != self.config.pad_id).all()):
             return None
         return padding_to_attention_mask(ids != self.config.pad_id, heads=True)
@@ -242,11 +266,12 @@ class EncoderDecoder(nn.Module):
             x = block(x, mask)
         return self.encoder_norm(x)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor | None = None) -> torch.Tensor:
-        """tgt (B, n_tgt), memory (B, n_src, d_model) → logits (B, n_tgt, V); t predicts t + 1."""
+    def decode(self, tgt: Tensor, memory: Tensor, src: Tensor | None = None) -> Tensor:
+        """tgt (B, n_tgt), memory (B, n_src, d) → logits (B, n_tgt, V); t predicts t + 1."""
         check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length)
         x = self.dropout(self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model)))
-        mask, memory_mask = self.padding_mask(tgt), None if src is None else self.padding_mask(src)
+        mask = self.padding_mask(tgt)
+        memory_mask = None if src is None else self.padding_mask(src)
         for block in self.decoder:
             x = block(x, memory, mask, memory_mask)
         return self.lm_head(self.decoder_norm(x))
@@ -269,13 +294,13 @@ def _check_seq2seq_batch(batch: object) -> tuple[Tensor, Tensor]:
     return src, tgt
 
 
-def seq2seq_loss(model: EncoderDecoder, batch: tuple[Tensor, Tensor], *, label_smoothing=0.0) -> Tensor:
-    """Mean cross-entropy of tgt[:, 1:] given src and tgt[:, :-1] (teacher forcing), batch = (src, tgt)."""
+def seq2seq_loss(model: EncoderDecoder, batch: tuple, *, label_smoothing=0.0) -> Tensor:
+    """Mean cross-entropy of tgt[:, 1:] given src, tgt[:, :-1]: batch = (src, tgt)."""
     src, tgt = _check_seq2seq_batch(batch)  # tgt = [BOS, y_1 … y_T, EOS, PAD …]
-    logits = model(src, tgt[:, :-1])  # (B, n_tgt - 1, V)
+    logits = model(src, tgt[:, :-1]).flatten(0, 1)  # (B (n_tgt-1), V): teacher forcing
     pad = -100 if model.config.pad_id is None else model.config.pad_id  # excluded
-    targets = tgt[:, 1:].flatten()
-    return F.cross_entropy(logits.flatten(0, 1), targets, ignore_index=pad, label_smoothing=label_smoothing)
+    y = tgt[:, 1:].flatten()  # (B (n_tgt-1),): the next tokens
+    return F.cross_entropy(logits, y, ignore_index=pad, label_smoothing=label_smoothing)
 
 
 def _require_token(value: object, name: str, vocab_size: int) -> None:
@@ -308,13 +333,13 @@ def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_
 
 
 @torch.no_grad()
-def greedy_decode(model: EncoderDecoder, src: Tensor, *, bos_id: int, eos_id=None, max_new_tokens=32) -> Tensor:
-    """y_0 = BOS, y_{t+1} = argmax_v logits(src, y_0 … y_t)[t, v]: src (B, n_src) -> (B, 1 + T)."""
+def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) -> Tensor:
+    """y_0 = BOS, y_{t+1} = argmax logits(src, y_0 … y_t)[t]: (B, n_src) → (B, 1+T)."""
     _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
     B, c = src.shape[0], model.config
     with eval_mode(model):
         memory = model.encode(src)  # once
-        out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1): BOS
+        out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # BOS
         done = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,): reached EOS
         filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
         for _ in range(max_new_tokens):

@@ -78,11 +78,9 @@ def test_the_book_shows_the_mathematics():
 
 
 # Shown lines still wider than 88 columns, each for a reason; the test below fails when one of them fits.
-# - gpt.py and transformer.py: being rewritten on the `unify` branch (issue 16 §2), fitted after that merge.
 # - four hugged signatures: ruff (120 columns) puts the parameters on one line, which is 92 to 105 columns;
 #   no annotation or default makes that line fit 88 while the whole signature stays over 120 columns, and one
 #   parameter per line (ruff's only other layout) would add 34 signature lines, taking the share under 60 %.
-PENDING_FILES = {"gpt.py", "transformer.py"}
 WIDE_SIGNATURES = {
     "linear_attention.py:linear_attention",
     "linear_attention.py:causal_linear_attention_chunked",
@@ -101,14 +99,14 @@ def test_the_book_shows_code_within_88_columns_but_the_listed_exceptions():
     unexplained = [
         f"{x.page}:{x.line} {x.name} line {n} is {len(line)} columns wide: {line.strip()}"
         for x, n, line in wide
-        if x.path.name not in PENDING_FILES and not (x.name in WIDE_SIGNATURES and n == 2)
+        if not (x.name in WIDE_SIGNATURES and n == 2)
     ]
     assert not unexplained, "\n".join(unexplained)
     still_wide = {x.name for x, n, _ in wide if x.name in WIDE_SIGNATURES and n == 2}
     assert still_wide == WIDE_SIGNATURES, f"{sorted(WIDE_SIGNATURES - still_wide)} fit now: drop them from the list"
 
 
-@pytest.mark.xfail(strict=True, reason="the exceptions above (PENDING_FILES, WIDE_SIGNATURES)")
+@pytest.mark.xfail(strict=True, reason="the exceptions above (WIDE_SIGNATURES)")
 def test_the_book_shows_code_within_88_columns():
     found = shown_code.listings()
     wide = [p for p in shown_code.problems(found) if "columns wide" in p]
