@@ -330,9 +330,15 @@ def test_the_stop_button_still_stops_a_check():
         signal.raise_signal(signal.SIGINT)  # what Jupyter's stop button (or the grader's time limit) sends
         return x * factor
 
-    with pytest.raises(KeyboardInterrupt):
-        CHECK_TWICE.verdict(presses_stop)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # A Jupyter kernel's SIGINT handler is Python's default one; a test that ran before this one in the same
+    # pytest worker may have left another (seen as a rare "DID NOT RAISE" under xdist), so set it here.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            CHECK_TWICE.verdict(presses_stop)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_hidden_random_cases_defeat_a_table_of_shown_answers():
