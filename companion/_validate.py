@@ -41,6 +41,13 @@ __all__ = [
     "require_min_ndim",
     "check_sequence",
     "check_token_ids",
+    "require_choice",
+    "require_floats",
+    "require_entries",
+    "require_callable",
+    "check_pair",
+    "check_token_stream",
+    "check_windowed_stream",
 ]
 
 
@@ -142,12 +149,14 @@ def require_int(value: object, name: str, *, low: int | None = None, high: int |
     return value
 
 
-def require_index(value: object, name: str, size: int) -> int:
-    """Return ``value`` if it is an ``int`` index into ``size`` items, ``0 <= value < size``, else raise."""
+def require_index(value: object, name: str, size: int, *, what: str = "") -> int:
+    """Return ``value`` if it is an ``int`` index into ``size`` items, ``0 <= value < size``, else raise
+    (``what`` names the kind of index in the messages, e.g. ``"a token id"``)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int index, got {describe(value)}")
+        raise TypeError(f"{name} must be {what or 'an int index'}, got {describe(value)}")
     if not 0 <= value < size:
-        raise ValueError(f"{name} must lie in [0, {size - 1}], got {value}")
+        expected = f"be {what} in [0, {size})" if what else f"lie in [0, {size - 1}]"
+        raise ValueError(f"{name} must {expected}, got {value!r}")
     return value
 
 
@@ -364,15 +373,31 @@ def check_sequence(
     return x
 
 
-def check_token_ids(ids: object, name: str, vocab_size: int, context_length: int | None = None) -> torch.Tensor:
-    """Raise unless ``ids`` is an integer tensor ``(batch, n)`` of ids in ``[0, vocab_size)``, n ≤ context_length."""
+def check_token_ids(
+    ids: object,
+    name: str,
+    vocab_size: int | None,
+    context_length: int | None = None,
+    *,
+    offset: int = 0,
+    min_length: int = 0,
+) -> torch.Tensor:
+    """Raise unless ``ids`` is an integer tensor ``(batch, n)`` with ``n >= min_length`` of ids in
+    ``[0, vocab_size)`` (not checked if ``vocab_size`` is None) whose positions ``offset … offset + n - 1`` lie
+    below ``context_length`` (``offset`` positions already sit in a cache)."""
     ids = require_ndim(require_integer_tensor(ids, name), name, 2, "(batch, seq)")
-    if context_length is not None and ids.shape[1] > context_length:
+    if ids.shape[1] < min_length:
+        count = {1: "one token", 2: "two tokens"}.get(min_length, f"{min_length} tokens")
         raise ValueError(
-            f"{name} has {ids.shape[1]} positions (shape {tuple(ids.shape)}), more than the context length "
+            f"{name} must hold at least {count} per sequence (n >= {min_length}), got shape {tuple(ids.shape)}"
+        )
+    if context_length is not None and offset + ids.shape[1] > context_length:
+        cached = f" after {offset} cached ones" if offset else ""
+        raise ValueError(
+            f"{name} has {ids.shape[1]} positions (shape {tuple(ids.shape)}){cached}, more than the context length "
             f"T = {context_length}"
         )
-    return require_index_range(ids, name, vocab_size)
+    return ids if vocab_size is None else require_index_range(ids, name, vocab_size)
 
 
 def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
@@ -381,6 +406,143 @@ def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
         listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
         raise ValueError(f"{name} must be one of {listed}, got {value!r}")
     return value
+
+
+def require_floats(
+    x: object,
+    name: str,
+    layout: str = "",
+    *,
+    ndim: int | None = None,
+    min_ndim: int | None = None,
+    shape: Sequence[int | str] | None = None,
+    nonempty: Sequence[int] = (),
+    dtype: torch.dtype | None = None,
+    what: str = "",
+) -> torch.Tensor:
+    """Return ``x`` if it is a floating tensor (``what``, e.g. ``"a matrix"``) of the layout asked for, else
+    raise naming it (``layout``, e.g. ``"(N, dim)"``) and the shape that came: ``ndim`` dimensions (or at
+    least ``min_ndim``), the sizes of ``shape`` (a name such as ``"R"`` matches any size; it fixes ``ndim``),
+    at least one entry along each dimension listed in ``nonempty``, and the dtype ``dtype`` (that of another
+    argument)."""
+    x = require_floating_tensor(x, name)
+    ndim = len(shape) if shape is not None else ndim
+    want = layout
+    if shape is not None:
+        sizes = ", ".join(str(s) for s in shape)
+        want = f"{layout} = ({sizes}{',' if len(shape) == 1 else ''})" if layout else f"({sizes})"
+    ok = (ndim is None or x.ndim == ndim) and (min_ndim is None or x.ndim >= min_ndim)
+    ok = ok and (shape is None or all(isinstance(s, str) or s == n for s, n in zip(shape, x.shape, strict=True)))
+    ok = ok and all(x.shape[d] > 0 for d in nonempty)
+    if not ok:
+        rules = [f"{ndim} dimensions"] if ndim is not None else []
+        rules += [f"at least {min_ndim} dimensions"] if min_ndim else []
+        rules += [f"at least one entry along dimension {d}" for d in nonempty]
+        expected = f"be {what} {want}".rstrip() if what else f"have shape {want or '(...)'}"
+        raise ValueError(f"{name} must {expected} ({', '.join(rules)}), got shape {tuple(x.shape)}")
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype} (that of the other inputs), got {x.dtype}")
+    return x
+
+
+def require_entries(
+    x: object,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    why: str = "",
+) -> torch.Tensor:
+    """Return ``x`` if it is a real tensor (or array) whose every entry lies within the bounds given (the
+    number rule of :func:`require_number`, entrywise), else raise naming the range and the offending entry."""
+    if not isinstance(x, torch.Tensor):
+        if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+            raise TypeError(f"{name} must be a tensor of numbers, got {describe(x)}")
+        x = torch.as_tensor(x)
+    if x.dtype == torch.bool or x.dtype.is_complex:
+        raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    verb = "lie" if low is not None and high is not None else "be"
+    expected = f"{name} must {verb}{_bounds(low, high, low_open, high_open)} entrywise" + (f" ({why})" if why else "")
+    bad = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    if low is not None:
+        bad |= ~(x > low if low_open else x >= low)
+    if high is not None:
+        bad |= ~(x < high if high_open else x <= high)
+    if bool(bad.any()):
+        raise ValueError(f"{expected}, got an entry {x[bad][0].item()!r} (shape {tuple(x.shape)})")
+    return x
+
+
+def require_callable(f: object, name: str, what: str) -> object:
+    """Return ``f`` if it is callable, else raise :class:`TypeError` naming ``what`` it should be."""
+    if not callable(f):
+        raise TypeError(f"{name} must be {what}, got {describe(f)}")
+    return f
+
+
+def check_pair(
+    x: object,
+    y: object,
+    names: tuple[str, str] = ("x", "y"),
+    *,
+    ndim: int | None = None,
+    same_dtype: bool = True,
+    width: str = "d",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``x`` and ``y`` if they are floating tensors ``(..., d)`` with one width ``d`` (and one dtype, if
+    ``same_dtype``; ``width`` names it in messages): of exactly ``ndim`` dimensions if given, else of at least
+    one whose leading dimensions broadcast against each other."""
+    (a, b), layout = names, f"(points, {width})" if ndim == 2 else f"(..., {width})"
+    x = require_floats(x, a, layout, ndim=ndim, min_ndim=None if ndim else 1)
+    y = require_floats(y, b, layout, ndim=ndim, min_ndim=None if ndim else 1)
+    if x.shape[-1] != y.shape[-1]:
+        raise ValueError(
+            f"{a} and {b} must have the same last dimension {width}, got shapes {tuple(x.shape)} and "
+            f"{tuple(y.shape)} (the same {width} for both: {x.shape[-1]} ≠ {y.shape[-1]})"
+        )
+    if same_dtype and x.dtype != y.dtype:
+        raise TypeError(f"{a} and {b} must share one dtype, got {x.dtype} and {y.dtype}")
+    try:
+        torch.broadcast_shapes(x.shape[:-1], y.shape[:-1]) if ndim is None else None
+    except RuntimeError:
+        raise ValueError(
+            f"{a} and {b} must broadcast against each other, got shapes {tuple(x.shape)} and {tuple(y.shape)}"
+        ) from None
+    return x, y
+
+
+def check_token_stream(
+    ids: object, window: object, sentence_ids: object = None, vocab_size: int | None = None, *, nonempty: bool = False
+) -> torch.Tensor:
+    """Check a stream of token ids ``(N,)`` (in ``[0, vocab_size)``, if given; at least one, if ``nonempty``), a
+    context window ``>= 1`` and the sentence id of each token ``(N,)`` (``None``: one sentence); return the
+    sentence ids."""
+    ids = require_ndim(require_integer_tensor(ids, "ids"), "ids", 1, "(N,)")
+    require_positive_int(window, "window")
+    if vocab_size is not None:
+        require_index_range(ids, "ids", require_positive_int(vocab_size, "vocab_size"))
+    if nonempty and ids.numel() == 0:
+        raise ValueError("ids is empty: no co-occurrences to count")
+    if sentence_ids is None:
+        return torch.zeros(ids.numel(), dtype=torch.long)
+    if require_integer_tensor(sentence_ids, "sentence_ids").shape != ids.shape:
+        raise ValueError(f"sentence_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(sentence_ids.shape)}")
+    return sentence_ids
+
+
+def check_windowed_stream(
+    ids: object, window: object, sentence_ids: object = None, windows: object = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`check_token_stream` and the window ``(N,)`` of each token, in ``[1, window]`` (``None``: all
+    ``window``); return the sentence ids and the windows."""
+    sentence_ids = check_token_stream(ids, window, sentence_ids)
+    if windows is None:
+        return sentence_ids, torch.full((ids.numel(),), window, dtype=torch.long)
+    if require_integer_tensor(windows, "windows").shape != ids.shape:
+        raise ValueError(f"windows must have the shape of ids {tuple(ids.shape)}, got {tuple(windows.shape)}")
+    return sentence_ids, require_entries(windows, "windows", low=1, high=window)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -34,8 +34,10 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ._validate import (
+    check_token_stream,
     describe,
     require_choice,
+    require_entries,
     require_floating_tensor,
     require_index_range,
     require_integer_tensor,
@@ -67,22 +69,6 @@ PAPER_ICE_STEAM: dict[str, dict[str, float]] = {
 """Table 1 of Pennington, Socher & Manning (2014), the co-occurrence probabilities of probe words ``k`` with
 "ice" and "steam" in their 6-billion-token corpus, and their ratio. Only the ratio singles out the words
 related to one of the two (solid, gas) from those related to both (water) or neither (fashion)."""
-
-
-def _check_stream(ids: torch.Tensor, sentence_ids: torch.Tensor | None, vocab_size: int, window: int) -> torch.Tensor:
-    require_integer_tensor(ids, "ids")
-    require_ndim(ids, "ids", 1, "(N,)")
-    require_positive_int(vocab_size, "vocab_size")
-    require_positive_int(window, "window")
-    require_index_range(ids, "ids", vocab_size)
-    if ids.numel() == 0:
-        raise ValueError("ids is empty: no co-occurrences to count")
-    if sentence_ids is None:
-        return torch.zeros_like(ids, dtype=torch.long)
-    require_integer_tensor(sentence_ids, "sentence_ids")
-    if sentence_ids.shape != ids.shape:
-        raise ValueError(f"sentence_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(sentence_ids.shape)}")
-    return sentence_ids
 
 
 def _pairs(
@@ -122,7 +108,7 @@ def cooccurrence_matrix(
         sentence_ids: ``(N,)`` sentence of each token; pairs never cross sentences (default: one sentence).
         dense: return a dense tensor (default: dense if ``V <= 2000``, else a coalesced sparse COO tensor).
     """
-    sentence_ids = _check_stream(ids, sentence_ids, vocab_size, window)
+    sentence_ids = check_token_stream(ids, window, sentence_ids, vocab_size, nonempty=True)
     left, right, weight = _pairs(ids, sentence_ids, window)
     keys = left * vocab_size + right
     unique, inverse = torch.unique(keys, return_inverse=True)
@@ -138,8 +124,8 @@ def cooccurrence_matrix(
 
 def cooccurrence_matrix_loop(ids: Tensor, vocab_size, window=10, sentence_ids=None):
     """:func:`cooccurrence_matrix` as plain loops, dense ``(V, V)``: the definition."""
-    sentence_ids = _check_stream(ids, sentence_ids, vocab_size, window)
-    tokens, sent = ids.tolist(), sentence_ids.tolist()
+    sent = check_token_stream(ids, window, sentence_ids, vocab_size, nonempty=True)
+    tokens, sent = ids.tolist(), sent.tolist()
     x = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
     for p in range(len(tokens)):
         for q in range(p + 1, min(p + window, len(tokens) - 1) + 1):
@@ -160,7 +146,7 @@ def cooccurrence_rows(
 
     Cheap even for a vocabulary of every word (``min_count=1``), which rare probe words need.
     """
-    sentence_ids = _check_stream(ids, sentence_ids, vocab_size, window)
+    sentence_ids = check_token_stream(ids, window, sentence_ids, vocab_size, nonempty=True)
     rows = [int(r) for r in rows]
     if not rows:
         raise ValueError("rows must name at least one word id")
@@ -224,8 +210,7 @@ def glove_weight(x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75) -> 
     require_floating_tensor(x, "x")
     require_positive_number(x_max, "x_max")
     require_positive_number(alpha, "alpha")
-    if (x < 0).any():
-        raise ValueError("co-occurrence values x must be >= 0")
+    require_entries(x, "x", low=0, why="co-occurrence values")
     return torch.where(x < x_max, (x / x_max).pow(alpha), torch.ones_like(x))
 
 
@@ -256,8 +241,7 @@ def glove_loss(
     for t, name in ((b, "b"), (b_tilde, "b_tilde"), (x, "x")):
         if tuple(t.shape) != (w.shape[0],):
             raise ValueError(f"{name} must have shape ({w.shape[0]},), got {tuple(t.shape)}")
-    if (x <= 0).any():
-        raise ValueError("x must be > 0 (only non-zero co-occurrences enter the loss)")
+    require_entries(x, "x", low=0, low_open=True, why="only non-zero co-occurrences enter the loss")
     require_choice(reduction, "reduction", ("sum", "mean", "none"))
     diff = (w * w_tilde).sum(-1) + b + b_tilde - x.log()
     loss = glove_weight(x, x_max, alpha) * diff.pow(2)

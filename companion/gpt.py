@@ -29,8 +29,11 @@ from ._validate import (
     check_token_ids,
     describe,
     require_choice,
+    require_floats,
     require_heads,
     require_instance,
+    require_int,
+    require_number,
     require_positive_int,
     require_positive_ints,
     require_positive_number,
@@ -75,8 +78,7 @@ def _check_gpt_config(c: GPTConfig) -> int:
     require_choice(c.positional, "positional", [*POSITIONAL, "rope"])
     require_choice(c.activation, "activation", sorted(ACTIVATIONS))
     require_choice(c.init, "init", ["gpt2", "pytorch"])
-    if not isinstance(c.tie_weights, bool):
-        raise TypeError(f"tie_weights must be a bool, got {describe(c.tie_weights)}")
+    require_instance(c.tie_weights, bool, "tie_weights")
     return 4 * c.d_model if c.d_ff is None else require_positive_int(c.d_ff, "d_ff")
 
 
@@ -130,14 +132,7 @@ def parameter_count(config: GPTConfig) -> int:
 
 
 def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
-    ids = check_token_ids(ids, "ids", c.vocab_size)
-    if ids.shape[1] == 0:
-        raise ValueError(f"ids must hold at least one token per sequence, got shape {tuple(ids.shape)}")
-    if offset + ids.shape[1] > c.context_length:
-        raise ValueError(
-            f"ids has {ids.shape[1]} positions (shape {tuple(ids.shape)}) after {offset} cached ones, more than "
-            f"the context length T = {c.context_length}"
-        )
+    check_token_ids(ids, "ids", c.vocab_size, c.context_length, offset=offset, min_length=1)
 
 
 class GPT(nn.Module):
@@ -198,25 +193,18 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
 
-def _check_stream_batch(ids: object) -> None:
-    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] < 2:
-        raise ValueError(f"ids must be a (batch, n) tensor of token ids with n >= 2, got {describe(ids)}")
-
-
 def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
-    if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or not logits.is_floating_point():
-        raise ValueError(f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    if top_k is not None and not 1 <= require_positive_int(top_k, "top_k") <= logits.shape[-1]:
-        raise ValueError(f"top_k must lie in [1, vocab_size = {logits.shape[-1]}], got {top_k}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
+    logits = require_floats(logits, "logits", "(batch, vocab_size)", ndim=2)
+    require_number(temperature, "temperature", low=0, finite=False)
+    if top_k is not None:
+        require_int(top_k, "top_k", low=1, high=logits.shape[-1], why="at most vocab_size")
+    if top_p is not None:
+        require_number(top_p, "top_p", low=0, low_open=True, high=1)
 
 
 def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     """L = -1/(B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t), nats: ids (B, n ≥ 2)."""
-    _check_stream_batch(ids)
+    check_token_ids(ids, "ids", None, min_length=2)
     logits = model(ids[:, :-1])  # (B, n-1, V): position t is scored on ids[:, t + 1]
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
@@ -269,12 +257,9 @@ def generate(
     the call; n + max_new_tokens must not exceed the context length T. This is the book's one generation loop
     for its decoder-only model, with one sampler, :func:`sample_next` (``temperature=0``: greedy).
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {describe(model)}")
+    require_instance(model, GPT, "model")
     vocab_size, context_length = model.config.vocab_size, model.config.context_length
-    check_token_ids(ids, "ids", vocab_size)
-    if ids.shape[1] == 0:
-        raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+    check_token_ids(ids, "ids", vocab_size, min_length=1)
     require_positive_int(max_new_tokens, "max_new_tokens")
     if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(

@@ -43,9 +43,11 @@ import torch
 from torch import Tensor, nn
 
 from ._validate import (
+    check_pair,
     describe,
     require_choice,
     require_floating_tensor,
+    require_floats,
     require_number,
     require_positive_int,
 )
@@ -84,46 +86,12 @@ VARIANTS = ("cos", "cos_sin")
 
 
 # ----------------------------------------------------------------------------------------------------
-# Input checks
-
-
-def _check_rows(x: object, name: str) -> torch.Tensor:
-    require_floating_tensor(x, name)
-    if x.ndim < 1 or x.shape[-1] == 0:
-        raise ValueError(f"{name} must have shape (..., d) with d ≥ 1, got shape {tuple(x.shape)}")
-    return x
-
-
-def _check_pair(x: object, y: object) -> tuple[torch.Tensor, torch.Tensor]:
-    """x of shape (N, d) and y of shape (M, d), one floating dtype."""
-    for name, t in (("x", x), ("y", y)):
-        require_floating_tensor(t, name)
-        if t.ndim != 2:
-            raise ValueError(f"{name} must have 2 dimensions (points, d), got shape {tuple(t.shape)}")
-    if x.shape[1] != y.shape[1]:
-        raise ValueError(f"x and y must have the same d: got x of shape {tuple(x.shape)}, y {tuple(y.shape)}")
-    if x.dtype != y.dtype:
-        raise TypeError(f"x and y must share one dtype, got {x.dtype} and {y.dtype}")
-    return x, y
-
-
-def _check_frequencies(x: torch.Tensor, w: object) -> torch.Tensor:
-    require_floating_tensor(w, "w")
-    if w.ndim != 2 or w.shape[0] != x.shape[-1]:
-        raise ValueError(
-            f"w must have shape (d, R) = ({x.shape[-1]}, R) to match x of shape {tuple(x.shape)}, "
-            f"got shape {tuple(w.shape)}"
-        )
-    return w
-
-
-# ----------------------------------------------------------------------------------------------------
 # Shift-invariant kernels (exact)
 
 
 def gaussian_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """k(x, y) = exp(−‖x − y‖² / (2σ²)) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/(2σ²)."""
-    x, y = _check_pair(x, y)
+    x, y = check_pair(x, y, ndim=2)
     sigma = require_number(sigma, "sigma", low=0, low_open=True)
     sq = (x * x).sum(-1)[:, None] + (y * y).sum(-1)[None, :] - 2 * x @ y.T  # ‖x − y‖², (N, M)
     return torch.exp(-sq.clamp_min(0) / (2 * sigma**2))
@@ -131,14 +99,14 @@ def gaussian_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> tor
 
 def laplace_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """k(x, y) = exp(−‖x − y‖₁ / σ) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/σ."""
-    x, y = _check_pair(x, y)
+    x, y = check_pair(x, y, ndim=2)
     sigma = require_number(sigma, "sigma", low=0, low_open=True)
     return torch.exp(-torch.cdist(x, y, p=1) / sigma)
 
 
 def cauchy_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """k(x, y) = ∏ⱼ 1 / (1 + (xⱼ − yⱼ)² / σ²) for x (N, d), y (M, d) -> (N, M)."""
-    x, y = _check_pair(x, y)
+    x, y = check_pair(x, y, ndim=2)
     sigma = require_number(sigma, "sigma", low=0, low_open=True)
     delta = x[:, None, :] - y[None, :, :]  # (N, M, d)
     return torch.exp(-torch.log1p((delta / sigma) ** 2).sum(-1))
@@ -156,7 +124,7 @@ def shift_invariant_kernel(
 
 def kernel_at(delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0) -> torch.Tensor:
     """k(Δ) for differences Δ of shape (..., d) -> (...), for one of :data:`KERNELS`."""
-    delta = _check_rows(delta, "delta")
+    delta = require_floats(delta, "delta", "(..., d)", min_ndim=1, nonempty=(-1,))
     kernel, sigma = require_choice(kernel, "kernel", KERNELS), require_number(sigma, "sigma", low=0, low_open=True)
     u = delta / sigma
     if kernel == "gaussian":
@@ -274,17 +242,14 @@ class RandomFourierFeatures(nn.Module):
 
 def _check_features(x: object, w: object, b: object = None, *, name: str = "x", stabilize: object = None):
     """Check the inputs of a random-feature map; return them, ``w`` and ``b`` in the dtype of ``x``."""
-    x = _check_rows(x, name)
-    w = _check_frequencies(x, w).to(x.dtype)
+    x = require_floats(x, name, "(..., d)", min_ndim=1, nonempty=(-1,))
+    w = require_floats(w, "w", "(d, R)", shape=(x.shape[-1], "R")).to(x.dtype)
     require_choice(stabilize, "stabilize", (None, "rows", "all"))
     if stabilize == "all" and x.ndim < 2:
         raise ValueError(f"stabilize='all' needs x of shape (..., n, d), got shape {tuple(x.shape)}")
     if b is None:
         return x, w
-    require_floating_tensor(b, "b")
-    if b.shape != (w.shape[1],):
-        raise ValueError(f"b must have shape (R,) = ({w.shape[1]},) to match w, got shape {tuple(b.shape)}")
-    return x, w, b.to(x.dtype)
+    return x, w, require_floats(b, "b", "(R,)", shape=(w.shape[1],)).to(x.dtype)
 
 
 def monte_carlo_kernel(delta: Tensor, w: Tensor) -> Tensor:
@@ -325,7 +290,7 @@ def approximation_errors(
     orthogonal: bool = False,
 ) -> torch.Tensor:
     """errors[i, s] = RMS error of Z Zᵀ against K on x (N, d) with R = Rs[i] features drawn with seeds[s]."""
-    x = _check_rows(x, "x")
+    x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
     k = shift_invariant_kernel(x, x, kernel, sigma)
     errors = torch.empty(len(Rs), len(seeds), dtype=torch.float64)
     for i, R in enumerate(Rs):
@@ -390,14 +355,14 @@ def one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype = torch.f
 
 def softmax_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """SM(x, y) = exp(xᵀy) for x (N, d), y (M, d) -> (N, M) = e^{‖x‖²/2} e^{‖y‖²/2} exp(−‖x − y‖²/2)."""
-    x, y = _check_pair(x, y)
+    x, y = check_pair(x, y, ndim=2)
     return torch.exp(x @ y.T)
 
 
 def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """φ(x) = e^{‖x‖²/2} [cos(xw), sin(xw)] / √m for x (..., d), w (d, m) ~ N(0, I) -> (..., 2m)."""
-    x = _check_rows(x, "x")
-    w = _check_frequencies(x, w)
+    x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
+    w = require_floats(w, "w", "(d, R)", shape=(x.shape[-1], "R"))
     xw = x @ w.to(x.dtype)
     h = torch.exp((x * x).sum(-1, keepdim=True) / 2)
     return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
@@ -421,10 +386,8 @@ def softmax_kernel_mse(x: torch.Tensor, y: torch.Tensor, m: int, kind: str = "po
     trig:     MSE = exp(‖x + y‖²) SM(x, y)⁻² (1 − exp(−‖x − y‖²))² / (2m)
     positive: MSE = exp(‖x + y‖²) SM(x, y)² (1 − exp(−‖x + y‖²)) / m
     """
-    x, y = _check_rows(x, "x"), _check_rows(y, "y")
+    x, y = check_pair(x, y, same_dtype=False)
     m, kind = require_positive_int(m, "m"), require_choice(kind, "kind", ("positive", "trig"))
-    if x.shape[-1] != y.shape[-1]:
-        raise ValueError(f"x and y must have the same d, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
     s, dlt = ((x + y) ** 2).sum(-1), ((x - y) ** 2).sum(-1)  # ‖x + y‖², ‖x − y‖²
     sm = torch.exp((x * y).sum(-1))
     if kind == "trig":
@@ -475,7 +438,7 @@ class PerformerFeatures(nn.Module):
         self.w = sample_frequencies(self.d, self.m, "gaussian", 1.0, self.orthogonal, g, torch.float32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = _check_rows(x, "x")
+        x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
         if x.shape[-1] != self.d or (self.stabilize and x.ndim < 2):
             want = (
                 f"(..., n, d={self.d}) (the stabiliser takes a max over positions)"

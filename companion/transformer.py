@@ -35,6 +35,9 @@ from ._validate import (
     describe,
     require_choice,
     require_heads,
+    require_index,
+    require_instance,
+    require_int,
     require_integer_tensor,
     require_ndim,
     require_positive_int,
@@ -210,19 +213,13 @@ class TransformerConfig:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_ff", "context_length"):
             require_positive_int(getattr(self, name), name)
         for name in ("n_encoder_layers", "n_decoder_layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+            require_int(getattr(self, name), name, low=0)
         require_heads(self.d_model, self.n_heads)
         require_probability(self.dropout)
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        require_choice(self.positional, "positional", ("sinusoidal", "learned"))
+        require_choice(self.activation, "activation", sorted(ACTIVATIONS))
         if self.pad_id is not None:
-            for name in ("src_vocab_size", "tgt_vocab_size"):
-                if not 0 <= self.pad_id < getattr(self, name):
-                    raise ValueError(f"pad_id must lie in [0, {name}), got pad_id = {self.pad_id}")
+            require_index(self.pad_id, "pad_id", min(self.src_vocab_size, self.tgt_vocab_size))
 
 
 class EncoderDecoder(nn.Module):
@@ -303,11 +300,6 @@ def seq2seq_loss(model: EncoderDecoder, batch: tuple, *, label_smoothing=0.0) ->
     return F.cross_entropy(logits, y, ignore_index=pad, label_smoothing=label_smoothing)
 
 
-def _require_token(value: object, name: str, vocab_size: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        raise ValueError(f"{name} must be a token id in [0, {vocab_size}), got {value!r}")
-
-
 @contextlib.contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Put ``model`` in eval mode for the block, then back in the mode it was in."""
@@ -320,16 +312,15 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
-    if not isinstance(model, EncoderDecoder):
-        raise TypeError(f"model must be an EncoderDecoder, got {describe(model)}")
+    require_instance(model, EncoderDecoder, "model")
     if 1 + require_positive_int(max_new_tokens, "max_new_tokens") > model.config.context_length:
         raise ValueError(
             f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's context length T = "
             f"{model.config.context_length}"
         )
-    _require_token(bos_id, "bos_id", model.config.tgt_vocab_size)
+    require_index(bos_id, "bos_id", model.config.tgt_vocab_size, what="a token id")
     if eos_id is not None:
-        _require_token(eos_id, "eos_id", model.config.tgt_vocab_size)
+        require_index(eos_id, "eos_id", model.config.tgt_vocab_size, what="a token id")
 
 
 @torch.no_grad()

@@ -73,8 +73,10 @@ from tqdm.auto import tqdm
 from ._validate import (
     check_integer_tensors,
     check_negative_sampling,
+    check_windowed_stream,
     describe,
     require_choice,
+    require_entries,
     require_floating_tensor,
     require_index_range,
     require_int,
@@ -84,6 +86,7 @@ from ._validate import (
     require_positive_int,
     require_positive_ints,
     require_probability,
+    require_tensor,
 )
 from .text import Vocabulary
 
@@ -181,15 +184,9 @@ def encode_sentences(sentences: Iterable[Sequence[str]], vocab: Vocabulary) -> t
 
 
 def _check_counts(counts: object) -> torch.Tensor:
-    if not isinstance(counts, torch.Tensor):
-        raise TypeError(f"counts must be a torch.Tensor, got {describe(counts)}")
-    if counts.dtype == torch.bool or counts.dtype.is_complex:
-        raise TypeError(f"counts must hold numbers, got dtype {counts.dtype}")
-    require_ndim(counts, "counts", 1, "(V,)")
-    if counts.numel() == 0:
+    require_entries(require_tensor(counts, "counts"), "counts", low=0, low_open=True, why="positive counts")
+    if require_ndim(counts, "counts", 1, "(V,)").numel() == 0:
         raise ValueError("counts must not be empty (V >= 1)")
-    if (counts <= 0).any():
-        raise ValueError(f"every count must be positive, got minimum {counts.min().item()}")
     return counts.to(torch.float64)
 
 
@@ -237,8 +234,9 @@ def sample_negatives(
     """
     require_floating_tensor(noise, "noise")
     require_ndim(noise, "noise", 1, "(V,)")
-    if (noise < 0).any() or not math.isclose(float(noise.sum()), 1.0, rel_tol=1e-6):
-        raise ValueError("noise must be non-negative and sum to 1")
+    require_entries(noise, "noise", low=0, why="a distribution")
+    if not math.isclose(float(noise.sum()), 1.0, rel_tol=1e-6):
+        raise ValueError(f"noise must sum to 1 (a distribution), got a sum of {float(noise.sum())!r}")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     cdf = noise.to(torch.float64).cumsum(0)
     u = torch.rand(shape, generator=generator, dtype=torch.float64) * cdf[-1]
@@ -252,33 +250,9 @@ def reduced_windows(n: int, window: int, generator: torch.Generator | None = Non
     return torch.randint(1, window + 1, (n,), generator=generator)
 
 
-def _check_stream(
-    ids: torch.Tensor, window: int, sentence_ids: torch.Tensor | None, windows: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    require_integer_tensor(ids, "ids")
-    require_ndim(ids, "ids", 1, "(N,)")
-    require_positive_int(window, "window")
-    n = ids.numel()
-    if sentence_ids is None:
-        sentence_ids = torch.zeros(n, dtype=torch.long)
-    require_integer_tensor(sentence_ids, "sentence_ids")
-    if sentence_ids.shape != ids.shape:
-        raise ValueError(f"sentence_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(sentence_ids.shape)}")
-    if windows is None:
-        windows = torch.full((n,), window, dtype=torch.long)
-    require_integer_tensor(windows, "windows")
-    if windows.shape != ids.shape:
-        raise ValueError(f"windows must have the shape of ids {tuple(ids.shape)}, got {tuple(windows.shape)}")
-    if n and (int(windows.min()) < 1 or int(windows.max()) > window):
-        raise ValueError(
-            f"windows must lie in [1, {window}], got values in [{int(windows.min())}, {int(windows.max())}]"
-        )
-    return sentence_ids, windows
-
-
 def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None):
     """(ids[i], ids[j]) for ``0 < |j−i| ≤ b_i`` in a sentence, b_i = windows[i]."""
-    sentence_ids, windows = _check_stream(ids, window, sentence_ids, windows)
+    sentence_ids, windows = check_windowed_stream(ids, window, sentence_ids, windows)
     tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()
     pairs = []
     for i in range(len(tokens)):
@@ -301,7 +275,7 @@ def context_windows(
         ``-window .. -1, 1 .. window`` from ``i`` (clamped at the ends), ``mask[i, k]`` says whether that
         offset lies within ``b_i``, inside the stream, and in ``i``'s sentence.
     """
-    sentence_ids, windows = _check_stream(ids, window, sentence_ids, windows)
+    sentence_ids, windows = check_windowed_stream(ids, window, sentence_ids, windows)
     n = ids.numel()
     offsets = torch.cat([torch.arange(-window, 0), torch.arange(1, window + 1)])
     pos = torch.arange(n).unsqueeze(1) + offsets
