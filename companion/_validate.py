@@ -430,16 +430,18 @@ def require_floats(
     want = layout
     if shape is not None:
         sizes = ", ".join(str(s) for s in shape)
-        want = f"{layout} = ({sizes}{',' if len(shape) == 1 else ''})" if layout else f"({sizes})"
+        sizes = f"({sizes}{',' if len(shape) == 1 else ''})"
+        want = f"{layout} = {sizes}" if layout else sizes
     ok = (ndim is None or x.ndim == ndim) and (min_ndim is None or x.ndim >= min_ndim)
     ok = ok and (shape is None or all(isinstance(s, str) or s == n for s, n in zip(shape, x.shape, strict=True)))
     ok = ok and all(x.shape[d] > 0 for d in nonempty)
     if not ok:
-        rules = [f"{ndim} dimensions"] if ndim is not None else []
+        rules = [f"{ndim} dimension{'s' if ndim != 1 else ''}"] if ndim is not None and shape is None else []
         rules += [f"at least {min_ndim} dimensions"] if min_ndim else []
         rules += [f"at least one entry along dimension {d}" for d in nonempty]
         expected = f"be {what} {want}".rstrip() if what else f"have shape {want or '(...)'}"
-        raise ValueError(f"{name} must {expected} ({', '.join(rules)}), got shape {tuple(x.shape)}")
+        expected += f" ({', '.join(rules)})" if rules else ""
+        raise ValueError(f"{name} must {expected}, got shape {tuple(x.shape)}")
     if dtype is not None and x.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype} (that of the other inputs), got {x.dtype}")
     return x

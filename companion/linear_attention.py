@@ -45,8 +45,9 @@ from ._validate import (
     check_attention_inputs,
     check_mask,
     describe,
-    require_floating_tensor,
+    require_floats,
     require_int,
+    require_min_ndim,
     require_number,
     require_positive_int,
     require_tensor,
@@ -288,8 +289,7 @@ def _update(state: LinearAttentionState, phi_k: Tensor, v: Tensor) -> LinearAtte
 
 def _check_one_position(q: object, k: object, v: object) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if require_tensor(x, name).ndim < 1:
-            raise ValueError(f"{name} must have shape (..., d) for one position, got a 0-dimensional tensor")
+        require_min_ndim(x, name, 1, "(..., d) for one position")
 
 
 def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
@@ -388,14 +388,10 @@ def causal_linear_attention_cumsum(
 
 
 def _check_matrix(a: object, r: object | None = None) -> Tensor:
-    require_floating_tensor(a, "a")
-    if a.ndim < 2:
-        raise ValueError(f"a must be a matrix (..., m, n), got shape {tuple(a.shape)}")
-    if r is not None:
-        require_int(r, "r", low=0)
-        if r > min(a.shape[-2:]):
-            limit = min(a.shape[-2:])
-            raise ValueError(f"r must be at most min(m, n) = {limit} for a of shape {tuple(a.shape)}, got {r}")
+    a = require_floats(a, "a", "(..., m, n)", min_ndim=2, what="a matrix")
+    if r is not None and require_int(r, "r", low=0) > min(a.shape[-2:]):
+        limit = min(a.shape[-2:])
+        raise ValueError(f"r must be at most min(m, n) = {limit} for a of shape {tuple(a.shape)}, got {r}")
     return a
 
 
@@ -426,16 +422,9 @@ def low_rank_error(a: Tensor, ranks: int | Iterable[int]) -> Tensor:
     return errors[..., 0] if single else errors
 
 
-def _check_one_matrix(a: object) -> Tensor:
-    a = _check_matrix(a)
-    if a.ndim != 2:
-        raise ValueError(f"numerical_rank takes one matrix (m, n), got shape {tuple(a.shape)}")
-    return a
-
-
 def numerical_rank(a: Tensor, rtol: float | None = None) -> int:
     """The number of singular values σ_i > rtol · σ_1, as numpy's matrix_rank."""
-    a = _check_one_matrix(a)
+    a = require_floats(a, "a", "(m, n)", ndim=2, what="one matrix")
     sigma = torch.linalg.svdvals(a)
     if rtol is None:  # numpy's default
         rtol = max(a.shape) * torch.finfo(a.dtype).eps

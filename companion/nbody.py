@@ -36,7 +36,11 @@ import torch
 
 from ._validate import (
     describe,
+    require_callable,
+    require_choice,
+    require_entries,
     require_floating_tensor,
+    require_floats,
     require_number,
     require_positive_int,
 )
@@ -79,32 +83,6 @@ def screened_potential(r: torch.Tensor, length: float = 0.05) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Input checks
-
-
-def _check_points(x: object, name: str = "x") -> torch.Tensor:
-    require_floating_tensor(x, name)
-    if x.ndim != 2 or x.shape[0] == 0:
-        raise ValueError(f"{name} must have shape (N, dim) with N >= 1, got shape {tuple(x.shape)}")
-    return x
-
-
-def _check_masses(masses: object, x: torch.Tensor) -> torch.Tensor:
-    require_floating_tensor(masses, "masses")
-    if masses.shape != x.shape[:1]:
-        raise ValueError(f"masses must have shape ({x.shape[0]},) (one per particle), got shape {tuple(masses.shape)}")
-    if masses.dtype != x.dtype:
-        raise TypeError(f"masses must have the dtype of x ({x.dtype}), got {masses.dtype}")
-    return masses
-
-
-def _check_kernel(kernel: object) -> Kernel:
-    if not callable(kernel):
-        raise TypeError(f"kernel must be a function g(r) of the distances, got {describe(kernel)}")
-    return kernel
-
-
-# ----------------------------------------------------------------------------------------------------
 # Direct sums, O(N²)
 
 
@@ -112,10 +90,10 @@ def distance_kernel_matrix(
     x: torch.Tensor, y: torch.Tensor | None = None, kernel: Kernel = inverse_distance
 ) -> torch.Tensor:
     """K_ij = g(‖x_i − y_j‖), x (m, dim), y (n, dim) → (m, n). With y omitted, y = x and K_ii = 0 (no self-term)."""
-    x = _check_points(x)
-    kernel = _check_kernel(kernel)
+    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
+    kernel = require_callable(kernel, "kernel", "a function g(r) of the distances")
     same = y is None
-    y = x if y is None else _check_points(y, "y")
+    y = x if y is None else require_floats(y, "y", "(N, dim)", ndim=2, nonempty=(0,))
     if y.shape[1] != x.shape[1] or y.dtype != x.dtype:
         raise ValueError(f"y must have shape (n, {x.shape[1]}) and dtype {x.dtype}, got {describe(y)}")
     r = torch.cdist(x, y, compute_mode=_EXACT)
@@ -147,16 +125,16 @@ def _blocked_pair_sum(
 
 def direct_potential(x: torch.Tensor, masses: torch.Tensor, kernel: Kernel = inverse_distance) -> torch.Tensor:
     """φ_i = Σ_{j ≠ i} m_j g(‖x_i − x_j‖), x (N, dim), masses (N,) → (N,): every pair, O(N²) time."""
-    x = _check_points(x)
-    masses = _check_masses(masses, x)
-    kernel = _check_kernel(kernel)
+    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
+    masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
+    kernel = require_callable(kernel, "kernel", "a function g(r) of the distances")
     return _blocked_pair_sum(x, masses, lambda d: kernel(d.norm(dim=-1)))
 
 
 def direct_field(x: torch.Tensor, masses: torch.Tensor) -> torch.Tensor:
     """E_i = Σ_{j ≠ i} m_j (x_i − x_j)/‖x_i − x_j‖³ = −∇φ_i for g = 1/r, x (N, dim) → (N, dim): the force per mass."""
-    x = _check_points(x)
-    masses = _check_masses(masses, x)
+    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
+    masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
     return _blocked_pair_sum(x, masses, lambda d: d / d.norm(dim=-1, keepdim=True) ** 3)
 
 
@@ -165,14 +143,14 @@ def cutoff_potential(
 ) -> torch.Tensor:
     """φ_i^cut = Σ_{j ≠ i, ‖x_i − x_j‖ < radius} m_j g(‖x_i − x_j‖): only the near pairs (local attention)."""
     require_number(radius, "radius", low=0, low_open=True)
-    kernel = _check_kernel(kernel)
+    kernel = require_callable(kernel, "kernel", "a function g(r) of the distances")
 
     def near(d: torch.Tensor) -> torch.Tensor:
         r = d.norm(dim=-1)
         return torch.where(r < radius, kernel(r), torch.zeros_like(r))
 
-    x = _check_points(x)
-    return _blocked_pair_sum(x, _check_masses(masses, x), near)
+    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
+    return _blocked_pair_sum(x, require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype), near)
 
 
 def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
@@ -215,15 +193,13 @@ def cell_potential(
     Cost: N·(3^dim·N/C^dim + C^dim) instead of N², i.e. O(N^1.5) at the default C (a tree of cells reaches O(N)).
     Points must lie in [0, 1)^dim.
     """
-    x = _check_points(x)
-    masses = _check_masses(masses, x)
-    if order not in (0, 1):
-        raise ValueError(f"order must be 0 (monopole) or 1 (monopole + dipole), got {order!r}")
+    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
+    masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
+    require_choice(order, "order (0: monopole, 1: monopole + dipole)", (0, 1))
     n, dim = x.shape
     c = default_n_cells(n, dim) if n_cells is None else n_cells
     require_positive_int(c, "n_cells")
-    if bool(((x < 0) | (x >= 1)).any()):
-        raise ValueError("cell_potential needs points in the unit cube [0, 1)^dim")
+    require_entries(x, "x", low=0, high=1, high_open=True, why="cell_potential needs points in the unit cube")
     h = 1.0 / c
 
     # Which cell each particle is in, and its slot among the particles of that cell.
@@ -285,7 +261,8 @@ def separation_ratio(targets: torch.Tensor, sources: torch.Tensor) -> float:
     The seed's definition: T₁ (targets x_i) is well-separated from T₂ (sources y_j) when ‖y_j − y*‖ ≤ δ‖x_i − y*‖
     for all i, j with δ < 1; then ‖x_i − y_j‖ ≈ ‖x_i − y*‖ and the block g(‖x_i − y_j‖) is nearly low-rank.
     """
-    targets, sources = _check_points(targets, "targets"), _check_points(sources, "sources")
+    for name, points in (("targets", targets), ("sources", sources)):
+        require_floats(points, name, "(N, dim)", ndim=2, nonempty=(0,))
     centre = sources.mean(dim=0)
     spread = (sources - centre).norm(dim=-1).max()
     distance = (targets - centre).norm(dim=-1).min()
