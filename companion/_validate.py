@@ -149,13 +149,15 @@ def require_int(value: object, name: str, *, low: int | None = None, high: int |
     return value
 
 
-def require_index(value: object, name: str, size: int, *, what: str = "") -> int:
-    """Return ``value`` if it is an ``int`` index into ``size`` items, ``0 <= value < size``, else raise
-    (``what`` names the kind of index in the messages, e.g. ``"a token id"``)."""
+def require_index(value: object, name: str, size: int, *, predicate: str = "") -> int:
+    """Return ``value`` if it is an ``int`` index into ``size`` items, ``0 <= value < size``, else raise.
+
+    ``predicate`` words the range check with the half-open range, e.g. ``"be a token id"`` for
+    "bos_id must be a token id in [0, 12)"; without it the message reads "must lie in [0, 11]"."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be {what or 'an int index'}, got {describe(value)}")
+        raise TypeError(f"{name} must be an int index, got {describe(value)}")
     if not 0 <= value < size:
-        expected = f"be {what} in [0, {size})" if what else f"lie in [0, {size - 1}]"
+        expected = f"{predicate} in [0, {size})" if predicate else f"lie in [0, {size - 1}]"
         raise ValueError(f"{name} must {expected}, got {value!r}")
     return value
 

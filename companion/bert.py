@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from ._validate import (
     check_token_ids,
     describe,
+    require_entries,
     require_heads,
     require_instance,
     require_int,
@@ -146,12 +147,10 @@ def encoder_inputs(
             f"attention_mask must have the shape of ids {tuple(ids.shape)}, got {tuple(attention_mask.shape)}"
         )
     if attention_mask.dtype != torch.bool:
-        if (
-            attention_mask.is_floating_point()
-            or attention_mask.is_complex()
-            or not bool(((attention_mask == 0) | (attention_mask == 1)).all())
-        ):
-            raise ValueError("attention_mask must be bool or hold only 0 and 1 (1 = token, 0 = padding)")
+        rule = "bool or hold only 0 and 1: 1 = token, 0 = padding"
+        if attention_mask.is_floating_point() or attention_mask.is_complex():
+            raise ValueError(f"attention_mask must be {rule}, got dtype {attention_mask.dtype}")
+        require_entries(attention_mask, "attention_mask", low=0, high=1, why=rule)
         attention_mask = attention_mask == 1
     return token_type_ids, padding_to_attention_mask(attention_mask, heads=True)
 

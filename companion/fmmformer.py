@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import describe, require_floating_tensor, require_positive_int
+from ._validate import describe, require_floating_tensor, require_number, require_positive_int
 from .attention import scaled_dot_product_attention
 from .banded_attention import DEFAULT_BANDWIDTH, band_mask, band_matrix, banded_attention, banded_attention_dense
 from .linear_attention import DEFAULT_EPS, FeatureMap, elu_plus_one, linear_attention, numerical_rank
@@ -138,8 +138,8 @@ def far_field_matrix(
 
 def _check_fmmformer(w_near: object, w_far: object, feature_maps: object) -> tuple[FeatureMap, ...]:
     for name, w in (("w_near", w_near), ("w_far", w_far)):
-        if isinstance(w, bool) or not isinstance(w, (int, float, Tensor)):
-            raise TypeError(f"{name} must be a number or a tensor, got {describe(w)}")
+        if not isinstance(w, Tensor):
+            require_number(w, name, finite=False, why="or a tensor of one weight per head")
     maps = _check_feature_maps(feature_maps)
     near_off = isinstance(w_near, (int, float)) and w_near == 0
     far_off = not maps or (isinstance(w_far, (int, float)) and w_far == 0)
@@ -183,8 +183,8 @@ def _check_fmm_attention(bandwidth: object, n_heads: object, positive: object, i
     require_positive_int(bandwidth, "bandwidth")
     if n_heads is not None:
         require_positive_int(n_heads, "n_heads")
-    if positive and not (init_near > 0 and init_far > 0):
-        raise ValueError(f"positive weights need init_near, init_far > 0, got {init_near} and {init_far}")
+    for name, w in (("init_near", init_near), ("init_far", init_far)) if positive else ():
+        require_number(w, name, low=0, low_open=True, why="positive weights")
 
 
 def _check_head_weights(w: Tensor, q: Tensor) -> None:

@@ -318,9 +318,9 @@ def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_
             f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's context length T = "
             f"{model.config.context_length}"
         )
-    require_index(bos_id, "bos_id", model.config.tgt_vocab_size, what="a token id")
+    require_index(bos_id, "bos_id", model.config.tgt_vocab_size, predicate="be a token id")
     if eos_id is not None:
-        require_index(eos_id, "eos_id", model.config.tgt_vocab_size, what="a token id")
+        require_index(eos_id, "eos_id", model.config.tgt_vocab_size, predicate="be a token id")
 
 
 @torch.no_grad()

@@ -34,7 +34,14 @@ from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .._validate import describe, require_positive_int, require_positive_ints, require_positive_number
+from .._validate import (
+    describe,
+    require_entries,
+    require_number,
+    require_positive_int,
+    require_positive_ints,
+    require_positive_number,
+)
 from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
@@ -156,8 +163,7 @@ def time_call(fn: Callable[..., Any], *args: Any, min_run_time: float = 0.2, num
     ``blocked_autorange`` repeats the call in blocks until ``min_run_time`` seconds have passed, and
     synchronises CUDA. ``num_threads`` defaults to ``torch.get_num_threads``.
     """
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be positive, got {min_run_time}")
+    require_number(min_run_time, "min_run_time", low=0, low_open=True)
     timer = benchmark.Timer(
         stmt="fn(*args)",
         globals={"fn": fn, "args": args},
@@ -344,10 +350,10 @@ def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) ->
     y = torch.as_tensor(ys, dtype=torch.float64)
     y = y[:, None] if y.ndim == 1 else y
     x = torch.as_tensor(xs, dtype=torch.float64)
-    if x.ndim != 1 or y.ndim != 2 or y.shape[0] != len(x) or len(x) < 2 or not bool((x > 0).all() and (y > 0).all()):
-        raise ValueError(
-            f"need at least 2 positive x and positive y of shape (len(xs), seeds), got {list(xs)} and {describe(ys)}"
-        )
+    if x.ndim != 1 or y.ndim != 2 or y.shape[0] != len(x) or len(x) < 2:
+        raise ValueError(f"need at least 2 x and y of shape (len(xs), seeds), got {list(xs)} and {describe(ys)}")
+    require_entries(x, "xs", low=0, low_open=True, why="a log-log fit")
+    require_entries(y, "ys", low=0, low_open=True, why="a log-log fit")
     log_x = x.log()[:, None].expand_as(y).reshape(-1)
     log_y = y.log().reshape(-1)
     a = torch.stack([torch.ones_like(log_x), log_x], dim=1)  # design matrix (points, 2)

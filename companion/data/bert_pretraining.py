@@ -22,7 +22,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from .._validate import describe, require_integer_tensor, require_number, require_positive_int
+from .._validate import describe, require_index, require_integer_tensor, require_number, require_positive_int
 from ..bert import IGNORE_INDEX
 
 __all__ = ["IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs"]
@@ -54,8 +54,8 @@ def mask_tokens(
     require_integer_tensor(input_ids, "input_ids")
     require_positive_int(vocab_size, "vocab_size")
     special = sorted({int(i) for i in special_ids} | {mask_id})
-    if not all(0 <= i < vocab_size for i in special):
-        raise ValueError(f"mask_id and special_ids must lie in [0, {vocab_size}), got {special}")
+    for i in special:
+        require_index(i, "mask_id and special_ids", vocab_size, predicate="lie")
     if input_ids.numel() and not (0 <= int(input_ids.min()) and int(input_ids.max()) < vocab_size):
         raise ValueError(
             f"input_ids must lie in [0, {vocab_size}), got values from {int(input_ids.min())} to {int(input_ids.max())}"

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .._validate import describe, require_instance
+from .._validate import describe, require_instance, require_number
 
 __all__ = [
     "normalize_answer",
@@ -180,7 +180,8 @@ def glue_score(scores: Mapping[str, float | Sequence[float]]) -> float:
     for task, metrics in GLUE_TASKS.items():
         values = scores[task]
         values = [values] if isinstance(values, (int, float)) else list(values)
-        if len(values) != len(metrics) or not all(isinstance(v, (int, float)) for v in values):
+        if len(values) != len(metrics):
             raise ValueError(f"{task} needs {len(metrics)} number(s) ({', '.join(metrics)}), got {scores[task]!r}")
+        values = [require_number(v, f"the scores of {task}", finite=False) for v in values]
         task_means.append(sum(values) / len(values))
     return sum(task_means) / len(task_means)
