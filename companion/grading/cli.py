@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from .._validate import require_number
 from .chapters import Chapter, default_homework_dir, load_chapters
 
 GENERIC = {"homework", "submission", "notebook", "untitled", "assignment"}
@@ -95,8 +96,10 @@ def grade(
         ("--memory-gb", memory_gb),
         ("--output-mb", output_mb),
     ):
-        if not value > 0:
-            raise UsageError(f"{what} must be positive, got {value:g}")
+        try:
+            require_number(value, what, low=0, low_open=True)
+        except (TypeError, ValueError) as e:
+            raise UsageError(str(e)) from None
     try:
         chapters = load_chapters(homework)
     except (FileNotFoundError, NotADirectoryError, ValueError) as e:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 
-from .._validate import describe
+from .._validate import describe, require_int
 from . import _as_numpy as _numpy
 
 __all__ = ["plot_lm_tables", "pca_2d", "plot_projection", "plot_loss", "plot_word2vec_network"]
@@ -177,8 +177,7 @@ def plot_word2vec_network(
         raise ValueError(f"words must hold at least 2 words (the vocabulary), got {len(words)}")
     if centre not in words:
         raise ValueError(f"centre must be one of the words {words}, got {centre!r}")
-    if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1:
-        raise ValueError(f"hidden must be a positive int (the width d), got {hidden!r}")
+    require_int(hidden, "hidden", low=1, why="the width d")
     p = None
     if probabilities is not None:
         p = _numpy(probabilities, "probabilities").ravel()

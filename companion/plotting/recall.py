@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
-from .._validate import describe
+from .._validate import describe, require_entries
 
 __all__ = ["plot_recall_sweep"]
 
@@ -32,8 +32,9 @@ def _check_sweep(accuracy: object, no_lookup: object) -> list[int]:
             )
         for n, values in runs.items():
             seeds = np.asarray(values, dtype=float)
-            if seeds.ndim != 1 or seeds.size == 0 or not ((seeds >= 0) & (seeds <= 1)).all():
-                raise ValueError(f"accuracy[{kind!r}][{n!r}] must be accuracies in [0, 1], got {values!r}")
+            if seeds.ndim != 1 or seeds.size == 0:
+                raise ValueError(f"accuracy[{kind!r}][{n!r}] must be accuracies, one per seed, got {values!r}")
+            require_entries(seeds, f"accuracy[{kind!r}][{n!r}]", low=0, high=1, why="accuracies")
         if pairs is None:
             pairs = sorted(runs)
         elif sorted(runs) != pairs:
