@@ -21,7 +21,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import check_token_ids, describe, require_heads, require_int, require_positive_int
+from ._validate import (
+    check_token_ids,
+    describe,
+    require_heads,
+    require_instance,
+    require_int,
+    require_positive_int,
+    reworded,
+)
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .positional import LearnedPositionalEmbedding
 
@@ -43,16 +51,10 @@ def repeated_segments(
     """
     for name, value in (("batch_size", batch_size), ("length", length), ("vocab_size", vocab_size)):
         require_positive_int(value, name)
-    try:
-        if not isinstance(periods, tuple) or len(periods) != 2:
-            raise TypeError(f"a pair came as {describe(periods)}")
-        lowest = require_int(periods[0], "lowest", low=1)
-        require_int(periods[1], "highest", low=lowest, high=min(length, vocab_size), why="min(length, vocab_size)")
-    except (TypeError, ValueError) as e:
-        raise ValueError(
-            f"periods must be a tuple (lowest, highest) of ints with 1 <= lowest <= highest <= min(length, "
-            f"vocab_size) = {min(length, vocab_size)}, got {periods!r} ({e})"
-        ) from None
+    rule = "a tuple (lowest, highest) of ints with 1 <= lowest <= highest <= min(length, vocab_size)"
+    with reworded(ValueError, f"periods must be {rule} = {min(length, vocab_size)}, got {periods!r}"):
+        lowest, highest = require_instance(periods, tuple, "periods")
+        require_int(highest, "highest", low=require_int(lowest, "lowest", low=1), high=min(length, vocab_size))
     p = torch.randint(periods[0], periods[1] + 1, (batch_size,), generator=generator)
     segments = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=-1)  # a random order of V
     t = torch.arange(length)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 
-from .._validate import describe
+from .._validate import describe, require_positive_int, reworded
 from ..benchmarking import AttentionMeasurement, fit_loglog_slope
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_attention_cost"]
@@ -166,8 +166,8 @@ def plot_attention_cost(
     names = measured if names is None else list(names)
     if not names or any(name not in measured for name in names):
         raise ValueError(f"names must be some of the measured implementations {measured}, got {names}")
-    if any(isinstance(p, bool) or not isinstance(p, int) or p <= 0 for p in guides):
-        raise ValueError(f"guides must be positive integer powers of n, got {list(guides)}")
+    with reworded(ValueError, f"guides must be positive integer powers of n, got {list(guides)}"):
+        guides = [require_positive_int(p, "guide") for p in guides]
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     elif len(axes) != 2:
