@@ -452,7 +452,7 @@ def require_floats(
     ok = ok and all(x.shape[d] > 0 for d in nonempty)
     if not ok:
         rules = [f"{ndim} dimension{'s' if ndim != 1 else ''}"] if ndim is not None and shape is None else []
-        rules += [f"at least {min_ndim} dimensions"] if min_ndim else []
+        rules += [f"at least {min_ndim} dimension{'s' if min_ndim != 1 else ''}"] if min_ndim else []
         rules += [f"at least one entry along dimension {d}" for d in nonempty]
         expected = f"be {what} {want}".rstrip() if what else f"have shape {want or '(...)'}"
         expected += f" ({', '.join(rules)})" if rules else ""

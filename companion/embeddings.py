@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ._validate import (
+    check_pair,
     require_floating_tensor,
     require_ids,
     require_index,
@@ -66,7 +67,7 @@ def dot_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     Returns:
         tensor of the broadcast shape without the last dimension.
     """
-    _check_pair(u, v)
+    check_pair(u, v, ("u", "v"), same_dtype=False, width="D")
     return (u * v).sum(-1)
 
 
@@ -80,7 +81,7 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
     Returns:
         tensor of the broadcast shape without the last dimension.
     """
-    _check_pair(u, v)
+    check_pair(u, v, ("u", "v"), same_dtype=False, width="D")
     return dot_similarity(u, v) / (u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps))
 
 
@@ -112,22 +113,3 @@ def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[t
 def parameter_count(vocab_size: int, width: int) -> int:
     """The number of parameters of an embedding table: ``V × D``."""
     return require_positive_int(vocab_size, "vocab_size") * require_positive_int(width, "width")
-
-
-def _check_pair(u: torch.Tensor, v: torch.Tensor) -> None:
-    require_floating_tensor(u, "u")
-    require_floating_tensor(v, "v")
-    if u.ndim == 0 or v.ndim == 0:
-        raise ValueError(
-            f"u and v must be vectors (at least 1 dimension), got shapes {tuple(u.shape)}, {tuple(v.shape)}"
-        )
-    if u.shape[-1] != v.shape[-1]:
-        raise ValueError(
-            f"u and v must have the same last dimension D, got shapes {tuple(u.shape)} and {tuple(v.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(u.shape[:-1], v.shape[:-1])
-    except RuntimeError as e:
-        raise ValueError(
-            f"u and v must broadcast against each other, got shapes {tuple(u.shape)} and {tuple(v.shape)}"
-        ) from e

@@ -110,3 +110,95 @@ def test_attention_functions_take_q_k_v_mask_by_position_and_the_rest_by_name():
         assert by_position in (["q", "k", "v", "mask"], ["q", "k", "v"], ["q", "k"], ["q", "k", "v", "state"]), (
             f"{module.__name__}.{name} takes {by_position} by position"
         )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One validation module, one rule: a number argument is checked by companion._validate (require_int,
+# require_number, require_index, require_entries, ...), never by an `if` of its own that raises. What remains
+# below is not an argument check, and says why.
+
+NUMBER_NAMES = {"int", "float", "bool", "Real", "Integral", "Number"}
+
+INLINE_NUMBER_CHECKS_ALLOWED = {
+    "data/bert_pretraining.py::mask_tokens": "a consistency check between arguments (random_fraction > 0 but "
+    "every id special: nothing to draw a random replacement from), not the range of one number",
+    "exercises/attention.py::_self_attention_cases": "a grader's verdict on a student's gradients (Mismatch)",
+    "exercises/random_features.py::_performer_checks": "a grader's verdict on a measured error (Mismatch)",
+    "grading/answers.py::parse": "a retry counter that re-raises on the last attempt",
+    "grading/cli.py::_positive_int": "an argparse type converter: argparse needs ArgumentTypeError, and "
+    "tests/test_grade_parts.py pins its wording",
+    "grading/cli.py::_positive": "an argparse type converter, as _positive_int",
+    "grading/remote.py::Sandbox._send": "a deadline running out, not an argument",
+    "grading/wire.py::encode": "the recursion limit of the encoder",
+    "grading/wire.py::_decode_module": "the consistency of a message from the sandbox (child indices)",
+    "grading/wire.py::_read_exactly": "a deadline running out, not an argument",
+    "grading/wire.py::read": "the consistency of a message from the sandbox (its tensor count)",
+    "interop/__init__.py::from_torch_mha_mask": "the encoding of a float mask (only 0 and -inf), not a range",
+    "training/gpt_pretraining.py::evaluate_loss": "the data's length against the window (ids too short for "
+    "one window), the arguments themselves are checked by require_positive_ints",
+}
+
+
+def _is_number_test(test: ast.expr) -> bool:
+    """Does an `if` test compare a plain name with a number, or ask isinstance(..., int/float/bool/...)?"""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            number = any(isinstance(c, ast.Constant) and type(c.value) in (int, float) for c in operands)
+            if number and any(isinstance(c, ast.Name) for c in operands):
+                return True  # `if steps <= 0`, `if not 0 < p < 1`
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance" and len(node.args) == 2:
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            if NUMBER_NAMES & {k.id for k in kinds if isinstance(k, ast.Name)}:
+                return True
+    return False
+
+
+def inline_number_checks(source: str) -> list[str]:
+    """The functions (qualified names) of ``source`` holding an `if` that tests a number and raises."""
+    found = []
+
+    def visit(node: ast.AST, scope: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = [*scope, child.name]
+            if isinstance(child, ast.If) and child.body and isinstance(child.body[-1], ast.Raise):
+                if _is_number_test(child.test):
+                    found.append(".".join(scope) or "<module>")
+            visit(child, inner)
+
+    visit(ast.parse(source), [])
+    return found
+
+
+def test_number_arguments_are_checked_by_the_validation_module():
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_validate.py":
+            continue
+        for function in inline_number_checks(path.read_text()):
+            found[f"{path.relative_to(PACKAGE).as_posix()}::{function}"] = path
+    new = sorted(set(found) - set(INLINE_NUMBER_CHECKS_ALLOWED))
+    assert not new, (
+        f"inline number checks outside companion/_validate.py: {new}. Check the argument with a rule of "
+        "companion._validate (require_int, require_number, require_index, require_entries, ...; extend one if a "
+        "rule is missing), or, if it is not an argument check, add it to INLINE_NUMBER_CHECKS_ALLOWED with a reason"
+    )
+    stale = sorted(set(INLINE_NUMBER_CHECKS_ALLOWED) - set(found))
+    assert not stale, f"allowed inline number checks that no longer exist (remove them from the list): {stale}"
+    concepts = [key for key in found if "/" not in key.split("::")[0]]
+    assert not concepts, f"a concept module checks a number inline: {concepts}"
+
+
+def test_the_number_check_finder_sees_each_form():
+    source = (
+        "def f(steps, p, x, n):\n"
+        "    if steps <= 0:\n        raise ValueError\n"
+        "    if not 0 < p < 1:\n        raise ValueError\n"
+        "    if isinstance(x, bool) or not isinstance(x, (int, float)):\n        raise TypeError\n"
+        "class C:\n    def g(self, n):\n        if n < 1:\n            raise ValueError\n"
+    )
+    assert inline_number_checks(source) == ["f", "f", "f", "C.g"]
+    assert not inline_number_checks("def f(x):\n    if x.ndim != 2:\n        raise ValueError\n")  # not a number
+    assert not inline_number_checks("def f(n):\n    if n < 1:\n        n = 1\n")  # raises nothing

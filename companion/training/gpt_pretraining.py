@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .._validate import require_ndim, require_number, require_positive_int
+from .._validate import require_ndim, require_number, require_positive_int, require_positive_ints
 from ..bpe import BPETokenizer
 from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
@@ -74,6 +74,7 @@ def random_windows(ids: torch.Tensor, batch_size: int, length: int, generator: t
 @torch.no_grad()
 def evaluate_loss(model: GPT, ids: torch.Tensor, length: int, *, batch_size: int = 32, max_windows: int = 64) -> float:
     """The mean next-token loss (nats) over up to ``max_windows`` non-overlapping windows of ``ids``, in eval mode."""
+    require_positive_ints(length=length, batch_size=batch_size, max_windows=max_windows)
     n = min(max_windows, (len(ids) - 1) // length)
     if n < 1:
         raise ValueError(f"ids has {len(ids)} tokens, too few for one window of length + 1 = {length + 1}")
