@@ -49,6 +49,8 @@ __all__ = [
     "check_pair",
     "check_token_stream",
     "check_windowed_stream",
+    "check_labels",
+    "require_keys_cover_queries",
     "reworded",
 ]
 
@@ -279,11 +281,8 @@ def check_attention_inputs(
             "k and v must have the same number of positions n_k: expected v of shape "
             f"(..., {k.shape[-2]}, d_v) to match k of shape {tuple(k.shape)}, got v of shape {tuple(v.shape)}"
         )
-    if keys_cover_queries and k.shape[-2] < q.shape[-2]:
-        raise ValueError(
-            "this attention needs at least as many keys as queries (query i sits at key position "
-            f"i + n_k - n_q), got n_q = {q.shape[-2]} queries and n_k = {k.shape[-2]} keys"
-        )
+    if keys_cover_queries:
+        require_keys_cover_queries(q.shape[-2], k.shape[-2])
     try:
         lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
@@ -295,6 +294,26 @@ def check_attention_inputs(
         check_mask(mask, (*lead, q.shape[-2], k.shape[-2]), exact=unbatched)
     q, k, v = (x.expand(*lead, *x.shape[-2:]) for x in (q, k, v))
     return q, k, v
+
+
+def require_keys_cover_queries(n_q: int, n_k: int, who: str = "this attention") -> None:
+    """Raise unless ``n_k >= n_q``: queries aligned with the last keys (query i sits at key position
+    i + n_k - n_q), as causal, banded and causal linear attention align them."""
+    if n_k < n_q:
+        raise ValueError(
+            f"{who} needs at least as many keys as queries, n_k >= n_q (query i sits at key position "
+            f"i + n_k - n_q), got n_q = {n_q} queries and n_k = {n_k} keys"
+        )
+
+
+def check_labels(labels: object, name: str, size: int, what: str) -> list:
+    """Return ``labels`` as a list if it is a sequence (not one str) of ``size`` labels, else raise naming
+    ``what`` they label (e.g. ``"(one word per row of vectors)"``)."""
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise TypeError(f"{name} must be a sequence of {size} labels {what}, got {describe(labels)}")
+    if len(labels) != size:
+        raise ValueError(f"{name} must have {size} labels {what}, got {len(labels)}")
+    return list(labels)
 
 
 def check_mask(mask: object, scores_shape: Sequence[int], *, exact: bool = False) -> torch.Tensor:

@@ -41,6 +41,7 @@ from ._validate import (
     check_attention_inputs,
     check_mask,
     require_floating_tensor,
+    require_keys_cover_queries,
     require_positive_int,
     require_positive_ints,
     require_probability,
@@ -64,8 +65,7 @@ DEFAULT_BANDWIDTH = 32
 
 def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
     require_positive_ints(n_q=n_q, n_k=n_k, bandwidth=bandwidth)
-    if n_k < n_q:
-        raise ValueError(f"band_mask needs n_k >= n_q (queries aligned at the end), got n_q = {n_q}, n_k = {n_k}")
+    require_keys_cover_queries(n_q, n_k, "band_mask")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validate import describe, require_floating_tensor, require_ndim, require_positive_int
+from ._validate import (
+    check_labels,
+    require_floating_tensor,
+    require_floats,
+    require_positive_int,
+)
 
 __all__ = [
     "AnalogyQuestion",
@@ -38,15 +43,6 @@ __all__ = [
     "AnalogyResult",
     "evaluate_analogies",
 ]
-
-
-def _check(vectors: torch.Tensor, words: Sequence[str]) -> None:
-    require_floating_tensor(vectors, "vectors")
-    require_ndim(vectors, "vectors", 2, "(V, D)")
-    if isinstance(words, str) or not isinstance(words, Sequence):
-        raise TypeError(f"words must be a sequence of str, one per row, got {describe(words)}")
-    if len(words) != vectors.shape[0]:
-        raise ValueError(f"need one word per row of vectors: {vectors.shape[0]} rows, got {len(words)} words")
 
 
 def unit_rows(vectors: torch.Tensor) -> torch.Tensor:
@@ -68,7 +64,8 @@ def most_similar(
     Returns:
         ``[(word, cosine), ...]`` of length ``k``.
     """
-    _check(vectors, words)
+    require_floats(vectors, "vectors", "(V, D)", ndim=2)
+    check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
     require_positive_int(k, "k")
     unit = unit_rows(vectors)
     exclude = None
@@ -98,7 +95,8 @@ def analogy(vectors: torch.Tensor, words: Sequence[str], a: str, b: str, c: str,
 
     ``d = argmax_w cos(w, b̂ + ĉ - â)`` with ``x̂ = x / |x|`` ("man : king :: woman : ?" → "queen").
     """
-    _check(vectors, words)
+    require_floats(vectors, "vectors", "(V, D)", ndim=2)
+    check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
     require_positive_int(k, "k")
     index = {w: i for i, w in enumerate(words)}
     missing = [w for w in (a, b, c) if w not in index]
@@ -174,7 +172,8 @@ def evaluate_word_pairs(
         pairs: ``(word1, word2, score)`` triples (WordSim-353: :func:`companion.data.corpus.load_wordsim353`).
         restrict_vocab, case_insensitive: as gensim's (see the module docstring).
     """
-    _check(vectors, words)
+    require_floats(vectors, "vectors", "(V, D)", ndim=2)
+    check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
     require_positive_int(restrict_vocab, "restrict_vocab")
     from scipy import stats
 
@@ -238,7 +237,8 @@ def evaluate_analogies(
     rows are taken in order, and the first whose word is not (case-insensitively) ``a``, ``b`` or ``c`` is
     the prediction (if all 5 are, the 5th stands, as in gensim). It is right if it equals ``d``.
     """
-    _check(vectors, words)
+    require_floats(vectors, "vectors", "(V, D)", ndim=2)
+    check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
     require_positive_int(restrict_vocab, "restrict_vocab")
     require_positive_int(batch_size, "batch_size")
     ok = _ok_vocab(words, restrict_vocab, case_insensitive)

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import describe, require_floating_tensor, require_number, require_positive_int
+from ._validate import describe, require_callable, require_floating_tensor, require_number, require_positive_int
 from .attention import scaled_dot_product_attention
 from .banded_attention import DEFAULT_BANDWIDTH, band_mask, band_matrix, banded_attention, banded_attention_dense
 from .linear_attention import DEFAULT_EPS, FeatureMap, elu_plus_one, linear_attention, numerical_rank
@@ -70,11 +70,10 @@ FMM_FEATURE_MAPS: tuple[FeatureMap, ...] = (elu_plus_one, elu_flip_plus_one, tan
 def _check_feature_maps(feature_maps: object) -> tuple[FeatureMap, ...]:
     if callable(feature_maps):
         feature_maps = (feature_maps,)
-    if not isinstance(feature_maps, Sequence) or not all(callable(f) for f in feature_maps):
-        raise TypeError(
-            f"feature_maps must be a sequence of functions (..., d_k) -> (..., r), got {describe(feature_maps)}"
-        )
-    return tuple(feature_maps)
+    if not isinstance(feature_maps, Sequence):
+        raise TypeError(f"feature_maps must be a sequence of feature maps, got {describe(feature_maps)}")
+    maps = enumerate(feature_maps)
+    return tuple(require_callable(f, f"feature_maps[{i}]", "a function (..., d_k) -> (..., r)") for i, f in maps)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -45,8 +45,10 @@ from ._validate import (
     check_attention_inputs,
     check_mask,
     describe,
+    require_callable,
     require_floats,
     require_int,
+    require_keys_cover_queries,
     require_min_ndim,
     require_number,
     require_positive_int,
@@ -142,8 +144,7 @@ def _features(
     q, k, v = check_attention_inputs(q, k, v)
     eps = require_number(eps, "eps", low=0)
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
-    if not callable(feature_map):
-        raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
+    require_callable(feature_map, "feature_map", "a function (..., d_k) -> (..., r)")
     phi_q, phi_k = feature_map(q), feature_map(k)
     for name, phi, x in (("q", phi_q, q), ("k", phi_k, k)):
         if not isinstance(phi, Tensor) or phi.shape[:-1] != x.shape[:-1]:
@@ -168,12 +169,7 @@ def _no_dropout(dropout_p: float) -> None:
 
 def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor, chunk_size: object = 1) -> None:
     require_positive_int(chunk_size, "chunk_size")
-    n_q, n_k = phi_q.shape[-2], phi_k.shape[-2]
-    if n_k < n_q:
-        raise ValueError(
-            "causal linear attention needs at least as many keys as queries (query i sees keys "
-            f"j <= i + n_k - n_q), got n_q = {n_q} queries and n_k = {n_k} keys"
-        )
+    require_keys_cover_queries(phi_q.shape[-2], phi_k.shape[-2], "causal linear attention")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -194,8 +190,7 @@ def kernel_attention(
     q, k, v = check_attention_inputs(q, k, v)
     eps = require_number(eps, "eps", low=0)
     n_q, n_k = q.shape[-2], k.shape[-2]
-    if not callable(kernel):
-        raise TypeError(f"kernel must be a function (q, k) -> (..., n_q, n_k), got {describe(kernel)}")
+    require_callable(kernel, "kernel", "a function (q, k) -> (..., n_q, n_k)")
     sim = kernel(q, k)  # (..., n_q, n_k)
     if not isinstance(sim, Tensor) or sim.shape != (*q.shape[:-2], n_q, n_k):
         raise ValueError(f"kernel must return shape {(*q.shape[:-2], n_q, n_k)}, got {describe(sim)}")
@@ -217,8 +212,7 @@ def quadratic_linear_attention(
     eps: float = DEFAULT_EPS,
 ) -> Tensor:
     """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
-    if not callable(feature_map):
-        raise TypeError(f"feature_map must be a function (..., d_k) -> (..., r), got {describe(feature_map)}")
+    require_callable(feature_map, "feature_map", "a function (..., d_k) -> (..., r)")
     return kernel_attention(
         q, k, v, mask, causal=causal, kernel=lambda q, k: kernel_matrix(q, k, feature_map=feature_map), eps=eps
     )

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 
-from .._validate import describe, require_positive_int, reworded
+from .._validate import check_labels, describe, require_positive_int, reworded
 from ..benchmarking import AttentionMeasurement, fit_loglog_slope
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_attention_cost"]
@@ -22,11 +22,6 @@ def _as_matrix(weights: Any, name: str = "weights") -> np.ndarray:
     if not isinstance(weights, np.ndarray):
         raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {describe(weights)}")
     return weights
-
-
-def _check_labels(labels: Sequence[str] | None, size: int, name: str, shape: tuple[int, ...]) -> None:
-    if labels is not None and len(labels) != size:
-        raise ValueError(f"{name} must have {size} labels to match weights of shape {shape}, got {len(labels)}")
 
 
 def plot_attention(
@@ -62,8 +57,9 @@ def plot_attention(
     n_q, n_k = w.shape
     if key_tokens is None and query_tokens is not None and n_q == n_k:
         key_tokens = query_tokens
-    _check_labels(query_tokens, n_q, "query_tokens", w.shape)
-    _check_labels(key_tokens, n_k, "key_tokens", w.shape)
+    for name, labels, size in (("query_tokens", query_tokens, n_q), ("key_tokens", key_tokens, n_k)):
+        if labels is not None:
+            check_labels(labels, name, size, f"to match weights of shape {w.shape}")
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.5 * max(n_k, 4), 0.8 + 0.45 * max(n_q, 4)))
     image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(1e-12, float(np.nanmax(w))) if w.size else 1.0)
