@@ -38,8 +38,6 @@ from ._validate import (
     require_index,
     require_instance,
     require_int,
-    require_integer_tensor,
-    require_ndim,
     require_positive_int,
     require_probability,
 )
@@ -285,10 +283,7 @@ def _check_seq2seq_batch(batch: object) -> tuple[Tensor, Tensor]:
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(f"batch must be a pair (src, tgt) of id tensors, got {describe(batch)}")
     src, tgt = batch
-    require_ndim(require_integer_tensor(tgt, "tgt"), "tgt", 2, "(batch, n_tgt)")
-    if tgt.shape[1] < 2:
-        raise ValueError(f"tgt needs at least 2 positions (BOS and one token), got shape {tuple(tgt.shape)}")
-    return src, tgt
+    return src, check_token_ids(tgt, "tgt", None, min_length=2)  # BOS and one token at least
 
 
 def seq2seq_loss(model: EncoderDecoder, batch: tuple, *, label_smoothing=0.0) -> Tensor:
