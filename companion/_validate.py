@@ -501,11 +501,12 @@ def require_entries(
         raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
     verb = "lie" if low is not None and high is not None else "be"
     expected = f"{name} must {verb}{_bounds(low, high, low_open, high_open)} entrywise" + (f" ({why})" if why else "")
-    bad = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    ok = torch.ones(x.shape, dtype=torch.bool, device=x.device)  # NaN lies in no range
     if low is not None:
-        bad |= ~(x > low if low_open else x >= low)
+        ok &= x > low if low_open else x >= low
     if high is not None:
-        bad |= ~(x < high if high_open else x <= high)
+        ok &= x < high if high_open else x <= high
+    bad = ~ok
     if bool(bad.any()):
         raise ValueError(f"{expected}, got an entry {x[bad][0].item()!r} (shape {tuple(x.shape)})")
     return x
@@ -540,12 +541,13 @@ def check_pair(
         )
     if same_dtype and x.dtype != y.dtype:
         raise TypeError(f"{a} and {b} must share one dtype, got {x.dtype} and {y.dtype}")
-    try:
-        torch.broadcast_shapes(x.shape[:-1], y.shape[:-1]) if ndim is None else None
-    except RuntimeError:
-        raise ValueError(
-            f"{a} and {b} must broadcast against each other, got shapes {tuple(x.shape)} and {tuple(y.shape)}"
-        ) from None
+    if ndim is None:
+        try:
+            torch.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+        except RuntimeError:
+            raise ValueError(
+                f"{a} and {b} must broadcast against each other, got shapes {tuple(x.shape)} and {tuple(y.shape)}"
+            ) from None
     return x, y
 
 
@@ -560,7 +562,7 @@ def check_token_stream(
     if vocab_size is not None:
         require_index_range(ids, "ids", require_positive_int(vocab_size, "vocab_size"))
     if nonempty and ids.numel() == 0:
-        raise ValueError("ids is empty: no co-occurrences to count")
+        raise ValueError("ids is empty: the stream needs at least one token")
     if sentence_ids is None:
         return torch.zeros(ids.numel(), dtype=torch.long)
     if require_integer_tensor(sentence_ids, "sentence_ids").shape != ids.shape:

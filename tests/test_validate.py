@@ -115,3 +115,108 @@ def test_scalar_checks_return_what_passes():
     assert require_number(2, "x", low=1, low_open=True) == 2.0 and isinstance(require_number(2, "x"), float)
     assert require_number(math.inf, "x", finite=False) == math.inf
     assert require_number(0.0, "p", low=0, high=1, high_open=True) == 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The shared tensor rules that replaced the modules' private checkers
+
+
+def test_tensor_rules_name_what_was_expected_and_what_came():
+    from companion._validate import (
+        check_labels,
+        check_pair,
+        check_token_ids,
+        check_windowed_stream,
+        require_entries,
+        require_floats,
+        reworded,
+    )
+
+    cases = [
+        (
+            lambda: require_floats(torch.ones(3), "a", "(..., m, n)", min_ndim=2, what="a matrix"),
+            ValueError,
+            r"a must be a matrix \(\.\.\., m, n\) \(at least 2 dimensions\), got shape \(3,\)",
+        ),
+        (
+            lambda: require_floats(torch.ones(4, 10), "w", "(d, R)", shape=(3, "R")),
+            ValueError,
+            r"w must have shape \(d, R\) = \(3, R\), got shape \(4, 10\)",
+        ),
+        (
+            lambda: require_floats(torch.ones(0, 2), "x", "(N, dim)", ndim=2, nonempty=(0,)),
+            ValueError,
+            "at least one entry along dimension 0",
+        ),
+        (
+            lambda: require_floats(torch.ones(2), "m", shape=(2,), dtype=torch.float64),
+            TypeError,
+            "m must have dtype torch.float64",
+        ),
+        (lambda: require_floats(torch.ones(2, dtype=torch.long), "x"), TypeError, "floating-point"),
+        (
+            lambda: require_entries(torch.tensor([1, 0, 3]), "counts", low=0, low_open=True),
+            ValueError,
+            r"counts must be > 0 entrywise, got an entry 0 \(shape \(3,\)\)",
+        ),
+        (
+            lambda: require_entries(torch.tensor([0.5, math.nan]), "p", low=0, high=1),
+            ValueError,
+            r"p must lie in \[0, 1\] entrywise, got an entry nan",
+        ),
+        (lambda: require_entries(torch.tensor([True]), "m", low=0), TypeError, "real numbers"),
+        (lambda: check_pair(torch.ones(5, 3), torch.ones(4, 2), ndim=2), ValueError, "same last dimension d"),
+        (lambda: check_pair(torch.ones(2, 3), torch.ones(3, 3)), ValueError, "must broadcast against each other"),
+        (lambda: check_pair(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.float64)), TypeError, "share one dtype"),
+        (
+            lambda: check_windowed_stream(torch.arange(3), 2, None, torch.tensor([1, 3, 1])),
+            ValueError,
+            r"windows must lie in \[1, 2\] entrywise, got an entry 3",
+        ),
+        (
+            lambda: check_windowed_stream(torch.arange(3), 2, torch.zeros(2, dtype=torch.long)),
+            ValueError,
+            "sentence_ids must have the shape of ids",
+        ),
+        (
+            lambda: check_token_ids(torch.zeros(2, 1, dtype=torch.long), "ids", None, min_length=2),
+            ValueError,
+            r"at least two tokens per sequence \(n >= 2\)",
+        ),
+        (
+            lambda: check_token_ids(torch.zeros(1, 3, dtype=torch.long), "ids", 5, 4, offset=2),
+            ValueError,
+            "3 positions .* after 2 cached ones, more than the context length T = 4",
+        ),
+        (lambda: check_labels("abc", "words", 3, "(one per row)"), TypeError, "sequence of 3 labels"),
+        (lambda: check_labels(["a"], "words", 3, "(one per row)"), ValueError, r"3 labels \(one per row\), got 1"),
+        (
+            lambda: require_index(12, "bos_id", 12, predicate="be a token id"),
+            ValueError,
+            r"bos_id must be a token id in \[0, 12\), got 12",
+        ),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match=message):
+            call()
+    with pytest.raises(ValueError, match="^n_heads must be from 1 to 6$"):  # the rule decides, the words stay
+        with reworded(ValueError, "n_heads must be from 1 to 6"):
+            require_int("3", "n_heads", low=1, high=6)
+    with reworded(ValueError, "never raised"):
+        assert require_int(3, "n_heads", low=1, high=6) == 3
+
+
+def test_tensor_rules_return_what_passes():
+    from companion._validate import check_pair, check_token_stream, check_windowed_stream, require_entries
+
+    x = torch.ones(2, 3, dtype=torch.float64)
+    assert require_entries(x, "x", low=1, high=1) is x
+    assert require_entries(torch.tensor([0.0, 1.0]).numpy(), "a", low=0, high=1).dtype == torch.float32
+    u, v = check_pair(torch.ones(4, 1, 3), torch.ones(5, 3))  # leading dimensions broadcast: fine
+    assert u.shape == (4, 1, 3) and v.shape == (5, 3)
+    ids = torch.tensor([0, 1, 2])
+    assert torch.equal(check_token_stream(ids, 2), torch.zeros(3, dtype=torch.long))
+    sentences, windows = check_windowed_stream(ids, 2)
+    assert torch.equal(windows, torch.full((3,), 2)) and torch.equal(sentences, torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="empty"):
+        check_token_stream(ids[:0], 2, nonempty=True)
