@@ -8,8 +8,10 @@
 - :class:`GPT`: token embedding + positions → pre-norm :class:`~companion.transformer.CausalBlock` s →
   final :class:`~companion.transformer.LayerNorm` → output layer, *tied* to the token embedding or its own;
 - :func:`next_token_loss`: the pretraining objective, cross-entropy of position t predicting token t + 1;
-- :func:`top_k_logits`, :func:`top_p_logits`, :func:`sample_next` and :func:`generate`: temperature, top-k and
-  top-p (nucleus) sampling, reproducible with a :class:`torch.Generator`, with or without the key/value cache.
+- :func:`generate`: sampling from the model, with or without the key/value cache, by the book's one loop and
+  one sampler, :func:`companion.decoding.decode` and :func:`companion.decoding.sample_next` (temperature, top-k
+  and top-p, reproducible with a :class:`torch.Generator`; also importable from here, as are
+  :func:`~companion.decoding.top_k_logits` and :func:`~companion.decoding.top_p_logits`).
 
 With the same weights (:func:`companion.interop.hf_gpt.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
 Face's ``GPT2LMHeadModel``; GPT-2 ties the output layer to the embedding and uses the tanh approximation of GELU.
@@ -38,8 +40,9 @@ from ._validate import (
 )
 from .attention import KVCache
 from .attention import scaled_dot_product_attention as sdpa
+from .decoding import decode, sample_next, top_k_logits, top_p_logits
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
-from .transformer import ACTIVATIONS, CausalBlock, LayerNorm
+from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 
 __all__ = [
     "GPTConfig",
@@ -203,17 +206,6 @@ def _check_stream_batch(ids: object) -> None:
         raise ValueError(f"ids must be a (batch, n) tensor of token ids with n >= 2, got {describe(ids)}")
 
 
-def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
-    if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or not logits.is_floating_point():
-        raise ValueError(f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    if top_k is not None and not 1 <= require_positive_int(top_k, "top_k") <= logits.shape[-1]:
-        raise ValueError(f"top_k must lie in [1, vocab_size = {logits.shape[-1]}], got {top_k}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
-
-
 def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     """L = -1/(B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t), nats: ids (B, n ≥ 2)."""
     _check_stream_batch(ids)
@@ -221,33 +213,21 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
-def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep each row's k largest logits (and ties with the k-th), the rest -inf."""
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the fewest likeliest tokens whose probabilities sum to ≥ p; others -inf."""
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-    probs = torch.softmax(sorted_logits, dim=-1)
-    before = probs.cumsum(dim=-1) - probs  # the mass of the more likely tokens
-    drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= p)
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
-    _check_sampling(logits, temperature, top_k, top_p)
-    if temperature == 0:  # greedy
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        logits = top_k_logits(logits, top_k)
-    if top_p is not None:
-        logits = top_p_logits(logits, top_p)
-    # a seeded generator draws the same tokens every time
-    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+def _check_generate(model: object, ids: object, max_new_tokens: object, eos_id: object) -> None:
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {describe(model)}")
+    vocab_size, context_length = model.config.vocab_size, model.config.context_length
+    check_token_ids(ids, "ids", vocab_size)
+    if ids.shape[1] == 0:
+        raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+    require_positive_int(max_new_tokens, "max_new_tokens")
+    if ids.shape[1] + max_new_tokens > context_length:
+        raise ValueError(
+            f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
+            f"exceeds the context length T = {context_length}"
+        )
+    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size):
+        raise ValueError(f"eos_id must be None or a token id in [0, {vocab_size}), got {eos_id!r}")
 
 
 @torch.no_grad()
@@ -261,37 +241,28 @@ def generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    eos_id: int | None = None,
 ) -> torch.Tensor:
-    """x_{t+1} ~ :func:`sample_next` (logits(x_1 … x_t)[t]): prompt ids (B, n) → (B, n + max_new_tokens).
+    """x_{t+1} ~ sample_next(logits(x_1 … x_t)[t]): prompt ids (B, n) → (B, n + max_new_tokens).
 
+    The loop is :func:`companion.decoding.decode`, the one the encoder–decoder's
+    :func:`~companion.transformer.greedy_decode` runs, with its one sampler,
+    :func:`~companion.decoding.sample_next` (``temperature=0``: greedy; ``top_k``, ``top_p``, ``generator``).
     With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
-    without, every step reruns the whole sequence. Both give the same tokens. The model is in eval mode during
-    the call; n + max_new_tokens must not exceed the context length T. This is the book's one generation loop
-    for its decoder-only model, with one sampler, :func:`sample_next` (``temperature=0``: greedy).
+    without, every step reruns the whole sequence. Both give the same tokens. With ``eos_id``, a sequence that
+    has written it is continued with ``eos_id``, and generation stops early (fewer than ``max_new_tokens`` new
+    columns) once every sequence has. The model is in eval mode during the call; n + max_new_tokens must not
+    exceed the context length T.
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {describe(model)}")
-    vocab_size, context_length = model.config.vocab_size, model.config.context_length
-    check_token_ids(ids, "ids", vocab_size)
-    if ids.shape[1] == 0:
-        raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")
-    require_positive_int(max_new_tokens, "max_new_tokens")
-    if ids.shape[1] + max_new_tokens > context_length:
-        raise ValueError(
-            f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
-            f"exceeds the context length T = {context_length}"
-        )
+    _check_generate(model, ids, max_new_tokens, eos_id)
     options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    was_training = model.training
-    model.eval()
-    try:
-        caches = model.new_caches() if use_cache else None
-        logits = model(ids, caches)
-        for step in range(max_new_tokens):
-            nxt = sample_next(logits[:, -1], **options)
-            ids = torch.cat([ids, nxt], dim=1)
-            if step + 1 < max_new_tokens:
-                logits = model(nxt, caches) if use_cache else model(ids)
-    finally:
-        model.train(was_training)
-    return ids
+    caches = model.new_caches() if use_cache else None
+
+    def next_logits(ids: Tensor) -> Tensor:  # (B, t) → (B, V)
+        if caches is None:
+            return model(ids)[:, -1]  # rerun the whole sequence
+        new = ids[:, len(caches[0]) :]  # not cached yet: the prompt, then one token
+        return model(new, caches)[:, -1]
+
+    with eval_mode(model):
+        return decode(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)
