@@ -40,7 +40,10 @@ from ._validate import (
 )
 from .attention import KVCache
 from .attention import scaled_dot_product_attention as sdpa
-from .decoding import decode, sample_next, top_k_logits, top_p_logits
+from .decoding import decode
+from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
+from .decoding import top_k_logits as top_k_logits
+from .decoding import top_p_logits as top_p_logits
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 
@@ -50,9 +53,6 @@ __all__ = [
     "parameter_count",
     "GPT",
     "next_token_loss",
-    "top_k_logits",
-    "top_p_logits",
-    "sample_next",
     "generate",
 ]
 
