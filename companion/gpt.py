@@ -217,9 +217,7 @@ def _check_generate(model: object, ids: object, max_new_tokens: object, eos_id: 
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {describe(model)}")
     vocab_size, context_length = model.config.vocab_size, model.config.context_length
-    check_token_ids(ids, "ids", vocab_size)
-    if ids.shape[1] == 0:
-        raise ValueError(f"the prompt must hold at least one token per sequence, got shape {tuple(ids.shape)}")
+    check_token_ids(ids, "ids", vocab_size)  # an empty prompt: decode says so
     require_positive_int(max_new_tokens, "max_new_tokens")
     if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(
