@@ -10,9 +10,11 @@
 - chapter 4: :mod:`companion.masks`, :mod:`companion.attention` (weightless, loop, matrix and blocked attention,
   multi-head attention with a swappable attention function, the key/value cache);
 - chapter 5: :mod:`companion.positional` (sinusoidal, learned, rotary), :mod:`companion.transformer` (layer norm,
-  feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder model);
+  feed-forward, the residual sublayer, encoder, causal and decoder blocks, the encoder–decoder model),
+  :mod:`companion.decoding` (the one generation loop and the one sampler, every model's; greedy here);
 - chapter 6: :mod:`companion.bpe` (GPT-2's byte-level BPE), :mod:`companion.gpt` (the decoder-only model, GPT-2
-  one configuration of it, chapters 8–10's another; its parameter count, sampling), :mod:`companion.induction`
+  one configuration of it, chapters 8–10's another; its parameter count, generation with or without the
+  key/value cache), :mod:`companion.decoding` (temperature, top-k and top-p sampling), :mod:`companion.induction`
   (an induction head forming in a two-layer attention-only model);
 - chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's input format,
   encoder and pretraining heads, the parameter count, sentence embeddings, SQuAD's span head and span decoding);

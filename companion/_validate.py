@@ -404,11 +404,12 @@ def check_token_ids(
     *,
     offset: int = 0,
     min_length: int = 0,
+    layout: str = "(batch, seq)",
 ) -> torch.Tensor:
     """Raise unless ``ids`` is an integer tensor ``(batch, n)`` with ``n >= min_length`` of ids in
     ``[0, vocab_size)`` (not checked if ``vocab_size`` is None) whose positions ``offset … offset + n - 1`` lie
-    below ``context_length`` (``offset`` positions already sit in a cache)."""
-    ids = require_ndim(require_integer_tensor(ids, name), name, 2, "(batch, seq)")
+    below ``context_length`` (``offset`` positions already sit in a cache); ``layout`` names the dimensions."""
+    ids = require_ndim(require_integer_tensor(ids, name), name, 2, layout)
     if ids.shape[1] < min_length:
         count = {1: "one token", 2: "two tokens"}.get(min_length, f"{min_length} tokens")
         raise ValueError(

@@ -8,8 +8,10 @@
 - :class:`GPT`: token embedding + positions → pre-norm :class:`~companion.transformer.CausalBlock` s →
   final :class:`~companion.transformer.LayerNorm` → output layer, *tied* to the token embedding or its own;
 - :func:`next_token_loss`: the pretraining objective, cross-entropy of position t predicting token t + 1;
-- :func:`top_k_logits`, :func:`top_p_logits`, :func:`sample_next` and :func:`generate`: temperature, top-k and
-  top-p (nucleus) sampling, reproducible with a :class:`torch.Generator`, with or without the key/value cache.
+- :func:`generate`: sampling from the model, with or without the key/value cache, by the book's one loop and
+  one sampler, :func:`companion.decoding.decode` and :func:`companion.decoding.sample_next` (temperature, top-k
+  and top-p, reproducible with a :class:`torch.Generator`; also importable from here, as are
+  :func:`~companion.decoding.top_k_logits` and :func:`~companion.decoding.top_p_logits`).
 
 With the same weights (:func:`companion.interop.hf_gpt.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
 Face's ``GPT2LMHeadModel``; GPT-2 ties the output layer to the embedding and uses the tanh approximation of GELU.
@@ -29,11 +31,9 @@ from ._validate import (
     check_token_ids,
     describe,
     require_choice,
-    require_floats,
     require_heads,
+    require_index,
     require_instance,
-    require_int,
-    require_number,
     require_positive_int,
     require_positive_ints,
     require_positive_number,
@@ -41,8 +41,12 @@ from ._validate import (
 )
 from .attention import KVCache
 from .attention import scaled_dot_product_attention as sdpa
+from .decoding import decode
+from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
+from .decoding import top_k_logits as top_k_logits
+from .decoding import top_p_logits as top_p_logits
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
-from .transformer import ACTIVATIONS, CausalBlock, LayerNorm
+from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 
 __all__ = [
     "GPTConfig",
@@ -50,9 +54,6 @@ __all__ = [
     "parameter_count",
     "GPT",
     "next_token_loss",
-    "top_k_logits",
-    "top_p_logits",
-    "sample_next",
     "generate",
 ]
 
@@ -193,15 +194,6 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
 
-def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
-    logits = require_floats(logits, "logits", "(batch, vocab_size)", ndim=2)
-    require_number(temperature, "temperature", low=0, finite=False)
-    if top_k is not None:
-        require_int(top_k, "top_k", low=1, high=logits.shape[-1], why="at most vocab_size")
-    if top_p is not None:
-        require_number(top_p, "top_p", low=0, low_open=True, high=1)
-
-
 def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     """L = -1/(B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t), nats: ids (B, n ≥ 2)."""
     check_token_ids(ids, "ids", None, min_length=2)
@@ -209,33 +201,18 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
-def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep each row's k largest logits (and ties with the k-th), the rest -inf."""
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the fewest likeliest tokens whose probabilities sum to ≥ p; others -inf."""
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-    probs = torch.softmax(sorted_logits, dim=-1)
-    before = probs.cumsum(dim=-1) - probs  # the mass of the more likely tokens
-    drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= p)
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
-    _check_sampling(logits, temperature, top_k, top_p)
-    if temperature == 0:  # greedy
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        logits = top_k_logits(logits, top_k)
-    if top_p is not None:
-        logits = top_p_logits(logits, top_p)
-    # a seeded generator draws the same tokens every time
-    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+def _check_generate(model: object, ids: object, max_new_tokens: object, eos_id: object) -> None:
+    require_instance(model, GPT, "model")
+    vocab_size, context_length = model.config.vocab_size, model.config.context_length
+    check_token_ids(ids, "ids", vocab_size)  # an empty prompt: decode says so
+    require_positive_int(max_new_tokens, "max_new_tokens")
+    if ids.shape[1] + max_new_tokens > context_length:
+        raise ValueError(
+            f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
+            f"exceeds the context length T = {context_length}"
+        )
+    if eos_id is not None:
+        require_index(eos_id, "eos_id", vocab_size, predicate="be None or a token id")
 
 
 @torch.no_grad()
@@ -249,34 +226,28 @@ def generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    eos_id: int | None = None,
 ) -> torch.Tensor:
-    """x_{t+1} ~ :func:`sample_next` (logits(x_1 … x_t)[t]): prompt ids (B, n) → (B, n + max_new_tokens).
+    """x_{t+1} ~ sample_next(logits(x_1 … x_t)[t]): prompt ids (B, n) → (B, n + max_new_tokens).
 
+    The loop is :func:`companion.decoding.decode`, the one the encoder–decoder's
+    :func:`~companion.transformer.greedy_decode` runs, with its one sampler,
+    :func:`~companion.decoding.sample_next` (``temperature=0``: greedy; ``top_k``, ``top_p``, ``generator``).
     With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
-    without, every step reruns the whole sequence. Both give the same tokens. The model is in eval mode during
-    the call; n + max_new_tokens must not exceed the context length T. This is the book's one generation loop
-    for its decoder-only model, with one sampler, :func:`sample_next` (``temperature=0``: greedy).
+    without, every step reruns the whole sequence. Both give the same tokens. With ``eos_id``, a sequence that
+    has written it is continued with ``eos_id``, and generation stops early (fewer than ``max_new_tokens`` new
+    columns) once every sequence has. The model is in eval mode during the call; n + max_new_tokens must not
+    exceed the context length T.
     """
-    require_instance(model, GPT, "model")
-    vocab_size, context_length = model.config.vocab_size, model.config.context_length
-    check_token_ids(ids, "ids", vocab_size, min_length=1)
-    require_positive_int(max_new_tokens, "max_new_tokens")
-    if ids.shape[1] + max_new_tokens > context_length:
-        raise ValueError(
-            f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
-            f"exceeds the context length T = {context_length}"
-        )
+    _check_generate(model, ids, max_new_tokens, eos_id)
     options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    was_training = model.training
-    model.eval()
-    try:
-        caches = model.new_caches() if use_cache else None
-        logits = model(ids, caches)
-        for step in range(max_new_tokens):
-            nxt = sample_next(logits[:, -1], **options)
-            ids = torch.cat([ids, nxt], dim=1)
-            if step + 1 < max_new_tokens:
-                logits = model(nxt, caches) if use_cache else model(ids)
-    finally:
-        model.train(was_training)
-    return ids
+    caches = model.new_caches() if use_cache else None
+
+    def next_logits(ids: Tensor) -> Tensor:  # (B, t) → (B, V)
+        if caches is None:
+            return model(ids)[:, -1]  # rerun the whole sequence
+        new = ids[:, len(caches[0]) :]  # not cached yet: the prompt, then one token
+        return model(new, caches)[:, -1]
+
+    with eval_mode(model):
+        return decode(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)

@@ -6,7 +6,8 @@
 - :class:`EncoderBlock` (BERT's block), :class:`CausalBlock` (GPT's: the same with causal self-attention) and
   :class:`DecoderBlock` (with cross-attention to the encoder's ``memory``);
 - :class:`EncoderDecoder` (configured by a :class:`TransformerConfig`) with :func:`seq2seq_loss` and
-  :func:`greedy_decode`. The decoder-only model is :class:`companion.gpt.GPT`, a stack of :class:`CausalBlock` s.
+  :func:`greedy_decode` (the book's one generation loop, :func:`companion.decoding.decode`, with the
+  argmax for the sampler). The decoder-only model is :class:`companion.gpt.GPT`, a stack of :class:`CausalBlock` s.
 
 Where the norm goes is every block's required ``norm_first`` argument (the companion's two block-built models
 choose it in their configurations: :class:`TransformerConfig` and BERT's post-norm encoder).
@@ -43,6 +44,7 @@ from ._validate import (
 )
 from .attention import KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
+from .decoding import decode
 from .masks import padding_to_attention_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
@@ -322,18 +324,12 @@ def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_
 def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) -> Tensor:
     """y_0 = BOS, y_{t+1} = argmax logits(src, y_0 … y_t)[t]: (B, n_src) → (B, 1+T)."""
     _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
-    B, c = src.shape[0], model.config
+    c = model.config
+    bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
     with eval_mode(model):
         memory = model.encode(src)  # once
-        out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # BOS
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,): reached EOS
-        filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
-        for _ in range(max_new_tokens):
-            nxt = model.decode(out, memory, src)[:, -1].argmax(dim=-1)  # (B,)
-            if eos_id is not None:
-                nxt = torch.where(done, torch.full_like(nxt, filler), nxt)
-                done = done | (nxt == eos_id)
-            out = torch.cat([out, nxt.unsqueeze(1)], dim=1)  # (B, 1 + t)
-            if eos_id is not None and bool(done.all()):
-                break  # every sequence has finished
-    return out
+        logits = lambda y: model.decode(y, memory, src)[:, -1]  # (B, 1 + t) → (B, V)
+        return decode(
+            logits, bos, max_new_tokens, eos_id=eos_id, filler=filler, temperature=0
+        )  # temperature 0: the argmax

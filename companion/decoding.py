@@ -1,0 +1,99 @@
+"""Decoding (chapters 5 and 6): one sampler and one generation loop for every autoregressive model.
+
+- :func:`top_k_logits`, :func:`top_p_logits`: keep the k largest logits, or the nucleus of probability p;
+- :func:`sample_next`: the one way to pick the next token, x ~ softmax(logits / temperature) after the filters,
+  reproducible with a :class:`torch.Generator`; ``temperature=0`` is greedy (the argmax);
+- :func:`decode`: the one loop, ``decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None,
+  **sampling)``. It appends ``sample_next(next_logits(ids), **sampling)`` to ``ids`` (B, n), one column per
+  step, up to ``max_new_tokens`` times. ``next_logits`` maps the ids so far, (B, t), to the next token's
+  logits, (B, V). With ``eos_id``, a sequence that has written it is continued with ``filler`` (default:
+  ``eos_id`` again), and the loop stops early, with fewer than ``max_new_tokens`` new columns, once every
+  sequence has.
+
+The models build ``next_logits``, a closure from the ids so far, shape (B, t), to the logits of the next token,
+(B, V): the encoder–decoder's :func:`companion.transformer.greedy_decode` closes over the encoder's memory (the
+encoder runs once); :func:`companion.gpt.generate` reruns the whole sequence, or, with its key/value cache, feeds
+the prompt once and then only the newest token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validate import (
+    check_token_ids,
+    describe,
+    require_callable,
+    require_floats,
+    require_int,
+    require_number,
+    require_positive_int,
+    reworded,
+)
+
+__all__ = ["top_k_logits", "top_p_logits", "sample_next", "decode"]
+
+
+def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
+    with reworded(ValueError, f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}"):
+        logits = require_floats(logits, "logits", ndim=2)
+    require_number(temperature, "temperature", low=0, finite=False)
+    if top_k is not None:
+        require_int(top_k, "top_k", low=1, high=logits.shape[-1], why="at most vocab_size")
+    if top_p is not None:
+        require_number(top_p, "top_p", low=0, low_open=True, high=1)
+
+
+def _check_decode(next_logits: object, ids: object, max_new_tokens: object, eos_id: object, filler: object) -> None:
+    require_callable(next_logits, "next_logits", "a function from ids (B, t) to logits (B, V)")
+    check_token_ids(ids, "ids", None, min_length=1, layout="(batch, t)")
+    require_positive_int(max_new_tokens, "max_new_tokens")
+    for name, token in (("eos_id", eos_id), ("filler", filler)):
+        if token is not None:
+            with reworded(ValueError, f"{name} must be None or a token id (an int >= 0), got {token!r}"):
+                require_int(token, name, low=0)
+
+
+def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep each row's k largest logits (and ties with the k-th), the rest -inf."""
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Keep the fewest likeliest tokens whose probabilities sum to ≥ p; others -inf."""
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    probs = torch.softmax(sorted_logits, dim=-1)
+    before = probs.cumsum(dim=-1) - probs  # the mass of the more likely tokens
+    drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= p)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
+    _check_sampling(logits, temperature, top_k, top_p)
+    if temperature == 0:  # greedy
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        logits = top_k_logits(logits, top_k)
+    if top_p is not None:
+        logits = top_p_logits(logits, top_p)
+    # a seeded generator draws the same tokens every time
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **sampling):
+    """x_{t+1} ~ sample_next(next_logits(x_1…x_t)): (B, n) → (B, ≤ n+max_new_tokens)."""
+    _check_decode(next_logits, ids, max_new_tokens, eos_id, filler)
+    filler = eos_id if filler is None else filler
+    done = torch.zeros_like(ids[:, :1], dtype=torch.bool)  # (B, 1): has written EOS
+    for _ in range(max_new_tokens):
+        nxt = sample_next(next_logits(ids), **sampling)  # (B, 1)
+        if eos_id is not None:
+            nxt = nxt.masked_fill(done, filler)  # a finished sequence only fills
+            done = done | (nxt == eos_id)
+        ids = torch.cat([ids, nxt], dim=1)  # (B, t + 1)
+        if eos_id is not None and bool(done.all()):
+            break  # every sequence has finished
+    return ids

@@ -1,0 +1,212 @@
+"""The one generation loop and the one sampler (companion.decoding), run by both model kinds.
+
+Every decoding here is compared with an independent loop written below: it reruns the whole model on the whole
+sequence at every step (the encoder–decoder's forward, encoder included; GPT without its cache), picks by its own
+argmax or its own filtered draw from the same seeded generator, and handles the end-of-sequence token row by row.
+"""
+
+import pytest
+import torch
+
+import companion.gpt
+import companion.transformer
+from companion import decoding
+from companion.decoding import decode, sample_next
+from companion.gpt import GPT, GPTConfig, generate
+from companion.transformer import EncoderDecoder, TransformerConfig, greedy_decode
+
+
+def tiny_gpt(seed=0):
+    torch.manual_seed(seed)
+    config = GPTConfig(vocab_size=31, context_length=24, n_layers=2, n_heads=2, d_model=16)
+    return GPT(config).double()
+
+
+def tiny_seq2seq(seed=0, pad_id=0):
+    torch.manual_seed(seed)
+    config = TransformerConfig(12, 12, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2, d_ff=32,
+                               dropout=0.0, context_length=16, pad_id=pad_id)  # fmt: skip
+    return EncoderDecoder(config).double()
+
+
+def reference_pick(logits, temperature, top_k, top_p, generator):
+    """The next token by hand: argmax at temperature 0, else a draw after dividing, top-k and top-p by sorting."""
+    if temperature == 0:
+        return logits.max(dim=-1).indices[:, None]
+    logits = logits / temperature
+    kept = torch.ones_like(logits, dtype=torch.bool)
+    for b in range(logits.shape[0]):
+        values, order = logits[b].sort(descending=True)
+        if top_k is not None:
+            kept[b, logits[b] < values[top_k - 1]] = False
+        if top_p is not None:  # on what top-k kept, renormalised
+            probs = torch.softmax(logits[b].masked_fill(~kept[b], float("-inf"))[order], dim=-1)
+            total, needed = 0.0, 0
+            while total < top_p:  # the fewest most likely tokens that reach top_p
+                total, needed = total + float(probs[needed]), needed + 1
+            kept[b, order[needed:]] = False
+    probs = torch.softmax(logits.masked_fill(~kept, float("-inf")), dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def reference_loop(logits_of, ids, steps, *, eos_id=None, filler=None, temperature=0, top_k=None, top_p=None,
+                   generator=None):  # fmt: skip
+    """Rerun ``logits_of`` on the whole sequence each step; after EOS a row gets ``filler``; stop when all have."""
+    rows = ids.tolist()
+    finished = [False] * len(rows)
+    for _ in range(steps):
+        with torch.no_grad():
+            picked = reference_pick(logits_of(torch.tensor(rows))[:, -1], temperature, top_k, top_p, generator)
+        for b, token in enumerate(picked[:, 0].tolist()):
+            rows[b].append(filler if finished[b] else token)
+            finished[b] = finished[b] or token == eos_id
+        if eos_id is not None and all(finished):
+            break
+    return torch.tensor(rows)
+
+
+def an_eos(generated):
+    """A token that row 0 writes first at step s >= 1 and the other rows write at other steps or never."""
+    rows = generated.tolist()
+    for s, token in enumerate(rows[0]):
+        first = [row.index(token) if token in row else None for row in rows]
+        if s >= 1 and first[0] == s and any(f != s for f in first[1:]):
+            return token, s
+    raise AssertionError(f"no token ends the rows at different steps in {rows}")
+
+
+def gpt_reference(model, prompt, steps, **options):
+    model.eval()
+    return reference_loop(model, prompt, steps, **options)
+
+
+SAMPLINGS = [
+    {"temperature": 0},
+    {"temperature": 1.0},
+    {"temperature": 0.7, "top_k": 5},
+    {"temperature": 1.3, "top_p": 0.8},
+    {"temperature": 1.0, "top_k": 10, "top_p": 0.9},
+]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("options", SAMPLINGS)
+def test_gpt_generate_gives_the_tokens_of_the_reference_loop(options, use_cache):
+    model = tiny_gpt()
+    prompt = torch.randint(0, 31, (3, 4), generator=torch.Generator().manual_seed(1))
+    mine = generate(model, prompt, 12, use_cache=use_cache, generator=torch.Generator().manual_seed(5), **options)
+    theirs = gpt_reference(model, prompt, 12, generator=torch.Generator().manual_seed(5), **options)
+    assert torch.equal(mine, theirs)
+    assert len(set(mine[:, 4:].flatten().tolist())) > 3  # not one token repeated
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_gpt_generate_stops_at_eos_and_fills_like_the_reference(use_cache):
+    model = tiny_gpt()
+    prompt = torch.randint(0, 31, (3, 4), generator=torch.Generator().manual_seed(1))
+    free = generate(model, prompt, 12, temperature=0)
+    eos, s = an_eos(free[:, 4:])  # row 0 finishes at step s, the others at other steps
+    mine = generate(model, prompt, 12, temperature=0, eos_id=eos, use_cache=use_cache)
+    assert torch.equal(mine, gpt_reference(model, prompt, 12, eos_id=eos, filler=eos))
+    assert (mine[0, 4 + s :] == eos).all() and torch.equal(mine[:, : 4 + s + 1], free[:, : 4 + s + 1])
+    # every row finishes at once: the loop stops after one step
+    stop = int(free[0, 4])
+    prompt_1 = prompt[:1]
+    assert generate(model, prompt_1, 12, temperature=0, eos_id=stop, use_cache=use_cache).shape == (1, 5)
+    # sampling with an EOS: the same draws as the reference's
+    draw = dict(temperature=1.0, top_k=8)
+    sampled = generate(model, prompt, 12, eos_id=eos, generator=torch.Generator().manual_seed(2), **draw)
+    assert torch.equal(sampled, gpt_reference(model, prompt, 12, eos_id=eos, filler=eos,
+                                              generator=torch.Generator().manual_seed(2), **draw))  # fmt: skip
+
+
+def test_the_cached_form_feeds_the_prompt_once_then_only_the_newest_token():
+    model = tiny_gpt()
+    fed = []
+    hook = model.register_forward_pre_hook(lambda module, args: fed.append(tuple(args[0].shape)))
+    generate(model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0)
+    assert fed == [(2, 5), (2, 1), (2, 1), (2, 1)]
+    fed.clear()
+    generate(model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0, use_cache=False)
+    assert fed == [(2, 5), (2, 6), (2, 7), (2, 8)]
+    hook.remove()
+
+
+def seq2seq_reference(model, src, bos_id, steps, eos_id=None):
+    """Rerun the whole model, encoder and decoder, on the target so far; after EOS a row gets <pad>."""
+    model.eval()
+    start = torch.full((src.shape[0], 1), bos_id)
+    filler = model.config.pad_id if model.config.pad_id is not None else eos_id
+    return reference_loop(lambda tgt: model(src, tgt), start, steps, eos_id=eos_id, filler=filler)
+
+
+@pytest.mark.parametrize("pad_id", [0, None])
+def test_greedy_decode_gives_the_tokens_of_the_reference_loop(pad_id):
+    model = tiny_seq2seq(pad_id=pad_id)
+    src = torch.randint(3, 12, (4, 5), generator=torch.Generator().manual_seed(0))
+    free = greedy_decode(model, src, bos_id=1, max_new_tokens=10)
+    assert torch.equal(free, seq2seq_reference(model, src, 1, 10))
+    assert len(set(free[:, 1:].flatten().tolist())) > 2, free
+    eos, s = an_eos(free[:, 1:])  # row 0 finishes at step s, the others at other steps
+    mine = greedy_decode(model, src, bos_id=1, eos_id=eos, max_new_tokens=10)
+    assert torch.equal(mine, seq2seq_reference(model, src, 1, 10, eos_id=eos))
+    assert (mine[0, 2 + s :] == (eos if pad_id is None else pad_id)).all() and mine[0, 1 + s] == eos
+
+
+def test_decode_runs_any_next_logits_function():
+    """A fake model: row 0 says 5 then EOS (= 2); row 1 says 7 forever; the loop stops when both are done."""
+    calls = []
+
+    def next_logits(ids):
+        calls.append(ids.shape[1])
+        logits = torch.zeros(2, 9)
+        logits[0, 5 if ids.shape[1] < 3 else 2] = 1.0
+        logits[1, 7 if ids.shape[1] < 4 else 2] = 1.0
+        return logits
+
+    start = torch.tensor([[1], [1]])
+    assert decode(next_logits, start, 6, temperature=0).tolist() == [[1, 5, 5, 2, 2, 2, 2], [1, 7, 7, 7, 2, 2, 2]]
+    calls.clear()
+    out = decode(next_logits, start, 6, eos_id=2, filler=0, temperature=0)
+    assert out.tolist() == [[1, 5, 5, 2, 0], [1, 7, 7, 7, 2]] and calls == [1, 2, 3, 4]
+    assert decode(next_logits, start, 6, eos_id=2, temperature=0).tolist() == [[1, 5, 5, 2, 2], [1, 7, 7, 7, 2]]
+    assert decode(next_logits, start, 2, eos_id=2, temperature=0).tolist() == [[1, 5, 5], [1, 7, 7]]
+
+
+def test_one_sampler_and_the_old_names():
+    assert companion.gpt.sample_next is sample_next is decoding.sample_next
+    assert companion.gpt.top_k_logits is decoding.top_k_logits and companion.gpt.top_p_logits is decoding.top_p_logits
+    assert companion.transformer.decode is decode and companion.gpt.decode is decode  # both models run the loop
+    logits = torch.randn(3, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(sample_next(logits, temperature=0), logits.max(dim=-1).indices[:, None])
+    for options in SAMPLINGS[1:]:
+        mine = sample_next(logits, generator=torch.Generator().manual_seed(4), **options)
+        theirs = reference_pick(logits, options["temperature"], options.get("top_k"), options.get("top_p"),
+                                torch.Generator().manual_seed(4))  # fmt: skip
+        assert torch.equal(mine, theirs), options
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: decode("model", torch.ones(1, 2, dtype=torch.long), 3), TypeError,
+         r"next_logits must be a function from ids \(B, t\) to logits \(B, V\), got a str"),
+        (lambda: decode(torch.zeros, torch.ones(1, 2), 3), TypeError, "ids must hold integer token ids"),
+        (lambda: decode(torch.zeros, torch.ones(2, dtype=torch.long), 3), ValueError,
+         r"ids must have 2 dimensions \(batch, t\), got shape \(2,\)"),
+        (lambda: decode(torch.zeros, torch.ones(2, 0, dtype=torch.long), 3), ValueError, "at least one token"),
+        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 0), ValueError,
+         "max_new_tokens must be a positive int, got 0"),
+        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 2, eos_id=-1), ValueError,
+         r"eos_id must be None or a token id \(an int >= 0\), got -1"),
+        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 2, eos_id=1, filler=1.5), ValueError,
+         r"filler must be None or a token id \(an int >= 0\), got 1.5"),
+        (lambda: decode(lambda ids: torch.zeros(1), torch.ones(1, 2, dtype=torch.long), 2), ValueError,
+         r"logits must be a float tensor \(batch, vocab_size\)"),
+        (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), 2, eos_id=31), ValueError,
+         r"eos_id must be None or a token id in \[0, 31\), got 31"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
