@@ -72,15 +72,13 @@ def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
 # The band as a dense mask (the definition, and the reference)
 
 
-def band_mask(
-    n_q: int, n_k: int | None = None, bandwidth: int = DEFAULT_BANDWIDTH, *, causal: bool = False, device=None
-) -> Tensor:
+def band_mask(n_q, n_k=None, bandwidth=DEFAULT_BANDWIDTH, *, causal=False) -> Tensor:
     """The band (n_q, n_k): ``p_i − k < j ≤ p_i`` if causal, else ``|p_i − j| < k``."""
     n_k = n_q if n_k is None else n_k
     _check_band(n_q, n_k, bandwidth)
     # query i sits at key position p_i = i + n_k − n_q (aligned with the last keys)
-    p = torch.arange(n_q, device=device).unsqueeze(1) + (n_k - n_q)  # (n_q, 1)
-    j = torch.arange(n_k, device=device)  # (n_k,)
+    p = torch.arange(n_q).unsqueeze(1) + (n_k - n_q)  # (n_q, 1)
+    j = torch.arange(n_k)  # (n_k,)
     offset = p - j  # how far back key j lies from query i
     if causal:
         return (offset >= 0) & (offset < bandwidth)
@@ -92,7 +90,7 @@ def band_matrix(a: Tensor, bandwidth: int, *, causal: bool = False) -> Tensor:
     require_floating_tensor(a, "a")
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix (..., n_q, n_k), got shape {tuple(a.shape)}")
-    return a * band_mask(a.shape[-2], a.shape[-1], bandwidth, causal=causal, device=a.device)
+    return a * band_mask(a.shape[-2], a.shape[-1], bandwidth, causal=causal).to(a.device)
 
 
 def banded_attention_dense(
@@ -113,7 +111,7 @@ def banded_attention_dense(
     q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
     bandwidth = require_positive_int(bandwidth, "bandwidth")
     n_q, n_k = q.shape[-2], k.shape[-2]
-    allowed = band_mask(n_q, n_k, bandwidth, causal=causal, device=q.device)
+    allowed = band_mask(n_q, n_k, bandwidth, causal=causal).to(q.device)
     if mask is not None:
         allowed = allowed & check_mask(mask, (*q.shape[:-2], n_q, n_k))
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
@@ -135,6 +133,16 @@ def _masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     return e / e.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(e.dtype).tiny)
 
 
+def _in_windows(mask: Tensor, n_pre: int, b: int, key: Tensor) -> Tensor:
+    """mask[..., i, j] (..., n_q, n_k) read at the blocks' entries (..., n_blocks, B, W): row r of block c is query
+    i = cB + r − n_pre and ``key`` (n_blocks, 1, W) holds j; rows and keys that are padding read False."""
+    (n_q, n_k), n_blocks, w = mask.shape[-2:], key.shape[0], key.shape[-1]
+    row = (torch.arange(n_blocks * b, device=key.device) - n_pre).view(n_blocks, b, 1)
+    ok_row = (row >= 0) & (row < n_q)  # row: query index i
+    i, j = row.clamp(0, n_q - 1), key.clamp(0, n_k - 1).expand(n_blocks, b, w)
+    return ok_row & mask[..., i, j]
+
+
 def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: object, block_size: object, p: object):
     q, k, v = check_attention_inputs(q, k, v, mask, keys_cover_queries=True)
     require_positive_int(bandwidth, "bandwidth")
@@ -144,7 +152,15 @@ def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: obje
 
 
 def banded_attention(
-    q, k, v, mask=None, *, causal=False, bandwidth=DEFAULT_BANDWIDTH, block_size=None, dropout_p=0.0
+    q,
+    k,
+    v,
+    mask=None,
+    *,
+    causal=False,
+    bandwidth=DEFAULT_BANDWIDTH,
+    block_size=None,
+    dropout_p=0.0,
 ) -> Tensor:
     """softmax(band_k(QKᵀ/√d_k)) V in O(N·k): q (..., n_q, d), k, v (..., n_k, d)."""
     q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)
@@ -168,12 +184,7 @@ def banded_attention(
     key = start + s  # (n_blocks, 1, W): key index j
     allowed = in_band & (key >= 0) & (key < n_k)  # (n_blocks, B, W)
     if mask is not None:  # only the mask's entries inside the band are read
-        row = (torch.arange(n_blocks * b, device=q.device) - n_pre).view(n_blocks, b, 1)
-        ok_row = (row >= 0) & (row < n_q)  # row: query index i
-        full = mask.expand(*lead, n_q, n_k)
-        i, j = row.clamp(0, n_q - 1), key.clamp(0, n_k - 1).expand(n_blocks, b, w)
-        picked = full[..., i, j]
-        allowed = allowed & ok_row & picked  # (..., n_blocks, B, W)
+        allowed = allowed & _in_windows(mask.expand(*lead, n_q, n_k), n_pre, b, key)
     weights = _masked_softmax(scores, allowed)
     weights = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
     out = weights @ v_win.transpose(-2, -1)  # (..., n_blocks, B, d_v)

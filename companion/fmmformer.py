@@ -304,7 +304,7 @@ def fmmformer_implementations(
     if dense:
 
         def band_sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-            mask = band_mask(q.shape[-2], k.shape[-2], bandwidth, causal=causal, device=q.device)
+            mask = band_mask(q.shape[-2], k.shape[-2], bandwidth, causal=causal).to(q.device)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
         impls["band dense"] = lambda q, k, v: banded_attention_dense(q, k, v, causal=causal, bandwidth=bandwidth)

@@ -1,9 +1,8 @@
 """The code the book shows reads like the mathematics (tools/shown_code.py measures it).
 
 Across every ``literalinclude :pyobject:`` in the chapters, at least 60 % of the read lines are the computation
-(not docstring, signature or validation), no listing is over 40 lines, none wider than 88 columns (but the
-exceptions listed below), none carries a tool pragma. The classifier itself is checked on a listing whose classes
-are counted by hand."""
+(not docstring, signature or validation), no listing is over 40 lines, none is wider than 88 columns and none
+carries a tool pragma. The classifier itself is checked on a listing whose classes are counted by hand."""
 
 import textwrap
 
@@ -73,44 +72,8 @@ def test_problems_name_each_broken_rule(tmp_path):
 def test_the_book_shows_the_mathematics():
     found = shown_code.listings()
     assert len(found) >= 50, "the book's listings were not found"
-    issues = shown_code.problems(found, widths=False)
+    issues = shown_code.problems(found)
     assert not issues, "\n" + shown_code.table(found) + "\n\n" + "\n".join(issues)
-
-
-# Shown lines still wider than 88 columns, each for a reason; the test below fails when one of them fits.
-# - four hugged signatures: ruff (120 columns) puts the parameters on one line, which is 92 to 105 columns;
-#   no annotation or default makes that line fit 88 while the whole signature stays over 120 columns, and one
-#   parameter per line (ruff's only other layout) would add 34 signature lines, taking the share under 60 %.
-WIDE_SIGNATURES = {
-    "linear_attention.py:linear_attention",
-    "linear_attention.py:causal_linear_attention_chunked",
-    "banded_attention.py:band_mask",
-    "banded_attention.py:banded_attention",
-}
-
-
-def _wide_lines(found):
-    return [(x, n, line) for x in found for n, line in enumerate(x.lines, 1) if len(line) > shown_code.MAX_COLUMNS]
-
-
-def test_the_book_shows_code_within_88_columns_but_the_listed_exceptions():
-    found = shown_code.listings()
-    wide = _wide_lines(found)
-    unexplained = [
-        f"{x.page}:{x.line} {x.name} line {n} is {len(line)} columns wide: {line.strip()}"
-        for x, n, line in wide
-        if not (x.name in WIDE_SIGNATURES and n == 2)
-    ]
-    assert not unexplained, "\n".join(unexplained)
-    still_wide = {x.name for x, n, _ in wide if x.name in WIDE_SIGNATURES and n == 2}
-    assert still_wide == WIDE_SIGNATURES, f"{sorted(WIDE_SIGNATURES - still_wide)} fit now: drop them from the list"
-
-
-@pytest.mark.xfail(strict=True, reason="the exceptions above (WIDE_SIGNATURES)")
-def test_the_book_shows_code_within_88_columns():
-    found = shown_code.listings()
-    wide = [p for p in shown_code.problems(found) if "columns wide" in p]
-    assert not wide, "\n".join(wide)
 
 
 def test_chapter_4_shows_multi_head_attention_forward():

@@ -169,9 +169,8 @@ def classify(code: str) -> list[str]:
     return kinds
 
 
-def problems(found: list[Listing], *, widths: bool = True) -> list[str]:
-    """What breaks the rule for shown code, one sentence each; empty when the book keeps it. ``widths=False``
-    leaves out the lines wider than ``MAX_COLUMNS`` (see ``tests/test_shown_code.py`` for why)."""
+def problems(found: list[Listing]) -> list[str]:
+    """What breaks the rule for shown code, one sentence each; empty when the book keeps it."""
     out = []
     read = sum(len(x.lines) - x.count("blank") for x in found)
     computation = sum(x.count("computation") for x in found)
@@ -183,7 +182,7 @@ def problems(found: list[Listing], *, widths: bool = True) -> list[str]:
         if len(x.lines) > MAX_LINES:
             out.append(f"{where} shows {len(x.lines)} lines, over {MAX_LINES}")
         for n, line in enumerate(x.lines, 1):
-            if widths and len(line) > MAX_COLUMNS:
+            if len(line) > MAX_COLUMNS:
                 out.append(f"{where} line {n} is {len(line)} columns wide, over {MAX_COLUMNS}")
             if any(p in line for p in PRAGMAS):
                 out.append(f"{where} line {n} carries a tool pragma: {line.strip()}")

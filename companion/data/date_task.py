@@ -363,11 +363,7 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
 def train_date_model(
     config: DateTaskConfig | None = None, *, progress: bool = True
 ) -> tuple[EncoderDecoder, DateDataset, list[float]]:
-    """Make the data, build the model, train it (:func:`companion.training.train`).
-
-    Returns:
-        ``(model, data, loss_history)``; the model is left in eval mode.
-    """
+    """Make the data, build and train the model: (model, data, losses), in eval mode."""
     c = config if config is not None else date_task_config()
     data = make_date_dataset(c.n_train, c.n_test, seed=c.seed, level=c.level)
     torch.manual_seed(c.seed)
