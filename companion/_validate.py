@@ -22,7 +22,6 @@ __all__ = [
     "require_integer_tensor",
     "require_floating_tensor",
     "require_ndim",
-    "require_last_dim",
     "require_index_range",
     "require_positive_int",
     "require_positive_ints",
@@ -101,13 +100,6 @@ def require_ndim(x: torch.Tensor, name: str, ndim: int | Sequence[int], layout: 
         raise ValueError(
             f"{name} must have {want} dimensions{shape_hint}, got shape {tuple(x.shape)} ({x.ndim} dimensions)"
         )
-    return x
-
-
-def require_last_dim(x: torch.Tensor, name: str, size: int) -> torch.Tensor:
-    """Raise :class:`ValueError` unless the last dimension of ``x`` has ``size`` entries."""
-    if x.ndim == 0 or x.shape[-1] != size:
-        raise ValueError(f"{name} must have last dimension {size}, got shape {tuple(x.shape)}")
     return x
 
 

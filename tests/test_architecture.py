@@ -202,3 +202,25 @@ def test_the_number_check_finder_sees_each_form():
     assert inline_number_checks(source) == ["f", "f", "f", "C.g"]
     assert not inline_number_checks("def f(x):\n    if x.ndim != 2:\n        raise ValueError\n")  # not a number
     assert not inline_number_checks("def f(n):\n    if n < 1:\n        n = 1\n")  # raises nothing
+
+
+def _names_used(source: str) -> set[str]:
+    """The names that ``source`` reads, the attributes it takes and the names it imports."""
+    used = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            used |= {alias.name for alias in node.names}
+    return used
+
+
+def test_every_rule_of_the_validation_module_is_used():
+    import companion._validate as validate
+
+    used = set().union(*(_names_used(p.read_text()) for p in PACKAGE.rglob("*.py") if p.name != "_validate.py"))
+    used |= _names_used((PACKAGE / "_validate.py").read_text())  # a rule that another rule calls
+    dead = [name for name in validate.__all__ if name not in used]
+    assert not dead, f"companion._validate exports rules that nothing uses (delete them): {dead}"
