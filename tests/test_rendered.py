@@ -35,7 +35,7 @@ def _chromium() -> str:
     pytest.fail("headless Chromium is needed: install Debian's 'chromium' (tools/ensure-chromium.sh)")
 
 
-def _dom(page: Path, tmp_path: Path) -> str:
+def _dom(page: Path, tmp_path: Path, *options: str) -> str:
     """The page's DOM after its scripts ran (MathJax typesetting, toggle buttons)."""
     result = subprocess.run(
         [
@@ -50,6 +50,7 @@ def _dom(page: Path, tmp_path: Path) -> str:
             "--disable-sync",
             f"--user-data-dir={tmp_path / 'profile'}",
             "--virtual-time-budget=20000",
+            *options,
             "--dump-dom",
             page.as_uri(),
         ],
@@ -163,6 +164,39 @@ def test_chapter_page_renders(md, html, tmp_path, root):
     assert f"https://colab.research.google.com/github/{slug}/blob/{repo.ref}/{notebook}" in raw
     assert f"https://mybinder.org/v2/gh/{slug}/{repo.ref}?urlpath=tree/{notebook}" in raw
     assert (root / notebook).exists() and _tracked(root, notebook), f"{notebook} is not in git"
+
+
+_MEASURE = """<script>window.addEventListener("load", () => {
+  const pres = [...document.querySelectorAll("div.highlight pre")];
+  const rows = pres.map(p => {
+    const longest = Math.max(...p.textContent.split("\\n").map(line => line.length));
+    return [longest, p.scrollWidth > p.clientWidth + 1 ? 1 : 0].join(":");
+  });
+  document.body.setAttribute("data-code-fit", rows.join(","));
+});</script>"""
+
+
+def code_blocks(page: Path, tmp_path: Path, width: int) -> list[tuple[int, bool]]:
+    """(longest line, scrolls sideways?) for each code block of ``page`` in a window ``width`` px wide."""
+    copy = tmp_path / f"measure-{width}.html"
+    base = f'<base href="{page.parent.as_uri()}/">'
+    copy.write_text(page.read_text().replace("<head>", "<head>" + base, 1).replace("</head>", _MEASURE + "</head>"))
+    dom = _dom(copy, tmp_path, f"--window-size={width},900")
+    found = re.search(r'data-code-fit="([^"]*)"', dom)
+    assert found, "the measuring script did not run"
+    rows = [row.split(":") for row in found.group(1).split(",") if row]
+    return [(int(longest), scrolls == "1") for longest, scrolls in rows]
+
+
+@pytest.mark.parametrize("width", [1024, 1280])
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_code_of_90_columns_fits_a_laptop_screen(md, width, html, tmp_path):
+    """The chapters keep code within 90 columns (the shown source within 88): none of it scrolls sideways."""
+    page = html / "book" / f"{md.stem}.html"
+    blocks = code_blocks(page, tmp_path, width)
+    assert len(blocks) == page.read_text().count('<div class="highlight"><pre>') > 0, "not every code block measured"
+    scrolling = [longest for longest, scrolls in blocks if scrolls and longest <= 90]
+    assert not scrolling, f"{len(scrolling)} code blocks of at most 90 columns scroll at {width} px: {scrolling}"
 
 
 def test_reference_pages_exist(html):
