@@ -166,6 +166,17 @@ def test_measure_attention_rejects_bad_input():
         measure_attention([8], implementations=impls, heads=2.0)
 
 
+def _python_peak(fn, *args) -> int:
+    """The peak of Python's own allocations (tracemalloc, no tracker) while ``fn(*args)`` runs."""
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        fn(*args)
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+
+
 def test_measured_call_leaves_out_the_trackers_own_python_objects():
     """Under the tracker every intermediate tensor gets a Python object and bookkeeping (hundreds of bytes each):
     they are the measurement's, not the function's, and must not swamp a function that keeps many small tensors."""
@@ -175,11 +186,10 @@ def test_measured_call_leaves_out_the_trackers_own_python_objects():
     with torch.no_grad():
         with MemoryTracker() as tracker:  # the tensors alone
             causal_linear_attention_recurrent(q, k, v)
-        tracemalloc.start()  # Python alone, without the tracker (the list of the 256 steps' outputs...)
-        start = tracemalloc.get_traced_memory()[0]
-        causal_linear_attention_recurrent(q, k, v)
-        python = tracemalloc.get_traced_memory()[1] - start
-        tracemalloc.stop()
-        measured = measured_call(causal_linear_attention_recurrent, q, k, v)[1]
-    # 24 kB of Python and 66 kB of tensors; the tracker's objects added some 300 kB before they were left out
-    assert tracker.peak <= measured < tracker.peak + 3 * python, (tracker.peak, python, measured)
+        python = min(_python_peak(causal_linear_attention_recurrent, q, k, v) for _ in range(3))
+        measured = min(measured_call(causal_linear_attention_recurrent, q, k, v)[1] for _ in range(3))
+    # 24 kB of Python and 66 kB of tensors. The tracker's own objects added some 300 kB before they were left out;
+    # what is left of them depends on when Python's garbage collector runs during the call: 20 to 90 kB over
+    # tensors + Python in our runs (one CI run: 82 kB), so the bound is tensors + Python + 128 kB, the smallest
+    # of three calls (the collector's timing only ever adds).
+    assert tracker.peak <= measured < tracker.peak + python + 128 * 1024, (tracker.peak, python, measured)
