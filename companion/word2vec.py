@@ -393,7 +393,7 @@ def _sgns_error(
 
 @dataclass(frozen=True)
 class Word2VecConfig:
-    """Training settings; the defaults are gensim's ``Word2Vec`` defaults where both have the setting.
+    """Training settings: gensim's ``Word2Vec`` defaults where both have the setting, except skip-gram (gensim: CBOW).
 
     Attributes:
         architecture: ``"skipgram"`` or ``"cbow"``.
