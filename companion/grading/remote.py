@@ -29,12 +29,13 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..exercises.checking import Abort, measuring_memory, record_remote_peak
-from . import wire
+from . import walls, wire
 from .sandbox import defining_modules
 
 #: the checkers share the grader's random generator (each forks and seeds it): one checker at a time
@@ -70,13 +71,18 @@ class Sandbox:
     output: int = 0
     over_output: bool = False
     deadline: float = 0.0
+    isolated: bool = False
+    lost: bool = False  # its monitor was gone: the answer ended the process that watched it
 
     def start(self, init: dict[str, Any]) -> dict[str, Any]:
         """Start the process (forked by the fork server) and send it the answer; return once it is ready to run
         the answer's code (imports and limits done: the time after this is the answer's)."""
         self.tmp = tempfile.TemporaryDirectory(prefix="companion-answer-")
-        to_child, from_child, out, status = os.pipe(), os.pipe(), os.pipe(), os.pipe()
+        to_child, from_child, out = os.pipe(), os.pipe(), os.pipe()
+        control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        status = (control[0].detach(), control[1].detach())
         self._rfd, self._wfd, self._out, self._status = from_child[0], to_child[1], out[0], status[0]
+        self.isolated = ZYGOTE.walls is not None
         try:
             ZYGOTE.fork({"folder": self.tmp.name}, [to_child[0], from_child[1], out[1], status[1]])
         finally:
@@ -158,6 +164,8 @@ class Sandbox:
             return Stopped("timeout", f"it ran past the {self.limits.seconds:g} s limit")
         if code == -signal.SIGXCPU:
             return Stopped("timeout", f"it used more than {self.limits.seconds:g} s of CPU time")
+        if self.lost:
+            return Stopped("error", "its process ended the processes that watched it (its sandbox was ended)")
         if code is not None and code < 0:
             return Stopped("error", f"its process was killed ({signal.Signals(-code).name})")
         return Stopped("error", f"its process ended (exit status {code})")
@@ -179,18 +187,28 @@ class Sandbox:
         return self._receive(self.deadline)
 
     def kill(self) -> None:
-        """Kill the process and everything it started (its process group)."""
+        """Kill the process and everything it started: its monitor does (in a sandbox, every process of the
+        sandbox but the fork server); without a sandbox, the process group is killed from here too."""
         if self.pid:
             try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                os.write(self._status, b"k")
+            except OSError:
                 pass
+            if not self.isolated:  # (in a sandbox the pid is the sandbox's own: it names no process here)
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def wait(self) -> int | None:
-        """The process's exit status (negative: the signal that ended it), once it has ended."""
+        """The process's exit status (negative: the signal that ended it), once it has ended. When its monitor
+        cannot say (an answer that killed it), the whole sandbox is ended: nothing of the answer is left."""
         if self.code is None and self.pid:
             line = self._status_line(time.monotonic() + 30.0)
             self.code = int(line) if line.strip().lstrip("-").isdigit() else None
+            if self.code is None:
+                self.lost = True
+                ZYGOTE.stop()
         return self.code
 
     def close(self) -> None:
@@ -224,6 +242,9 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.preload: list[str] = []
+        #: the sandbox (:mod:`companion.grading.walls`): ``{"copy": folder, "sources": {...}}``, or ``None``
+        #: when the instructor said the submissions are trusted (``--no-isolation``)
+        self.walls: dict[str, Any] | None = None
 
     def fork(self, request: dict[str, Any], fds: list[int]) -> None:
         with self.lock:
@@ -238,6 +259,15 @@ class Zygote:
     def _start(self) -> None:
         self.stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fd = str(theirs.fileno())
+        first: dict[str, Any] = {"preload": self.preload}
+        if self.walls is not None:
+            boot = walls.BOOT.format(path=walls.INSIDE)
+            argv = [*walls.command(Path(self.walls["copy"])), sys.executable, "-I", "-c", boot, "--zygote", fd]
+            first |= {"sources": self.walls["sources"], "isolated": True}
+        else:
+            boot = walls.BOOT.format(path=str(walls.package_root().parent))
+            argv = [sys.executable, "-I", "-c", boot, "--zygote", fd]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": tempfile.gettempdir(),
@@ -248,8 +278,8 @@ class Zygote:
         }
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "companion.grading.sandbox", "--zygote", str(theirs.fileno())],
-                stdin=subprocess.DEVNULL,
+                argv,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
@@ -260,7 +290,11 @@ class Zygote:
         finally:
             theirs.close()
         self.sock = ours
-        ours.send(json.dumps({"preload": self.preload}).encode())
+        try:
+            self.proc.stdin.write(json.dumps(first).encode())
+            self.proc.stdin.close()
+        except OSError:
+            pass
 
     def stop(self) -> None:
         """End the server (the answers' processes it forked are ended one by one by their :class:`Sandbox`)."""

@@ -127,6 +127,8 @@ def grade_exercise(nb: Notebook, exercise: Exercise, limits: Limits, solutions: 
     name = exercise.name
     answer = answers.extract(nb.cells, name)
     entry = _grade_answer(answer, exercise, limits, nb)
+    if answer.found and entry.get("status") != NOT_ATTEMPTED:
+        entry["code"] = answer.code  # for the similarity table (grading.similarity)
     if answer.unparsable:
         entry["unparsable"] = answer.unparsable
     if answer.cell is not None:
