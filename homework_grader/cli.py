@@ -12,7 +12,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from .._validate import require_number
+from companion._validate import require_number
+
 from .chapters import Chapter, default_homework_dir, load_chapters
 
 GENERIC = {"homework", "submission", "notebook", "untitled", "assignment"}
