@@ -3,8 +3,8 @@ tells different methods apart; feedback text from an answer cannot break out of 
 
 from __future__ import annotations
 
-from companion.grading.report import feedback_names, fenced, one_line
-from companion.grading.similarity import BOOK, closest_pairs, fingerprints, similarity, tokens
+from homework_grader.report import feedback_names, fenced, one_line
+from homework_grader.similarity import BOOK, closest_pairs, fingerprints, similarity, tokens
 
 BOOK_SOLUTION = """\
 def weightless_self_attention(x):

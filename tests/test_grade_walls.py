@@ -395,7 +395,7 @@ def graded(tmp_path_factory):
         "classmates": [str(folder / f"{v}.ipynb") for v in VICTIMS],
         "book": [str(ROOT / "book" / "04_attention.md"), str(ROOT / "book" / "04_attention.ipynb")],
         "reference": [str(ROOT / "companion" / "attention.py")],
-        "package": [str(ROOT / "companion" / "grading" / "report.py"), str(ROOT / "companion" / "attention.py")],
+        "package": [str(ROOT / "homework_grader" / "report.py"), str(ROOT / "companion" / "attention.py")],
         "site": [sysconfig.get_paths()["purelib"]],
         "out": str(out),
         "marker": str(marker),
@@ -413,7 +413,7 @@ def graded(tmp_path_factory):
     for student in TWINS:
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(RIGHT_STYLES["right_matmul"])))
     submitted = _digest(folder)
-    package = _digest(ROOT / "companion")
+    package = {**_digest(ROOT / "companion"), **_digest(ROOT / "homework_grader")}
     run_grader(folder, out, "--jobs", "2", "--timeout", "40")
     time.sleep(20)  # longer than any process started by an answer would wait before writing
     alive = []
@@ -431,7 +431,7 @@ def graded(tmp_path_factory):
         "marker": marker,
         "alive": alive,
         "submitted_same": submitted == _digest(folder),
-        "package_same": package == _digest(ROOT / "companion"),
+        "package_same": package == {**_digest(ROOT / "companion"), **_digest(ROOT / "homework_grader")},
         "planted": planted,
     }
 
@@ -512,7 +512,7 @@ def test_no_sandbox_no_grading(tmp_path):
     folder.mkdir()
     (folder / "a.ipynb").write_text(json.dumps(with_answer(RIGHT_STYLES["right_matmul"])))
     env = {**os.environ, "PATH": str(tmp_path / "empty"), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "companion.grading", str(folder), "--out", str(tmp_path / "out"), "--no-progress"]
+    command = [sys.executable, "-m", "homework_grader", str(folder), "--out", str(tmp_path / "out"), "--no-progress"]
     run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert run.returncode != 0 and "bubblewrap" in run.stderr and "--no-isolation" in run.stderr, run.stderr
     assert not (tmp_path / "out" / "gradebook.csv").exists()

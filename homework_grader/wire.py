@@ -13,7 +13,7 @@ named twice, so tied weights stay tied), its children, its ``training`` flag and
 be data themselves (numbers, strings, tuples, a companion dataclass such as ``GPTConfig``, a companion or torch
 function such as the attention function a block calls). Reading it builds no object of any class: only the
 answer's process turns it back into a model, and only from torch's and the companion's own classes
-(:func:`companion.grading.sandbox.rebuild`). Going back, the same form carries the model as the answer left it.
+(:func:`homework_grader.sandbox.rebuild`). Going back, the same form carries the model as the answer left it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 try:
-    from ..exercises.checking import Abort
+    from companion.exercises.checking import Abort
 except ImportError:  # in an answer's sandbox, where the checkers do not exist
 
     class Abort(Exception):  # noqa: N818  (the name of the checkers' class)
@@ -128,11 +128,11 @@ _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 def _public_module(name: str) -> bool:
     """Whether ``name`` is a module whose classes and functions may be named in a message: torch's, or the
-    companion's own library (not its checkers, not the grader)."""
+    companion's own library (not its checkers; the grader is no part of it)."""
     parts = name.split(".")
     if parts[0] == "torch":
         return True
-    return parts[0] == "companion" and len(parts) > 1 and parts[1] not in ("exercises", "grading")
+    return parts[0] == "companion" and len(parts) > 1 and parts[1] != "exercises"
 
 
 def _spec(obj: Any) -> str:

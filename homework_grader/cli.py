@@ -13,7 +13,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from .._validate import require_number
+from companion._validate import require_number
+
 from .chapters import Chapter, default_homework_dir, load_chapters
 
 GENERIC = {"homework", "submission", "notebook", "untitled", "assignment"}
@@ -78,7 +79,7 @@ def grade(
 ) -> dict[str, Path]:
     """Grade every notebook under ``submissions``; write the gradebook and reports into ``out``.
 
-    Each notebook's answers run in a sandbox of the kernel's (:mod:`companion.grading.walls`); ``isolation``
+    Each notebook's answers run in a sandbox of the kernel's (:mod:`homework_grader.walls`); ``isolation``
     ``False`` (``--no-isolation``) runs them without one, for submissions the instructor trusts.
 
     Raises :class:`UsageError` (before anything is graded) for a missing or empty folder, a homework folder with

@@ -1,7 +1,7 @@
-"""The process one answer runs in: ``python -I -m companion.grading.sandbox READ_FD WRITE_FD``.
+"""The process one answer runs in: ``python -I -m homework_grader.sandbox READ_FD WRITE_FD``.
 
 The grader starts it (a new session, so that the grader can kill it and everything it started), sends the
-answer's code (see :mod:`companion.grading.answers`) and the limits, and this process
+answer's code (see :mod:`homework_grader.answers`) and the limits, and this process
 
 1. imports what grading needs (torch, numpy, the companion modules that define the exercise's name, the modules
    the answer imports, never the checkers of ``companion.exercises``), then puts a stand-in that raises "write
@@ -14,7 +14,7 @@ answer's code (see :mod:`companion.grading.answers`) and the limits, and this pr
    its own temporary folder;
 3. runs the answer's code, alone, in a fresh namespace, and then calls the student's function on each set of
    arguments the grader sends and sends back what it returned (or raised) and the arguments as they are after
-   the call, as data (:mod:`companion.grading.wire`). A model among the arguments arrives as data and is rebuilt
+   the call, as data (:mod:`homework_grader.wire`). A model among the arguments arrives as data and is rebuilt
    here (:func:`rebuild`); a result that carries gradient keeps its graph here (:class:`Graphs`) until the
    grader asks for the gradients. For a class, :class:`ModuleServer` builds and runs the student's modules. The
    checker itself never runs here.
@@ -33,8 +33,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import companion
+
 from . import wire
 from .answers import parse
+
+_COMPANION = Path(companion.__file__).resolve().parent  # the package whose references are withheld
 
 _REFUSED = (
     "subprocess.Popen",
@@ -65,11 +69,10 @@ class WriteItYourself(Exception):
 @functools.cache
 def _definitions() -> dict[str, tuple[str, ...]]:
     """Every top-level function and class name of the ``companion`` sources -> the modules defining it."""
-    root = Path(__file__).resolve().parents[1]
     found: dict[str, list[str]] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        if "exercises" in parts or "grading" in parts:
+    for path in sorted(_COMPANION.rglob("*.py")):
+        parts = path.relative_to(_COMPANION.parent).with_suffix("").parts
+        if "exercises" in parts:
             continue
         try:
             tree = parse(path.read_text(encoding="utf-8"))
@@ -296,7 +299,7 @@ def serve(rfd: int, wfd: int) -> None:
     package = sys.modules.get("companion")
     if package is not None and "exercises" in vars(package):
         delattr(package, "exercises")
-    closed = [str(Path(__file__).resolve().parents[1] / "exercises")]
+    closed = [str(_COMPANION / "exercises")]
     _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
     sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", [])), closed))
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
@@ -325,7 +328,7 @@ def serve(rfd: int, wfd: int) -> None:
             if op == "call":
                 args, kwargs = [rebuilt(a) for a in args], {k: rebuilt(v) for k, v in kwargs.items()}
                 if request.get("measure"):  # the checker measures memory: the allocations are this process's
-                    from ..benchmarking import measured_call
+                    from companion.benchmarking import measured_call
 
                     with torch.no_grad():  # as checking.peak_bytes measures: no graph kept for a backward
                         value, peak = measured_call(student, *args, **kwargs)
@@ -524,7 +527,7 @@ class ModuleServer:
             p.grad = None
         with torch.set_grad_enabled(grad):
             if meta.get("measure"):  # the checker measures memory: the allocations are this process's
-                from ..benchmarking import measured_call
+                from companion.benchmarking import measured_call
 
                 out, peak = measured_call(obj, *args, **kwargs)
             else:
@@ -564,7 +567,7 @@ class _FromMemory:
         if name not in self.sources:
             return None
         package = bool(self.sources[name][1])
-        root = Path(__file__).resolve().parents[1]
+        root = _COMPANION
         relative = Path(*name.split(".")[1:])
         origin = root / relative / "__init__.py" if package else (root / relative).with_suffix(".py")
         spec = importlib.util.spec_from_loader(name, self, origin=str(origin), is_package=package)
@@ -592,7 +595,7 @@ def zygote(sock_fd: int) -> None:
     """The fork server: import what every answer's process needs once, then fork one process per answer.
 
     Its first message comes on standard input: the modules to import, and (in a sandbox, see
-    :mod:`companion.grading.walls`) the sources of the modules that exist in no file here, imported from memory
+    :mod:`homework_grader.walls`) the sources of the modules that exist in no file here, imported from memory
     before anything else. Each request (on the socket ``sock_fd``) brings four descriptors: the answer's two
     message pipes, its output pipe and a control socket. A monitor process is forked, which forks the answer's
     process (in a session of its own, its output on the output pipe, in its own folder), writes its pid on the

@@ -230,7 +230,7 @@ def write_similarity(
     path: Path, results: list[dict[str, Any]], chapter: Chapter, book: dict[str, str]
 ) -> list[dict[str, Any]]:
     """``similarity.csv``: the pairs of answers (two students', or a student's and the book's solution) most
-    alike (:mod:`companion.grading.similarity`), for the instructor to judge; the rows, most alike first."""
+    alike (:mod:`homework_grader.similarity`), for the instructor to judge; the rows, most alike first."""
     from .similarity import closest_pairs
 
     answers = {

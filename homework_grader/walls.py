@@ -1,12 +1,12 @@
 """The kernel's walls around the answers: each notebook's answers run in a bubblewrap sandbox of their own.
 
-``bwrap`` (Debian's ``bubblewrap``) starts the fork server (:func:`companion.grading.sandbox.zygote`) of one
+``bwrap`` (Debian's ``bubblewrap``) starts the fork server (:func:`homework_grader.sandbox.zygote`) of one
 notebook in new namespaces of every kind (no network, its own process IDs, IPC and host name, ``--unshare-all``),
 in a session of its own, with no capabilities (``--cap-drop ALL``: a resource limit, once lowered, stays), dying
 with the grading process. Its file system is built from nothing: read-only, the system's libraries and the
 Python installation the grader runs on (the prefix and the virtual environment), and :func:`package_copy`, a copy
-of the ``companion`` package without its checkers (``companion.exercises``), without the grader's own modules
-except the three the answer's side needs, and without the source files of the modules that define an exercise's
+of the ``companion`` package without its checkers (``companion.exercises``), the grader's modules that the
+answer's side needs (no others), and without the source files of the modules that define an exercise's
 reference or a function a checker withholds (those are sent to the fork server as text, imported from memory
 before any answer runs, and exist nowhere in its file system); a ``/proc`` of its own, a minimal ``/dev``, and
 one empty writable ``/tmp`` (a memory file system of bounded size, emptied after each answer). The submissions,
@@ -28,7 +28,7 @@ from pathlib import Path
 
 #: where the sandbox sees the copy of the package (``/opt/grader/companion``)
 INSIDE = "/opt/grader"
-#: the grader's modules that the answer's side imports (everything else of ``companion.grading`` is left out)
+#: the grader's modules that the answer's side imports (everything else of ``homework_grader`` is left out)
 ANSWER_SIDE = ("__init__.py", "sandbox.py", "wire.py", "answers.py")
 #: the size of the one writable folder (``/tmp``), in bytes
 SCRATCH_BYTES = 256 * 2**20
@@ -36,26 +36,34 @@ SCRATCH_BYTES = 256 * 2**20
 
 def package_root() -> Path:
     """The folder of the ``companion`` package the grader runs (the one the answers' side is copied from)."""
-    return Path(__file__).resolve().parents[1]
+    import companion
+
+    return Path(companion.__file__).resolve().parent
+
+
+def grader_root() -> Path:
+    """The folder of this package, ``homework_grader``."""
+    return Path(__file__).resolve().parent
 
 
 def package_copy(target: Path, secret_modules: list[str]) -> dict[str, tuple[str, bool]]:
-    """Copy the package into ``target/companion`` for the sandbox, leaving out the checkers, the grader's modules
-    the answer's side does not need, compiled files, and the sources of ``secret_modules`` (dotted names). Returns
-    those sources, ``{module: (text, is_package)}``, for the fork server to import from memory."""
+    """Copy the ``companion`` package into ``target/companion`` for the sandbox, leaving out the checkers, compiled
+    files and the sources of ``secret_modules`` (dotted names), and beside it the grader's modules that the
+    answer's side imports. Returns those sources, ``{module: (text, is_package)}``, for the fork server to
+    import from memory."""
     root = package_root()
 
     def ignore(folder: str, names: list[str]) -> list[str]:
-        here = Path(folder).resolve()
         left_out = [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))]
-        if here == root:
+        if Path(folder).resolve() == root:
             left_out.append("exercises")
-        if here == root / "grading":
-            left_out += [n for n in names if n not in ANSWER_SIDE]
         return left_out
 
     copied = target / "companion"
     shutil.copytree(root, copied, ignore=ignore)
+    (target / "homework_grader").mkdir()
+    for name in ANSWER_SIDE:
+        shutil.copyfile(grader_root() / name, target / "homework_grader" / name)
     sources: dict[str, tuple[str, bool]] = {}
     for module in sorted(set(secret_modules)):
         parts = module.split(".")
@@ -97,11 +105,14 @@ def command(copy: Path, scratch_bytes: int = SCRATCH_BYTES) -> list[str]:
     prefixes = [p for p in _bound_prefixes() if not p.startswith("/usr/")]
     for p in prefixes:
         args += ["--ro-bind", p, p]
-    real = str(package_root())
-    installed = importlib.util.find_spec("companion")
-    for hidden in {real, os.path.dirname(installed.origin) if installed and installed.origin else real}:
-        if any(hidden == p or hidden.startswith(p + os.sep) for p in [*prefixes, "/usr"]):
-            args += ["--tmpfs", hidden]  # the package itself, installed inside the environment: its copy only
+    hidden = {str(package_root()), str(grader_root())}
+    for name in ("companion", "homework_grader"):
+        installed = importlib.util.find_spec(name)
+        if installed is not None and installed.origin:
+            hidden.add(os.path.dirname(installed.origin))
+    for folder in sorted(hidden):
+        if any(folder == p or folder.startswith(p + os.sep) for p in [*prefixes, "/usr"]):
+            args += ["--tmpfs", folder]  # the packages, installed inside the environment: their copies only
     args += ["--ro-bind", str(copy), INSIDE, "--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(scratch_bytes), "--tmpfs", "/tmp", "--size", str(16 * 2**20), "--tmpfs", "/dev/shm"]
     args += ["--chdir", "/tmp", "--clearenv"]
@@ -120,9 +131,6 @@ def command(copy: Path, scratch_bytes: int = SCRATCH_BYTES) -> list[str]:
     for k, v in env.items():
         args += ["--setenv", k, v]
     return args
-
-
-BOOT = "import sys; sys.path.insert(0, {path!r}); from companion.grading.sandbox import main; main()"
 
 
 @functools.cache

@@ -79,7 +79,7 @@ def defined_names(source: str) -> set[str]:
 
 
 def grade(spec: dict[str, Any]) -> dict[str, Any]:
-    """Grade the notebook ``spec["path"]``; the result is plain JSON (see :mod:`companion.grading`)."""
+    """Grade the notebook ``spec["path"]``; the result is plain JSON (see :mod:`homework_grader`)."""
     start = time.monotonic()
     path = Path(spec["path"])
     chapters = [Chapter.from_json(c) for c in spec["chapters"]]

@@ -2,9 +2,9 @@
 
 :func:`check_exercise` grades one answer. For a function the checker runs here, in the grader's process, on a
 stand-in for the student's function that sends the arguments to the answer's process as data and returns what
-came back (see :mod:`companion.grading.sandbox`): the inputs, the expected values, the comparison, the named
+came back (see :mod:`homework_grader.sandbox`): the inputs, the expected values, the comparison, the named
 mistakes and the verdict never exist in the student's process. A model the checker hands the function goes as
-data too (:class:`~companion.grading.wire.ModuleData`), is rebuilt there from torch's and the companion's own
+data too (:class:`~homework_grader.wire.ModuleData`), is rebuilt there from torch's and the companion's own
 classes, and comes back as the function left it (a model trained in place, or changed by mistake); a result that
 carries gradient comes back attached to the grader's copy of the model, its gradients computed there on demand
 (:class:`_RemoteGraph`). A class is checked the same way through a mirror (:func:`remote_class`). An argument
@@ -34,7 +34,8 @@ from typing import Any
 
 import torch
 
-from ..exercises.checking import Abort, measuring_memory, record_remote_peak
+from companion.exercises.checking import Abort, measuring_memory, record_remote_peak
+
 from . import walls, wire
 from .sandbox import defining_modules
 
@@ -63,7 +64,7 @@ class Stopped(Abort):
 
 @dataclass
 class Sandbox:
-    """One answer's process (see :mod:`companion.grading.sandbox`)."""
+    """One answer's process (see :mod:`homework_grader.sandbox`)."""
 
     limits: Limits
     pid: int = 0
@@ -230,8 +231,26 @@ class Sandbox:
         self.tmp.cleanup()
 
 
+def _server_source(folders: list[str] | None = None) -> str:
+    """What the fork server runs: isolated (``-I``: no PYTHONPATH, no user site, not the current folder), it
+    imports the grader and the companion from where this process imported them (in a sandbox, from ``folders``,
+    the copy :mod:`homework_grader.walls` made), then takes those folders off its path again, so that an answer
+    imports nothing more than it could before."""
+    import companion
+
+    if folders is None:
+        folders = sorted({str(Path(m.__file__).resolve().parents[1]) for m in (companion, sys.modules[__package__])})
+    return (
+        f"import sys; path = list(sys.path); sys.path[:0] = {folders!r}; import companion; "
+        "import homework_grader.sandbox as sandbox; sys.path[:] = path; sandbox.main()"
+    )
+
+
+_SERVER = _server_source()
+
+
 class Zygote:
-    """The fork server (:func:`companion.grading.sandbox.zygote`): one per grading run, started on first use.
+    """The fork server (:func:`homework_grader.sandbox.zygote`): one per grading run, started on first use.
 
     Starting Python and importing torch takes seconds; forking a process that has done it takes milliseconds.
     The server runs in a session of its own, with a minimal environment, and never runs an answer itself.
@@ -242,7 +261,7 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.preload: list[str] = []
-        #: the sandbox (:mod:`companion.grading.walls`): ``{"copy": folder, "sources": {...}}``, or ``None``
+        #: the sandbox (:mod:`homework_grader.walls`): ``{"copy": folder, "sources": {...}}``, or ``None``
         #: when the instructor said the submissions are trusted (``--no-isolation``)
         self.walls: dict[str, Any] | None = None
 
@@ -262,12 +281,11 @@ class Zygote:
         fd = str(theirs.fileno())
         first: dict[str, Any] = {"preload": self.preload}
         if self.walls is not None:
-            boot = walls.BOOT.format(path=walls.INSIDE)
+            boot = _server_source([walls.INSIDE])
             argv = [*walls.command(Path(self.walls["copy"])), sys.executable, "-I", "-c", boot, "--zygote", fd]
             first |= {"sources": self.walls["sources"], "isolated": True}
         else:
-            boot = walls.BOOT.format(path=str(walls.package_root().parent))
-            argv = [sys.executable, "-I", "-c", boot, "--zygote", fd]
+            argv = [sys.executable, "-I", "-c", _SERVER, "--zygote", fd]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": tempfile.gettempdir(),
@@ -580,7 +598,7 @@ def remote_class(box: Sandbox, name: str, has_forward: bool) -> type:
 
 
 def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str]) -> dict[str, Any]:
-    """Grade ``code`` (an answer) against ``exercise`` (a :class:`~companion.grading.chapters.Exercise`).
+    """Grade ``code`` (an answer) against ``exercise`` (a :class:`~homework_grader.chapters.Exercise`).
 
     Returns the verdict's fields (``status``, ``problem``, …, ``text``) plus ``module`` and ``mro`` of the
     student's object and ``how`` (``"remote"``: checked here, the answer run in its own process); a process that
