@@ -231,7 +231,8 @@ def _grade_one(base: dict[str, Any], path: str) -> str:
     except Exception as e:  # a failure of the grader itself (its memory limit too): that notebook's row says so
         result = _failed({"path": path}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
     finally:
-        remote.ZYGOTE.stop()  # the next notebook gets a fresh sandbox: nothing of this one is left in it
+        if remote.ZYGOTE.walls is not None:
+            remote.ZYGOTE.stop()  # the next notebook gets a fresh sandbox: nothing of this one is left in it
     return json.dumps(result, default=str)
 
 
