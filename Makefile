@@ -3,7 +3,8 @@
 #   make test   the same setup, then every check CI runs (lint, freshness, book, PDF, unit, homework, Colab, pages)
 #   make pdf    make book, then print it as one PDF, _build/pdf/book.pdf (headless Chromium), and check it
 # Other targets: make unit (fast developer loop, < 1 min), make lint, make sync (regenerate reader and homework
-# notebooks), make check-sync, make chromium (install headless Chromium), make clean.
+# notebooks), make check-sync, make chromium (install headless Chromium), make bubblewrap (install the grader's
+# sandbox), make clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,7 +21,7 @@ unexport MPLBACKEND
 # $(call timed,stage,command): echo and run command, then print the stage's wall time (keeping the exit status).
 timed = @t0=$$(date +%s); echo '$(2)'; $(2); rc=$$?; echo "[stage $(1): $$(( $$(date +%s) - t0 )) s]"; exit $$rc
 
-.PHONY: setup book pdf test lint sync check-sync unit homework colab rendered chromium clean constraints
+.PHONY: setup book pdf test lint sync check-sync unit homework colab rendered chromium bubblewrap clean constraints
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +69,9 @@ rendered: $(STAMP)
 chromium:
 	@bash tools/ensure-chromium.sh
 
+bubblewrap:
+	@bash tools/ensure-bubblewrap.sh
+
 # Everything, in order of cost: lint, freshness of generated notebooks, the book build (which executes every
 # chapter with its hidden asserts and fails on any error), then one pytest session on two workers (pytest-xdist; --dist loadscope keeps each test module and
 # each homework notebook on one worker, so the Colab simulation's chapters share one fresh environment and
@@ -76,10 +80,12 @@ chromium:
 # homework notebook.
 # The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
 # nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
-# what to run), so that a machine without it fails in seconds, not after twenty minutes.
+# what to run), so that a machine without it fails in seconds, not after twenty minutes; the second, the same for
+# bubblewrap, the sandbox the grader runs each answer in (tools/ensure-bubblewrap.sh; tests/test_grade_walls.py).
 # Each stage prints its wall time; pytest lists its slowest tests and writes per-test times to _build/pytest.xml.
 test: $(STAMP)
 	$(call timed,chromium,bash tools/ensure-chromium.sh)
+	$(call timed,bubblewrap,bash tools/ensure-bubblewrap.sh)
 	$(call timed,lint,$(BIN)/ruff check .)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)

@@ -45,8 +45,8 @@
   :mod:`companion.plotting.diagrams` (chapters 4-5), :mod:`companion.plotting.fmmformer` (chapter 9),
   :mod:`companion.plotting.random_features` (chapter 10);
 - homework: :mod:`companion.exercises` (one checker per exercise, one module per chapter, built on
-  :mod:`companion.exercises.checking`) and :mod:`companion.grading` (``companion-grade``, or
-  ``python -m companion.grading``: grades a folder of submitted notebooks).
+  :mod:`companion.exercises.checking`). The instructors' grader is a package of its own, ``homework_grader``
+  (``companion-grade``, or ``python -m homework_grader``), shipped beside this one; nothing here imports it.
 """
 
 __version__ = "0.1.0"

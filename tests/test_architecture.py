@@ -1,18 +1,24 @@
 """Dependencies point one way: a concept module never imports machinery.
 
 A *concept* is a top-level module of the package (``companion/attention.py``, ...), one per idea the book names;
-*machinery* (data and tasks, training recipes, interop, benchmarking, plotting, homework and grading) lives in the
+*machinery* (data and tasks, training recipes, interop, benchmarking, plotting, homework checkers) lives in the
 sub-packages (``companion/data/``, ``companion/training/``, ...). Machinery may import concepts, never the reverse,
 so a reader who opens a concept finds the mathematics and what it is built from, not the harness around it.
+The instructors' grader is not part of what readers import: it is a top-level package of its own,
+``homework_grader``, which imports the companion; the companion never imports it.
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import companion
+import homework_grader
 from tests.test_package_index import index
 
 PACKAGE = Path(companion.__file__).parent
+GRADER = Path(homework_grader.__file__).parent
 SHARED = {"__init__", "_validate"}  # the package's docstring and the one validation module
 
 
@@ -71,11 +77,54 @@ def test_the_top_level_holds_the_concepts_and_nothing_else():
         "benchmarking",
         "data",
         "exercises",
-        "grading",
         "interop",
         "plotting",
         "training",
     }
+
+
+def companion_modules() -> list[str]:
+    """Every module of the companion, as dotted names, found from its files (nothing imported)."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _absolute_imports(path: Path) -> list[str]:
+    """The modules a file imports by absolute name, anywhere in it (``import x.y``, ``from x.y import z``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.append(node.module or "")
+    return found
+
+
+def test_the_companion_never_imports_the_grader():
+    """Importing every module of the companion, in a fresh interpreter, leaves the grader unimported; no source
+    of the companion names it. The grader imports the companion (its checkers), never the reverse."""
+    mentions = [
+        p.name for p in PACKAGE.rglob("*.py") if any(m.startswith("homework_grader") for m in _absolute_imports(p))
+    ]
+    assert not mentions, f"companion modules import the grader: {mentions}"
+    modules = companion_modules()
+    assert len(modules) > 40 and "companion.exercises.checking" in modules
+    script = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'homework_grader'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=PACKAGE.parent
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", f"importing the companion imported the grader: {done.stdout}"
+    grader = {m for p in GRADER.rglob("*.py") for m in _absolute_imports(p)}
+    assert "companion.exercises.checking" in grader  # the direction that is allowed, and used
 
 
 def test_the_check_sees_every_form_of_import():
@@ -124,15 +173,15 @@ INLINE_NUMBER_CHECKS_ALLOWED = {
     "every id special: nothing to draw a random replacement from), not the range of one number",
     "exercises/attention.py::_self_attention_cases": "a grader's verdict on a student's gradients (Mismatch)",
     "exercises/random_features.py::_performer_checks": "a grader's verdict on a measured error (Mismatch)",
-    "grading/answers.py::parse": "a retry counter that re-raises on the last attempt",
-    "grading/cli.py::_positive_int": "an argparse type converter: argparse needs ArgumentTypeError, and "
+    "homework_grader/answers.py::parse": "a retry counter that re-raises on the last attempt",
+    "homework_grader/cli.py::_positive_int": "an argparse type converter: argparse needs ArgumentTypeError, and "
     "tests/test_grade_parts.py pins its wording",
-    "grading/cli.py::_positive": "an argparse type converter, as _positive_int",
-    "grading/remote.py::Sandbox._send": "a deadline running out, not an argument",
-    "grading/wire.py::encode": "the recursion limit of the encoder",
-    "grading/wire.py::_decode_module": "the consistency of a message from the sandbox (child indices)",
-    "grading/wire.py::_read_exactly": "a deadline running out, not an argument",
-    "grading/wire.py::read": "the consistency of a message from the sandbox (its tensor count)",
+    "homework_grader/cli.py::_positive": "an argparse type converter, as _positive_int",
+    "homework_grader/remote.py::Sandbox._send": "a deadline running out, not an argument",
+    "homework_grader/wire.py::encode": "the recursion limit of the encoder",
+    "homework_grader/wire.py::_decode_module": "the consistency of a message from the sandbox (child indices)",
+    "homework_grader/wire.py::_read_exactly": "a deadline running out, not an argument",
+    "homework_grader/wire.py::read": "the consistency of a message from the sandbox (its tensor count)",
     "interop/__init__.py::from_torch_mha_mask": "the encoding of a float mask (only 0 and -inf), not a range",
     "training/gpt_pretraining.py::evaluate_loss": "the data's length against the window (ids too short for "
     "one window), the arguments themselves are checked by require_positive_ints",
@@ -179,6 +228,9 @@ def test_number_arguments_are_checked_by_the_validation_module():
             continue
         for function in inline_number_checks(path.read_text()):
             found[f"{path.relative_to(PACKAGE).as_posix()}::{function}"] = path
+    for path in sorted(GRADER.rglob("*.py")):  # the grader checks its numbers with the companion's rules too
+        for function in inline_number_checks(path.read_text()):
+            found[f"{path.relative_to(GRADER.parent).as_posix()}::{function}"] = path
     new = sorted(set(found) - set(INLINE_NUMBER_CHECKS_ALLOWED))
     assert not new, (
         f"inline number checks outside companion/_validate.py: {new}. Check the argument with a rule of "
@@ -220,7 +272,8 @@ def _names_used(source: str) -> set[str]:
 def test_every_rule_of_the_validation_module_is_used():
     import companion._validate as validate
 
-    used = set().union(*(_names_used(p.read_text()) for p in PACKAGE.rglob("*.py") if p.name != "_validate.py"))
+    sources = [p for p in [*PACKAGE.rglob("*.py"), *GRADER.rglob("*.py")] if p.name != "_validate.py"]
+    used = set().union(*(_names_used(p.read_text()) for p in sources))
     used |= _names_used((PACKAGE / "_validate.py").read_text())  # a rule that another rule calls
     dead = [name for name in validate.__all__ if name not in used]
     assert not dead, f"companion._validate exports rules that nothing uses (delete them): {dead}"

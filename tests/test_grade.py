@@ -1,4 +1,4 @@
-"""``python -m companion.grading`` on a synthetic class built from chapter 1's homework notebook.
+"""``python -m homework_grader`` on a synthetic class built from chapter 1's homework notebook.
 
 Every submission is the real homework notebook with answers written here (independently of the book's
 solutions), or broken in one of the ways the grader claims to survive, or tampered with in one of the ways it

@@ -1,4 +1,4 @@
-"""``python -m companion.grading`` on the homework of chapters 8 and 10: the exercises that build each chapter's
+"""``python -m homework_grader`` on the homework of chapters 8 and 10: the exercises that build each chapter's
 algorithm (the RNN of linear attention, orthogonal random features, causal FAVOR+) are graded passed for a right
 answer and wrong for a wrong one, with the answer's code run in its own process and checked from the grader's
 (arguments and results travel as data: nothing is flagged)."""

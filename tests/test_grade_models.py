@@ -11,18 +11,18 @@ model's own forward, the checker's module, changing the weights) get no PASSED.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from grading_support import run_isolated
 from test_grade_attacks import TRAIN_PATCH
 
-from companion.grading import sandbox, wire
-from companion.grading.chapters import Exercise
-from companion.grading.remote import Limits, check_exercise
+from homework_grader import sandbox, wire
+from homework_grader.chapters import Exercise
+from homework_grader.remote import Limits, check_exercise
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -430,14 +430,14 @@ def test_what_is_not_a_model_of_torch_or_the_companion_is_refused():
     data = wire._decode_module(forged["M"], [])
     with pytest.raises(wire.WireError, match="not a class or function of torch or the companion"):
         sandbox.rebuild(data)
-    for spec in ("companion.exercises.gpt:_PartsOnlyGPT", "companion.grading.sandbox:serve", "builtins:eval"):
+    for spec in ("companion.exercises.gpt:_PartsOnlyGPT", "homework_grader.sandbox:serve", "builtins:eval"):
         with pytest.raises(wire.WireError):
             wire.named_object(spec)
 
 
 CLOSED = """\
 import sys
-from companion.grading import sandbox, wire
+from homework_grader import sandbox, wire
 import companion.exercises.gpt
 
 refused = sandbox.hide_attributes(["companion.gpt.GPT.forward", "companion.gpt.next_token_loss"])
@@ -453,7 +453,7 @@ print("file", any(r.endswith("gpt.py") for r in refused))
 
 
 def test_what_a_checker_withholds_is_withheld_in_the_answers_process():
-    run = subprocess.run([sys.executable, "-I", "-c", CLOSED], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    run = run_isolated(CLOSED)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["method", "True", "function", "True", "file", "True"], run.stdout
 
@@ -462,7 +462,7 @@ def test_an_argument_that_cannot_be_sent_gives_an_error_that_says_so():
     """Nothing is checked in the answer's process any more: a checker handing the answer something that is not
     data (here a lambda) gets an error verdict addressed to the instructor, not a weaker check."""
     from companion.exercises import checking
-    from companion.grading import answers, remote, worker
+    from homework_grader import answers, remote, worker
 
     checker = checking.compare("f", lambda g: 1, [checking.case(lambda: 0)], hidden=None)
     box = remote.Sandbox(Limits())

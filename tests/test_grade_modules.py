@@ -1,4 +1,4 @@
-"""``python -m companion.grading`` on chapter 9's module exercise, ``FMMAttention``: the student's class is built in
+"""``python -m homework_grader`` on chapter 9's module exercise, ``FMMAttention``: the student's class is built in
 the answer's process, the checker loads its own weights into it (``load_state_dict`` on the mirror), runs it alone
 and inside a pre-norm ``CausalBlock`` of the grader's, and backpropagates through it; the verdicts are the
 in-notebook checker's. The answers are written here, independently of the book's solution.

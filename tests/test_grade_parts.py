@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from grading_support import run_isolated
 
-from companion.grading import answers, cli, report, wire
-from companion.grading.chapters import Chapter, Exercise
+from homework_grader import answers, cli, report, wire
+from homework_grader.chapters import Chapter, Exercise
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,7 +181,7 @@ def test_malformed_messages_are_refused():
 HIDE = """\
 import gc, sys, torch
 import companion.attention, companion.transformer
-from companion.grading import sandbox
+from homework_grader import sandbox
 
 alias = companion.transformer.EncoderBlock
 for name in ("EncoderBlock", "weightless_self_attention"):
@@ -204,7 +205,7 @@ for how, obj in reached.items():
 
 def test_the_reference_cannot_be_reached_in_the_answers_process():
     """Through its module, an alias made before, a subclass's __mro__ or the garbage collector: it raises."""
-    run = subprocess.run([sys.executable, "-I", "-c", HIDE], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    run = run_isolated(HIDE)
     lines = run.stdout.splitlines()
     assert run.returncode == 0 and len(lines) >= 4, run.stderr[-2000:]
     assert all(line.endswith("True") for line in lines), lines
@@ -229,7 +230,7 @@ def test_two_notebooks_of_one_student_grade_the_newest(tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "companion.grading", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "homework_grader", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
 
 
@@ -313,8 +314,11 @@ def test_rerun_clears_stale_feedback_and_writes_atomically(tmp_path):
 
 
 def test_console_script_and_grade_extra():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["companion-grade"] == "companion.grading:main"
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = config["project"]
+    assert project["scripts"]["companion-grade"] == "homework_grader:main"
+    # two top-level packages in one distribution: the grader ships beside the companion, not inside it
+    assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["companion*", "homework_grader*"]
     extra = {re.split(r"[<>=]", r)[0] for r in project["optional-dependencies"]["grade"]}
     assert {"nbformat", "safetensors"} <= extra and "transformers" not in extra and "nbclient" not in extra
 

@@ -11,20 +11,8 @@ fi
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
   exit 0
 fi
-if command -v apt-get >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    sudo=""
-  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    sudo="sudo -n"
-  else
-    sudo="cannot"
-  fi
-  if [ "$sudo" != cannot ]; then
-    echo "Installing chromium (Debian package) for the rendered-page checks..."
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
-    exit 0
-  fi
+if bash "$(dirname "$0")/install-debian-package.sh" chromium "the rendered-page checks"; then
+  exit 0
 fi
 echo "The rendered-page checks need headless Chromium, and this script cannot install it here." >&2
 echo "Install it and run make test again:  sudo apt-get install chromium   (Debian/Ubuntu)" >&2

@@ -18,6 +18,7 @@ WORKDIR /opt/companion
 
 COPY pyproject.toml constraints.txt README.md ./
 COPY companion ./companion
+COPY homework_grader ./homework_grader
 COPY book ./book
 
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt -e ".[grade]"

@@ -40,6 +40,16 @@ __all__ = [
 
 # --- weightless self-attention ------------------------------------------------------------------------------
 
+#: the companion's functions that compute an attention in one call (``scaled_dot_product_attention(x, x, x,
+#: scale=1)`` is weightless self-attention, so is ``attention_loop`` on pre-scaled inputs): withheld with the
+#: reference while an answer to these two exercises runs
+_ATTENTION_FAMILY = (
+    "companion.attention.scaled_dot_product_attention",
+    "companion.attention.attention_loop",
+    "companion.attention._attention_weights",
+    "companion.attention.blocked_attention",
+)
+
 
 def _attend(q, k, v, mask=None, *, scale=None, dim=-1, fill=float("-inf"), weights_only=False):
     """softmax(q kᵀ · scale, dim) v with scores at mask == False set to ``fill``: the answer and its variants."""
@@ -76,6 +86,7 @@ check_weightless_self_attention = compare(
     ],
     hint="y_i = Σ_j softmax_j(x_iᵀ x_j) x_j; write xᵀ as x.transpose(-2, -1) so that batches work too.",
     what="y",
+    withhold=_ATTENTION_FAMILY,
 )
 
 
@@ -133,6 +144,7 @@ check_scaled_dot_product_attention = compare(
     hint="out = softmax(q kᵀ / √d_k) v, the softmax over the keys (dim=-1), the scores at mask == False "
     "set to -inf first; k.transpose(-2, -1) makes batches work.",
     what="The attention output",
+    withhold=_ATTENTION_FAMILY[1:],
 )
 
 

@@ -13,7 +13,7 @@ named twice, so tied weights stay tied), its children, its ``training`` flag and
 be data themselves (numbers, strings, tuples, a companion dataclass such as ``GPTConfig``, a companion or torch
 function such as the attention function a block calls). Reading it builds no object of any class: only the
 answer's process turns it back into a model, and only from torch's and the companion's own classes
-(:func:`companion.grading.sandbox.rebuild`). Going back, the same form carries the model as the answer left it.
+(:func:`homework_grader.sandbox.rebuild`). Going back, the same form carries the model as the answer left it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..exercises.checking import Abort
+try:
+    from companion.exercises.checking import Abort
+except ImportError:  # in an answer's sandbox, where the checkers do not exist
+
+    class Abort(Exception):  # noqa: N818  (the name of the checkers' class)
+        """Stands for the checkers' ``Abort``, which the answer's side never raises."""
+
 
 try:
     from safetensors.torch import load as _st_load
@@ -41,7 +47,8 @@ try:
 except ImportError:  # pragma: no cover - the grade extra installs it
     _st_save = _st_load = None
 
-MAX_MESSAGE = 512 * 2**20  # bytes: a larger message is refused, never read into memory
+MAX_MESSAGE = 512 * 2**20  # bytes of tensors: a larger message is refused, never read into memory
+MAX_HEADER = 16 * 2**20  # bytes of JSON (each small value read from it becomes a Python object of ~50 bytes)
 
 
 class Unportable(Abort):
@@ -121,11 +128,11 @@ _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 def _public_module(name: str) -> bool:
     """Whether ``name`` is a module whose classes and functions may be named in a message: torch's, or the
-    companion's own library (not its checkers, not the grader)."""
+    companion's own library (not its checkers; the grader is no part of it)."""
     parts = name.split(".")
     if parts[0] == "torch":
         return True
-    return parts[0] == "companion" and len(parts) > 1 and parts[1] not in ("exercises", "grading")
+    return parts[0] == "companion" and len(parts) > 1 and parts[1] != "exercises"
 
 
 def _spec(obj: Any) -> str:
@@ -433,7 +440,7 @@ def _read_exactly(fd: int, n: int, deadline: float | None = None) -> bytes:
 def read(fd: int, deadline: float | None = None) -> dict[str, Any]:
     """Read one message from ``fd``, its values decoded; :class:`TimeoutError` past ``deadline`` (monotonic)."""
     (n,) = struct.unpack("<Q", _read_exactly(fd, 8, deadline))
-    if n > MAX_MESSAGE:
+    if n > MAX_HEADER:
         raise WireError(f"a message of {n} bytes is too large")
     try:
         body = json.loads(_read_exactly(fd, n, deadline))

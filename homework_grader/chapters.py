@@ -49,8 +49,8 @@ class Chapter:
 
 
 def default_homework_dir() -> Path:
-    """``book/homework`` of the checkout ``companion`` was installed from (an editable install or a clone)."""
-    return Path(__file__).resolve().parents[2] / "book" / "homework"
+    """``book/homework`` of the checkout the grader was installed from (an editable install or a clone)."""
+    return Path(__file__).resolve().parents[1] / "book" / "homework"
 
 
 def code_sources(nb: dict[str, Any]) -> list[str]:

@@ -1,7 +1,7 @@
-"""The process one answer runs in: ``python -I -m companion.grading.sandbox READ_FD WRITE_FD``.
+"""The process one answer runs in: ``python -I -m homework_grader.sandbox READ_FD WRITE_FD``.
 
 The grader starts it (a new session, so that the grader can kill it and everything it started), sends the
-answer's code (see :mod:`companion.grading.answers`) and the limits, and this process
+answer's code (see :mod:`homework_grader.answers`) and the limits, and this process
 
 1. imports what grading needs (torch, numpy, the companion modules that define the exercise's name, the modules
    the answer imports, never the checkers of ``companion.exercises``), then puts a stand-in that raises "write
@@ -14,7 +14,7 @@ answer's code (see :mod:`companion.grading.answers`) and the limits, and this pr
    its own temporary folder;
 3. runs the answer's code, alone, in a fresh namespace, and then calls the student's function on each set of
    arguments the grader sends and sends back what it returned (or raised) and the arguments as they are after
-   the call, as data (:mod:`companion.grading.wire`). A model among the arguments arrives as data and is rebuilt
+   the call, as data (:mod:`homework_grader.wire`). A model among the arguments arrives as data and is rebuilt
    here (:func:`rebuild`); a result that carries gradient keeps its graph here (:class:`Graphs`) until the
    grader asks for the gradients. For a class, :class:`ModuleServer` builds and runs the student's modules. The
    checker itself never runs here.
@@ -33,8 +33,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import companion
+
 from . import wire
 from .answers import parse
+
+_COMPANION = Path(companion.__file__).resolve().parent  # the package whose references are withheld
 
 _REFUSED = (
     "subprocess.Popen",
@@ -65,11 +69,10 @@ class WriteItYourself(Exception):
 @functools.cache
 def _definitions() -> dict[str, tuple[str, ...]]:
     """Every top-level function and class name of the ``companion`` sources -> the modules defining it."""
-    root = Path(__file__).resolve().parents[1]
     found: dict[str, list[str]] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        if "exercises" in parts or "grading" in parts:
+    for path in sorted(_COMPANION.rglob("*.py")):
+        parts = path.relative_to(_COMPANION.parent).with_suffix("").parts
+        if "exercises" in parts:
             continue
         try:
             tree = parse(path.read_text(encoding="utf-8"))
@@ -296,7 +299,7 @@ def serve(rfd: int, wfd: int) -> None:
     package = sys.modules.get("companion")
     if package is not None and "exercises" in vars(package):
         delattr(package, "exercises")
-    closed = [str(Path(__file__).resolve().parents[1] / "exercises")]
+    closed = [str(_COMPANION / "exercises")]
     _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
     sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", [])), closed))
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
@@ -325,7 +328,7 @@ def serve(rfd: int, wfd: int) -> None:
             if op == "call":
                 args, kwargs = [rebuilt(a) for a in args], {k: rebuilt(v) for k, v in kwargs.items()}
                 if request.get("measure"):  # the checker measures memory: the allocations are this process's
-                    from ..benchmarking import measured_call
+                    from companion.benchmarking import measured_call
 
                     with torch.no_grad():  # as checking.peak_bytes measures: no graph kept for a backward
                         value, peak = measured_call(student, *args, **kwargs)
@@ -524,7 +527,7 @@ class ModuleServer:
             p.grad = None
         with torch.set_grad_enabled(grad):
             if meta.get("measure"):  # the checker measures memory: the allocations are this process's
-                from ..benchmarking import measured_call
+                from companion.benchmarking import measured_call
 
                 out, peak = measured_call(obj, *args, **kwargs)
             else:
@@ -552,29 +555,79 @@ class ModuleServer:
         return {"params": params, "inputs": [t.grad if t.requires_grad else None for t in inputs]}
 
 
+class _FromMemory:
+    """Imports the modules whose sources the grader sent (the references'), which exist in no file here."""
+
+    def __init__(self, sources: dict[str, list]) -> None:
+        self.sources = sources
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.util
+
+        if name not in self.sources:
+            return None
+        package = bool(self.sources[name][1])
+        root = _COMPANION
+        relative = Path(*name.split(".")[1:])
+        origin = root / relative / "__init__.py" if package else (root / relative).with_suffix(".py")
+        spec = importlib.util.spec_from_loader(name, self, origin=str(origin), is_package=package)
+        spec.has_location = True
+        if package:
+            spec.submodule_search_locations = [str(origin.parent)]
+        return spec
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        exec(compile(self.sources[module.__name__][0], module.__spec__.origin, "exec"), module.__dict__)
+
+
+def _not_dumpable() -> None:
+    """No process of this sandbox may be traced or have its memory read by another (``PR_SET_DUMPABLE`` 0,
+    inherited by every fork): an answer cannot reach into the fork server or a later answer's process."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+
+
 def zygote(sock_fd: int) -> None:
     """The fork server: import what every answer's process needs once, then fork one process per answer.
 
-    Each request (on the socket ``sock_fd``) brings four descriptors: the answer's two message pipes, its output
-    pipe and a status pipe. A monitor process is forked, which forks the answer's process (in a session of its
-    own, its output on the output pipe, in its own folder), writes its pid on the status pipe, waits for it and
-    writes its exit status there. This process never runs an answer itself.
+    Its first message comes on standard input: the modules to import, and (in a sandbox, see
+    :mod:`homework_grader.walls`) the sources of the modules that exist in no file here, imported from memory
+    before anything else. Each request (on the socket ``sock_fd``) brings four descriptors: the answer's two
+    message pipes, its output pipe and a control socket. A monitor process is forked, which forks the answer's
+    process (in a session of its own, its output on the output pipe, in its own folder), writes its pid on the
+    control socket, waits for it to end or for the grader to ask for its end, and writes its exit status there.
+    In a sandbox the monitor then ends every other process of the sandbox but the server and empties the
+    writable folders, so that nothing of one answer is left for the next. This process never runs an answer.
     """
     import json
     import socket
 
+    first = json.loads(sys.stdin.buffer.read() or b"{}")
+    isolated = bool(first.get("isolated"))
+    if isolated:
+        _not_dumpable()
+    sources = first.get("sources") or {}
+    finder = _FromMemory(sources)
+    sys.meta_path.insert(0, finder)
     import numpy  # noqa: F401
     import torch  # noqa: F401
 
     sock = socket.socket(fileno=sock_fd)
-    first = json.loads(sock.recv(1 << 16) or b"{}")
-    for module_name in first.get("preload", []):
+    for module_name in [*first.get("preload", []), *sources]:
         if _closed(module_name):
             continue
         try:
             importlib.import_module(module_name)
         except Exception:
             pass
+    sys.meta_path.remove(finder)
+    sources.clear()  # the references' sources: nowhere in the answers' processes
+    del first, finder
+    gc.collect()
     while True:
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
@@ -591,21 +644,81 @@ def zygote(sock_fd: int) -> None:
             continue
         if os.fork() == 0:
             sock.close()
-            _monitor(request, *fds)
+            _monitor(request, *fds, isolated=isolated)
         for fd in fds:
             os.close(fd)
 
 
-def _monitor(request: dict[str, Any], rfd: int, wfd: int, out: int, status: int) -> None:
+def _sweep(keep: set[int]) -> None:
+    """End every process of this sandbox's PID namespace but ``keep`` (and its init), until none is left."""
+    import signal
+
+    for _ in range(100):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep and int(p) != 1]
+        others = [p for p in others if _state(p) not in ("Z", "X", "")]  # (a zombie is ended already)
+        if not others:
+            return
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+def _state(pid: int) -> str:
     try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _empty(folder: str) -> None:
+    """Remove everything in ``folder`` (a file system of the sandbox), whatever its permissions."""
+    import shutil
+    import stat
+
+    def retry(function: Any, path: str, _: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+            function(path)
+        except OSError:
+            pass
+
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, onerror=retry)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _monitor(request: dict[str, Any], rfd: int, wfd: int, out: int, control: int, isolated: bool = False) -> None:
+    import select
+    import signal
+
+    try:
+        folder = request["folder"]
+        if isolated:
+            folder = "/tmp/answer"
+            os.makedirs(folder, exist_ok=True)
         child = os.fork()
         if child == 0:
-            os.close(status)
+            os.close(control)
             os.setsid()
             os.dup2(out, 1)
             os.dup2(out, 2)
             os.close(out)
-            folder = request["folder"]
             os.chdir(folder)
             os.environ.update(HOME=folder, TMPDIR=folder, MPLCONFIGDIR=folder)
             import tempfile
@@ -619,9 +732,19 @@ def _monitor(request: dict[str, Any], rfd: int, wfd: int, out: int, status: int)
                 os._exit(0)
         for fd in (rfd, wfd, out):
             os.close(fd)
-        os.write(status, f"{child}\n".encode())
+        os.write(control, f"{child}\n".encode())
+        pidfd = os.pidfd_open(child)
+        if control in select.select([pidfd, control], [], [])[0]:  # the grader asks for its end (or is gone)
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         _, code = os.waitpid(child, 0)
-        os.write(status, f"{os.waitstatus_to_exitcode(code)}\n".encode())
+        if isolated:
+            _sweep({os.getpid(), os.getppid()})
+            for scratch in ("/tmp", "/dev/shm"):
+                _empty(scratch)
+        os.write(control, f"{os.waitstatus_to_exitcode(code)}\n".encode())
     finally:
         os._exit(0)
 

@@ -111,9 +111,40 @@ def safe_name(student: str) -> str:
     return re.sub(r"[^\w.-]+", "_", student).strip("._") or "student"
 
 
+def feedback_names(students: list[str]) -> dict[str, str]:
+    """A feedback file name per student, unique whatever the names (``a b`` and ``a_b`` map to one safe name,
+    ``Ann`` and ``ann`` to one file on a case-insensitive disk): the first in order keeps it, the others get
+    ``-2``, ``-3``, …"""
+    taken: set[str] = set()
+    names: dict[str, str] = {}
+    for student in sorted(set(students)):
+        base = safe_name(student)[:100]
+        name, n = base, 1
+        while name.casefold() in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name.casefold())
+        names[student] = f"{name}.md"
+    return names
+
+
+def fenced(text: str, info: str = "text") -> list[str]:
+    """``text`` in a code fence longer than any run of backticks in it: nothing in it can close the fence."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text, fence]
+
+
+def one_line(text: Any) -> str:
+    """Text of an answer's (a problem, a name) on one line of Markdown: no line break that could start a heading,
+    and the characters Markdown would read escaped."""
+    flat = " ".join(str(text).split())
+    return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", flat)
+
+
 def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: Chapter) -> str:
     """The feedback file of one student (markdown): every exercise's verdict, as the checker words it."""
-    lines = [f"# Feedback: {result['student']}", "", f"File: `{result['file']}`"]
+    lines = [f"# Feedback: {one_line(result['student'])}", "", f"File: {one_line(result['file'])}"]
     graded = chapters.get(result.get("chapter") or "")
     if graded is not None:
         lines.append(f"Chapter {graded.number}: {graded.title}")
@@ -122,7 +153,7 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
         passed = sum(1 for v in exercises.values() if v["status"] == PASSED)
         lines += ["", f"**{passed} of {len(exercises)} exercises passed.**"]
     if result.get("problems"):
-        lines += ["", "## Problems with the notebook", ""] + [f"- {p}" for p in result["problems"]]
+        lines += ["", "## Problems with the notebook", ""] + [f"- {one_line(p)}" for p in result["problems"]]
     if graded is not None and graded.key != assignment.key:
         lines += ["", f"This notebook is not the assignment's (chapter {assignment.number}: {assignment.title})."]
     for e in graded.exercises if graded is not None else ():
@@ -130,13 +161,13 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
         lines += ["", f"## `{e.name}`: {entry['status']}", ""]
         text = entry.get("text") or entry.get("problem") or ""
         if text:
-            lines += ["```text", text, "```"]
+            lines += fenced(str(text))
         if entry.get("flag"):
             lines += ["", f"Flagged for the instructor: {entry['flag']}."]
     if result.get("written"):
         lines += ["", "## Written answers (for the instructor to read)"]
         for w in result["written"]:
-            lines += ["", f"### {w['exercise'] or '(before any heading)'}", "", w["answer"]]
+            lines += ["", f"### {one_line(w['exercise'] or '(before any heading)')}", "", *fenced(str(w["answer"]))]
     return "\n".join(lines) + "\n"
 
 
@@ -190,7 +221,42 @@ def summary_markdown(
     troubled = [r for r in rows if r["problems"]]
     if troubled:
         lines += ["", "## Notebooks with problems", ""]
-        lines += [f"- **{r['student']}** (`{r['file']}`): {r['problems']}" for r in troubled]
+        for r in troubled:
+            lines.append(f"- **{one_line(r['student'])}** ({one_line(r['file'])}): {one_line(r['problems'])}")
+    return "\n".join(lines) + "\n"
+
+
+def write_similarity(
+    path: Path, results: list[dict[str, Any]], chapter: Chapter, book: dict[str, str]
+) -> list[dict[str, Any]]:
+    """``similarity.csv``: the pairs of answers (two students', or a student's and the book's solution) most
+    alike (:mod:`homework_grader.similarity`), for the instructor to judge; the rows, most alike first."""
+    from .similarity import closest_pairs
+
+    answers = {
+        r["student"]: {n: e["code"] for n, e in r.get("exercises", {}).items() if e.get("code")}
+        for r in results
+        if r.get("chapter") == chapter.key
+    }
+    rows = closest_pairs(answers, book)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=["exercise", "student", "other", "similarity"])
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: cell(v) for k, v in r.items()})
+    write_atomically(path, text.getvalue(), encoding="utf-8-sig")
+    return rows
+
+
+def similarity_markdown(rows: list[dict[str, Any]], most: int = 10) -> str:
+    if not rows:
+        return "\nNo two answers are alike (similarity 0.5 or more, `similarity.csv`).\n"
+    lines = ["", "## Most alike answers", "", "Similarity of the normalised token streams (1 = the same code up to "]
+    lines[-1] += "names, comments and layout); all pairs from 0.5 in `similarity.csv`."
+    lines += ["", "| exercise | student | other | similarity |", "| --- | --- | --- | ---: |"]
+    for r in rows[:most]:
+        names = [one_line(r[k]) for k in ("exercise", "student", "other")]
+        lines.append(f"| {names[0]} | {names[1]} | {names[2]} | {r['similarity']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -224,7 +290,12 @@ def summary_chart(path: Path, per: dict[str, Any], chapter: Chapter) -> None:
 
 
 def write_all(
-    out: Path, results: list[dict[str, Any]], chapters: list[Chapter], assignment: Chapter
+    out: Path,
+    results: list[dict[str, Any]],
+    chapters: list[Chapter],
+    assignment: Chapter,
+    isolation: str = "",
+    solutions: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Path]:
     """Write every output into ``out``; return their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -235,21 +306,30 @@ def write_all(
         "summary": out / "summary.md",
         "chart": out / "summary.png",
         "results": out / "results.json",
+        "similarity": out / "similarity.csv",
         "feedback": out / "feedback",
     }
     paths["feedback"].mkdir(exist_ok=True)
     for stale in paths["feedback"].glob("*.md"):  # a previous run's feedback, of students perhaps not here now
         stale.unlink()
+    files = feedback_names([r["student"] for r in results])
     for r in results:
-        write_atomically(paths["feedback"] / f"{safe_name(r['student'])}.md", feedback(r, by_key, assignment))
+        r["feedback"] = files[r["student"]]
+        write_atomically(paths["feedback"] / files[r["student"]], feedback(r, by_key, assignment))
     per = summary(rows, results, assignment)
     times = [r.get("seconds", 0.0) for r in results if not r.get("unreadable")]
     flagged = sum(1 for r in rows for e in assignment.exercises if r[e.name] == BOOK_SOLUTION)
-    write_atomically(paths["summary"], summary_markdown(per, rows, assignment, times, flagged))
+    text = summary_markdown(per, rows, assignment, times, flagged)
+    alike = write_similarity(paths["similarity"], results, assignment, (solutions or {}).get(assignment.key, {}))
+    text += similarity_markdown(alike)
+    if isolation:
+        text += f"\nThe answers ran in a sandbox: {isolation}.\n"
+    write_atomically(paths["summary"], text)
     chart = paths["chart"].with_name(f".{paths['chart'].name}.tmp.png")
     summary_chart(chart, per, assignment)
     os.replace(chart, paths["chart"])
-    results_json = json.dumps({"assignment": assignment.key, "results": results}, indent=1, default=str)
+    body = {"assignment": assignment.key, "isolation": isolation, "results": results}
+    results_json = json.dumps(body, indent=1, default=str)
     write_atomically(paths["results"], results_json)
     write_gradebook(paths["gradebook"], rows, assignment)  # last: its presence says the run finished
     return paths

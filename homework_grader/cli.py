@@ -6,13 +6,15 @@ import argparse
 import json
 import multiprocessing
 import os
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from .._validate import require_number
+from companion._validate import require_number
+
 from .chapters import Chapter, default_homework_dir, load_chapters
 
 GENERIC = {"homework", "submission", "notebook", "untitled", "assignment"}
@@ -73,14 +75,17 @@ def grade(
     memory_gb: float = 4.0,
     output_mb: float = 10.0,
     progress: bool = True,
+    isolation: bool = True,
 ) -> dict[str, Path]:
     """Grade every notebook under ``submissions``; write the gradebook and reports into ``out``.
 
-    Raises :class:`UsageError` (before anything is graded) for a missing or empty folder, a homework folder with
-    no homework notebooks, an ``out`` that is an existing file, or a limit that is not positive.
-    """
-    from tqdm.auto import tqdm
+    Each notebook's answers run in a sandbox of the kernel's (:mod:`homework_grader.walls`); ``isolation``
+    ``False`` (``--no-isolation``) runs them without one, for submissions the instructor trusts.
 
+    Raises :class:`UsageError` (before anything is graded) for a missing or empty folder, a homework folder with
+    no homework notebooks, an ``out`` that is an existing file, a limit that is not positive, or a machine where
+    no sandbox starts (unless ``isolation`` is ``False``).
+    """
     from . import report
     from .answers import book_solutions
     from .chapters import detect_chapter
@@ -117,17 +122,68 @@ def grade(
         "limits": limits,
         "solutions": {c.key: book_solutions(book / f"{c.key}.md") for c in chapters},
     }
-    results: list[dict[str, Any] | None] = [None] * len(found)
     names = {e.name for c in chapters for e in c.exercises}
     preload = [
         "torch._dynamo",
         "companion.exercises.checking",
         *sorted({m for n in names for m in defining_modules(n)}),
     ]
+    with tempfile.TemporaryDirectory(prefix="companion-grader-") as scratch:
+        sandbox = _walls(Path(scratch), chapters, names) if isolation else None
+        base["isolation"] = "bubblewrap" if isolation else "none (--no-isolation: the submissions are trusted)"
+        memory = int(memory_gb * 2**30)
+        results = _grade_all(found, base, jobs, progress, (preload, sandbox, memory))
+    # here every grading process has ended, each after its fork server and every answer's process
+    root = submissions if submissions.is_dir() else submissions.parent
+    for (student, path), result in zip(found, results, strict=True):
+        result["student"] = student
+        result["file"] = str(path.relative_to(root))
+        result["problems"] = [n for n in notes if _note_student(n, root, path)] + result["problems"]
+    return report.write_all(
+        out, results, chapters, assignment, isolation=base["isolation"], solutions=base["solutions"]
+    )
+
+
+def _walls(scratch: Path, chapters: list[Chapter], names: set[str]) -> dict[str, Any]:
+    """The answers' sandbox: the package's copy (no checkers, no references' sources), the references' sources
+    for the fork server; :class:`UsageError` where no sandbox starts."""
+    import importlib.util
+
+    from . import walls
+    from .sandbox import defining_modules
+
+    secret = {m for n in names for m in defining_modules(n)}
+    for c in chapters:
+        for e in c.exercises:
+            checker = getattr(importlib.import_module(e.module), e.checker)
+            for dotted in getattr(checker, "withhold", ()):
+                parts = dotted.split(".")
+                for i in range(len(parts) - 1, 0, -1):
+                    try:
+                        if importlib.util.find_spec(".".join(parts[:i])) is not None:
+                            secret.add(".".join(parts[:i]))
+                            break
+                    except (ImportError, ValueError):
+                        continue
+    sources = walls.package_copy(scratch, sorted(secret))
+    why = walls.probe(str(scratch))
+    if why is not None:
+        raise UsageError(
+            f"{why}: the answers cannot be walled off by the kernel on this machine. Install bubblewrap "
+            "(tools/ensure-bubblewrap.sh; Debian/Ubuntu: apt-get install bubblewrap), or, only for submissions you "
+            "trust, pass --no-isolation"
+        )
+    return {"copy": str(scratch), "sources": sources}
+
+
+def _grade_all(found: list, base: dict[str, Any], jobs: int, progress: bool, initargs: tuple) -> list:
+    from tqdm.auto import tqdm
+
+    results: list[dict[str, Any] | None] = [None] * len(found)
     # Processes, not threads: each grading process has its own random generator for the checkers' cases and its
     # own fork server; none of them ever runs a student's code (the answers' processes do).
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=(preload,)) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=initargs) as pool:
         futures = {pool.submit(_grade_one, base, str(p)): i for i, (_, p) in enumerate(found)}
         bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
         for future in as_completed(futures):
@@ -138,34 +194,45 @@ def grade(
                 results[i] = _failed({"path": str(found[i][1])}, f"the grader failed ({type(e).__name__}: {e})", 0.0)
             bar.update(1)
         bar.close()
-    # here every grading process has ended, each after its fork server and every answer's process
-    root = submissions if submissions.is_dir() else submissions.parent
-    for (student, path), result in zip(found, results, strict=True):
-        result["student"] = student
-        result["file"] = str(path.relative_to(root))
-        result["problems"] = [n for n in notes if _note_student(n, root, path)] + result["problems"]
-    return report.write_all(out, results, chapters, assignment)
+    return results
 
 
-def _start_worker(preload: list[str]) -> None:
-    """In each grading process: the fork server's preloads, and its end when this process ends."""
+#: the grading process's own address space beyond the answers' limit: torch's libraries and the replies
+GRADER_MEMORY = 8 * 2**30
+
+
+def _start_worker(preload: list[str], sandbox: dict[str, Any] | None = None, memory: int = 0) -> None:
+    """In each grading process: the fork server's preloads and sandbox, its end when this process ends, and a
+    limit on this process's memory (what the answers send cannot grow it past that: that notebook fails)."""
     from multiprocessing.util import Finalize
 
     from . import remote
 
     remote.ZYGOTE.preload = preload
+    remote.ZYGOTE.walls = sandbox
     Finalize(remote.ZYGOTE, remote.ZYGOTE.stop, exitpriority=100)
+    try:
+        import resource
+
+        limit = GRADER_MEMORY + 2 * memory
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def _grade_one(base: dict[str, Any], path: str) -> str:
-    """Grade one notebook (in a grading process); the result as JSON text."""
-    from . import worker
+    """Grade one notebook (in a grading process, with a fork server and sandbox of its own); the result as JSON
+    text."""
+    from . import remote, worker
 
     start = time.monotonic()
     try:
         result = worker.grade({**base, "path": path})
-    except Exception as e:  # a failure of the grader itself: that notebook's row says so
+    except Exception as e:  # a failure of the grader itself (its memory limit too): that notebook's row says so
         result = _failed({"path": path}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
+    finally:
+        if remote.ZYGOTE.walls is not None:
+            remote.ZYGOTE.stop()  # the next notebook gets a fresh sandbox: nothing of this one is left in it
     return json.dumps(result, default=str)
 
 
@@ -232,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-gb", type=_positive, default=4.0, help="memory per exercise's process")
     parser.add_argument("--output-mb", type=_positive, default=10.0, help="output an exercise's process may print")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="run the answers without the kernel's sandbox (bubblewrap): only for submissions you trust",
+    )
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:
@@ -245,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             memory_gb=args.memory_gb,
             output_mb=args.output_mb,
             progress=not args.no_progress,
+            isolation=not args.no_isolation,
         )
     except UsageError as e:
         parser.error(str(e))

@@ -79,7 +79,7 @@ def defined_names(source: str) -> set[str]:
 
 
 def grade(spec: dict[str, Any]) -> dict[str, Any]:
-    """Grade the notebook ``spec["path"]``; the result is plain JSON (see :mod:`companion.grading`)."""
+    """Grade the notebook ``spec["path"]``; the result is plain JSON (see :mod:`homework_grader`)."""
     start = time.monotonic()
     path = Path(spec["path"])
     chapters = [Chapter.from_json(c) for c in spec["chapters"]]
@@ -127,6 +127,8 @@ def grade_exercise(nb: Notebook, exercise: Exercise, limits: Limits, solutions: 
     name = exercise.name
     answer = answers.extract(nb.cells, name)
     entry = _grade_answer(answer, exercise, limits, nb)
+    if answer.found and entry.get("status") != NOT_ATTEMPTED:
+        entry["code"] = answer.code  # for the similarity table (grading.similarity)
     if answer.unparsable:
         entry["unparsable"] = answer.unparsable
     if answer.cell is not None:

@@ -2,9 +2,9 @@
 
 :func:`check_exercise` grades one answer. For a function the checker runs here, in the grader's process, on a
 stand-in for the student's function that sends the arguments to the answer's process as data and returns what
-came back (see :mod:`companion.grading.sandbox`): the inputs, the expected values, the comparison, the named
+came back (see :mod:`homework_grader.sandbox`): the inputs, the expected values, the comparison, the named
 mistakes and the verdict never exist in the student's process. A model the checker hands the function goes as
-data too (:class:`~companion.grading.wire.ModuleData`), is rebuilt there from torch's and the companion's own
+data too (:class:`~homework_grader.wire.ModuleData`), is rebuilt there from torch's and the companion's own
 classes, and comes back as the function left it (a model trained in place, or changed by mistake); a result that
 carries gradient comes back attached to the grader's copy of the model, its gradients computed there on demand
 (:class:`_RemoteGraph`). A class is checked the same way through a mirror (:func:`remote_class`). An argument
@@ -29,12 +29,14 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..exercises.checking import Abort, measuring_memory, record_remote_peak
-from . import wire
+from companion.exercises.checking import Abort, measuring_memory, record_remote_peak
+
+from . import walls, wire
 from .sandbox import defining_modules
 
 #: the checkers share the grader's random generator (each forks and seeds it): one checker at a time
@@ -62,7 +64,7 @@ class Stopped(Abort):
 
 @dataclass
 class Sandbox:
-    """One answer's process (see :mod:`companion.grading.sandbox`)."""
+    """One answer's process (see :mod:`homework_grader.sandbox`)."""
 
     limits: Limits
     pid: int = 0
@@ -70,13 +72,18 @@ class Sandbox:
     output: int = 0
     over_output: bool = False
     deadline: float = 0.0
+    isolated: bool = False
+    lost: bool = False  # its monitor was gone: the answer ended the process that watched it
 
     def start(self, init: dict[str, Any]) -> dict[str, Any]:
         """Start the process (forked by the fork server) and send it the answer; return once it is ready to run
         the answer's code (imports and limits done: the time after this is the answer's)."""
         self.tmp = tempfile.TemporaryDirectory(prefix="companion-answer-")
-        to_child, from_child, out, status = os.pipe(), os.pipe(), os.pipe(), os.pipe()
+        to_child, from_child, out = os.pipe(), os.pipe(), os.pipe()
+        control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        status = (control[0].detach(), control[1].detach())
         self._rfd, self._wfd, self._out, self._status = from_child[0], to_child[1], out[0], status[0]
+        self.isolated = ZYGOTE.walls is not None
         try:
             ZYGOTE.fork({"folder": self.tmp.name}, [to_child[0], from_child[1], out[1], status[1]])
         finally:
@@ -158,6 +165,8 @@ class Sandbox:
             return Stopped("timeout", f"it ran past the {self.limits.seconds:g} s limit")
         if code == -signal.SIGXCPU:
             return Stopped("timeout", f"it used more than {self.limits.seconds:g} s of CPU time")
+        if self.lost:
+            return Stopped("error", "its process ended the processes that watched it (its sandbox was ended)")
         if code is not None and code < 0:
             return Stopped("error", f"its process was killed ({signal.Signals(-code).name})")
         return Stopped("error", f"its process ended (exit status {code})")
@@ -179,18 +188,28 @@ class Sandbox:
         return self._receive(self.deadline)
 
     def kill(self) -> None:
-        """Kill the process and everything it started (its process group)."""
+        """Kill the process and everything it started: its monitor does (in a sandbox, every process of the
+        sandbox but the fork server); without a sandbox, the process group is killed from here too."""
         if self.pid:
             try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                os.write(self._status, b"k")
+            except OSError:
                 pass
+            if not self.isolated:  # (in a sandbox the pid is the sandbox's own: it names no process here)
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def wait(self) -> int | None:
-        """The process's exit status (negative: the signal that ended it), once it has ended."""
+        """The process's exit status (negative: the signal that ended it), once it has ended. When its monitor
+        cannot say (an answer that killed it), the whole sandbox is ended: nothing of the answer is left."""
         if self.code is None and self.pid:
             line = self._status_line(time.monotonic() + 30.0)
             self.code = int(line) if line.strip().lstrip("-").isdigit() else None
+            if self.code is None:
+                self.lost = True
+                ZYGOTE.stop()
         return self.code
 
     def close(self) -> None:
@@ -212,8 +231,26 @@ class Sandbox:
         self.tmp.cleanup()
 
 
+def _server_source(folders: list[str] | None = None) -> str:
+    """What the fork server runs: isolated (``-I``: no PYTHONPATH, no user site, not the current folder), it
+    imports the grader and the companion from where this process imported them (in a sandbox, from ``folders``,
+    the copy :mod:`homework_grader.walls` made), then takes those folders off its path again, so that an answer
+    imports nothing more than it could before."""
+    import companion
+
+    if folders is None:
+        folders = sorted({str(Path(m.__file__).resolve().parents[1]) for m in (companion, sys.modules[__package__])})
+    return (
+        f"import sys; path = list(sys.path); sys.path[:0] = {folders!r}; import companion; "
+        "import homework_grader.sandbox as sandbox; sys.path[:] = path; sandbox.main()"
+    )
+
+
+_SERVER = _server_source()
+
+
 class Zygote:
-    """The fork server (:func:`companion.grading.sandbox.zygote`): one per grading run, started on first use.
+    """The fork server (:func:`homework_grader.sandbox.zygote`): one per grading run, started on first use.
 
     Starting Python and importing torch takes seconds; forking a process that has done it takes milliseconds.
     The server runs in a session of its own, with a minimal environment, and never runs an answer itself.
@@ -224,6 +261,9 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.preload: list[str] = []
+        #: the sandbox (:mod:`homework_grader.walls`): ``{"copy": folder, "sources": {...}}``, or ``None``
+        #: when the instructor said the submissions are trusted (``--no-isolation``)
+        self.walls: dict[str, Any] | None = None
 
     def fork(self, request: dict[str, Any], fds: list[int]) -> None:
         with self.lock:
@@ -238,6 +278,14 @@ class Zygote:
     def _start(self) -> None:
         self.stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fd = str(theirs.fileno())
+        first: dict[str, Any] = {"preload": self.preload}
+        if self.walls is not None:
+            boot = _server_source([walls.INSIDE])
+            argv = [*walls.command(Path(self.walls["copy"])), sys.executable, "-I", "-c", boot, "--zygote", fd]
+            first |= {"sources": self.walls["sources"], "isolated": True}
+        else:
+            argv = [sys.executable, "-I", "-c", _SERVER, "--zygote", fd]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": tempfile.gettempdir(),
@@ -248,8 +296,8 @@ class Zygote:
         }
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "companion.grading.sandbox", "--zygote", str(theirs.fileno())],
-                stdin=subprocess.DEVNULL,
+                argv,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
@@ -260,7 +308,11 @@ class Zygote:
         finally:
             theirs.close()
         self.sock = ours
-        ours.send(json.dumps({"preload": self.preload}).encode())
+        try:
+            self.proc.stdin.write(json.dumps(first).encode())
+            self.proc.stdin.close()
+        except OSError:
+            pass
 
     def stop(self) -> None:
         """End the server (the answers' processes it forked are ended one by one by their :class:`Sandbox`)."""
@@ -546,7 +598,7 @@ def remote_class(box: Sandbox, name: str, has_forward: bool) -> type:
 
 
 def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str]) -> dict[str, Any]:
-    """Grade ``code`` (an answer) against ``exercise`` (a :class:`~companion.grading.chapters.Exercise`).
+    """Grade ``code`` (an answer) against ``exercise`` (a :class:`~homework_grader.chapters.Exercise`).
 
     Returns the verdict's fields (``status``, ``problem``, …, ``text``) plus ``module`` and ``mro`` of the
     student's object and ``how`` (``"remote"``: checked here, the answer run in its own process); a process that
