@@ -118,7 +118,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
-    """argmax over the beam of log p(y | ids) / lp(|y|): (1, n) → ((1, n + m), log p)."""
+    """argmax over the beam of log p(y | ids) / lp(|y|): (1, n) → ((1, n+m), log p)."""
     _check_beam(next_logits, ids, max_new_tokens, beam_size, eos_id)
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS
@@ -136,7 +136,7 @@ def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alp
             beams, scores = beams[~ended], scores[~ended]
         if len(finished) >= beam_size or len(beams) == 0:
             break
-    finished += zip(scores.tolist(), beams, strict=True)  # unfinished after the last step
+    finished += zip(scores.tolist(), beams, strict=True)  # unfinished at the end
     n = ids.shape[1]
     normalised = lambda hyp: hyp[0] / length_penalty(len(hyp[1]) - n, alpha)  # m new
     score, best = max(finished, key=normalised)

@@ -320,7 +320,7 @@ def smoothed_targets(y: Tensor, n_classes: int, epsilon: float, dtype=None) -> T
 
 
 def label_smoothed_cross_entropy(logits, y, epsilon, *, ignore_index=-100) -> Tensor:
-    """Mean over rows y != ignore_index of -Σ_v q_v log softmax(logits)_v: (N, V), (N,)."""
+    """mean over y != ignore_index of -Σ_v q_v log softmax(logits)_v: (N, V), (N,)."""
     _check_smoothing(logits, y, epsilon)
     kept = y != ignore_index  # (N,): padding does not count
     logits, y = logits[kept], y[kept]
@@ -366,14 +366,38 @@ def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) ->
         )  # temperature 0: the argmax
 
 
-@torch.no_grad()
-def beam_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32, beam_size=4, alpha=0.6):
-    """The beam search of the paper (beam 4, α = 0.6) for one source: (1, n_src) → ((1, 1 + m), log p)."""
+def _check_beam_decode(model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
     _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
     if src.shape[0] != 1:
         raise ValueError(f"beam_decode translates one source: src must have shape (1, n_src), got {describe(src)}")
+
+
+@torch.no_grad()
+def beam_decode(
+    model,
+    src,
+    *,
+    bos_id,
+    eos_id=None,
+    max_new_tokens=32,
+    beam_size=4,
+    alpha=0.6,
+):
+    """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); the paper's k, α."""
+    _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens)
     bos = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
     with eval_mode(model):
         memory = model.encode(src)  # (1, n_src, d), once
-        logits = lambda y: model.decode(y, memory.expand(len(y), -1, -1), src.expand(len(y), -1))[:, -1]
-        return beam_search(logits, bos, max_new_tokens, beam_size=beam_size, eos_id=eos_id, alpha=alpha)
+
+        def logits(y):  # (k, 1 + t) → (k, V): the k prefixes share the memory
+            k = y.shape[0]
+            return model.decode(y, memory.expand(k, -1, -1), src.expand(k, -1))[:, -1]
+
+        return beam_search(
+            logits,
+            bos,
+            max_new_tokens,
+            beam_size=beam_size,
+            eos_id=eos_id,
+            alpha=alpha,
+        )
