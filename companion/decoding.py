@@ -9,6 +9,12 @@
   logits, (B, V). With ``eos_id``, a sequence that has written it is continued with ``filler`` (default:
   ``eos_id`` again), and the loop stops early, with fewer than ``max_new_tokens`` new columns, once every
   sequence has.
+- :func:`beam_search`: the search the paper decodes with, for one sequence ``ids`` (1, n). It keeps the
+  ``beam_size`` likeliest continuations (by the sum of their log-probabilities) at every step; one that writes
+  ``eos_id`` is set aside as finished, and the search ends when ``beam_size`` have finished or after
+  ``max_new_tokens`` steps. It returns the finished one with the best log p / lp, the length penalty
+  :func:`length_penalty` of GNMT, lp = ((5 + m) / 6)^α for m new tokens (``eos_id`` counted), and its log p.
+  With ``beam_size=1`` it is greedy decoding.
 
 The models build ``next_logits``, a closure from the ids so far, shape (B, t), to the logits of the next token,
 (B, V): the encoder–decoder's :func:`companion.transformer.greedy_decode` closes over the encoder's memory (the
@@ -31,7 +37,7 @@ from ._validate import (
     reworded,
 )
 
-__all__ = ["top_k_logits", "top_p_logits", "sample_next", "decode"]
+__all__ = ["top_k_logits", "top_p_logits", "sample_next", "decode", "length_penalty", "beam_search"]
 
 
 def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
@@ -97,3 +103,41 @@ def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **samp
         if eos_id is not None and bool(done.all()):
             break  # every sequence has finished
     return ids
+
+
+def _check_beam(next_logits: object, ids: object, max_new_tokens: object, beam_size: object, eos_id: object) -> None:
+    _check_decode(next_logits, ids, max_new_tokens, eos_id, None)
+    if ids.shape[0] != 1:
+        raise ValueError(f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}")
+    require_positive_int(beam_size, "beam_size")
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0 (no normalisation)."""
+    return ((5 + length) / 6) ** alpha
+
+
+def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
+    """argmax over the beam of log p(y | ids) / lp(|y|): (1, n) → ((1, n+m), log p)."""
+    _check_beam(next_logits, ids, max_new_tokens, beam_size, eos_id)
+    beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
+    finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS
+    for _ in range(max_new_tokens):
+        logp = torch.log_softmax(next_logits(beams), dim=-1)  # (k, V)
+        vocab_size = logp.shape[-1]
+        total = (scores[:, None] + logp).flatten()  # (k V,): every one-token extension
+        top = total.topk(min(beam_size, total.numel()))  # the beam_size best
+        rows, tokens = top.indices // vocab_size, top.indices % vocab_size
+        beams = torch.cat([beams[rows], tokens[:, None]], dim=1)  # (k, t + 1)
+        scores = top.values
+        if eos_id is not None:  # set the finished ones aside
+            ended = tokens == eos_id
+            finished += zip(scores[ended].tolist(), beams[ended], strict=True)
+            beams, scores = beams[~ended], scores[~ended]
+        if len(finished) >= beam_size or len(beams) == 0:
+            break
+    finished += zip(scores.tolist(), beams, strict=True)  # unfinished at the end
+    n = ids.shape[1]
+    normalised = lambda hyp: hyp[0] / length_penalty(len(hyp[1]) - n, alpha)  # m new
+    score, best = max(finished, key=normalised)
+    return best[None], score

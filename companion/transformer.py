@@ -35,16 +35,18 @@ from ._validate import (
     check_token_ids,
     describe,
     require_choice,
+    require_floats,
     require_heads,
     require_index,
     require_instance,
     require_int,
+    require_integer_tensor,
     require_positive_int,
     require_probability,
 )
 from .attention import KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
-from .decoding import decode
+from .decoding import beam_search, decode
 from .masks import padding_to_attention_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
@@ -58,7 +60,10 @@ __all__ = [
     "TransformerConfig",
     "EncoderDecoder",
     "seq2seq_loss",
+    "smoothed_targets",
+    "label_smoothed_cross_entropy",
     "greedy_decode",
+    "beam_decode",
 ]
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh")}  # gelu_tanh: GPT-2
@@ -297,6 +302,32 @@ def seq2seq_loss(model: EncoderDecoder, batch: tuple, *, label_smoothing=0.0) ->
     return F.cross_entropy(logits, y, ignore_index=pad, label_smoothing=label_smoothing)
 
 
+def _check_smoothing(logits: object, y: object, epsilon: object) -> None:
+    logits = require_floats(logits, "logits", "(N, V)", ndim=2)
+    y = require_integer_tensor(y, "y")
+    if y.shape != logits.shape[:1]:
+        raise ValueError(f"y must hold one class per row of logits, shape ({logits.shape[0]},), got {describe(y)}")
+    require_probability(epsilon, "epsilon")
+
+
+def smoothed_targets(y: Tensor, n_classes: int, epsilon: float, dtype=None) -> Tensor:
+    """q = (1 - ε) one_hot(y) + ε / V: (N,) → (N, V), every row summing to 1."""
+    require_probability(epsilon, "epsilon")
+    require_positive_int(n_classes, "n_classes")
+    one_hot = F.one_hot(require_integer_tensor(y, "y"), n_classes)  # (N, V)
+    one_hot = one_hot.to(dtype or torch.get_default_dtype())
+    return (1 - epsilon) * one_hot + epsilon / n_classes
+
+
+def label_smoothed_cross_entropy(logits, y, epsilon, *, ignore_index=-100) -> Tensor:
+    """mean over y != ignore_index of -Σ_v q_v log softmax(logits)_v: (N, V), (N,)."""
+    _check_smoothing(logits, y, epsilon)
+    kept = y != ignore_index  # (N,): padding does not count
+    logits, y = logits[kept], y[kept]
+    q = smoothed_targets(y, logits.shape[-1], epsilon, logits.dtype)  # (N', V)
+    return -(q * F.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+
+
 @contextlib.contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Put ``model`` in eval mode for the block, then back in the mode it was in."""
@@ -333,3 +364,40 @@ def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) ->
         return decode(
             logits, bos, max_new_tokens, eos_id=eos_id, filler=filler, temperature=0
         )  # temperature 0: the argmax
+
+
+def _check_beam_decode(model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
+    _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
+    if src.shape[0] != 1:
+        raise ValueError(f"beam_decode translates one source: src must have shape (1, n_src), got {describe(src)}")
+
+
+@torch.no_grad()
+def beam_decode(
+    model,
+    src,
+    *,
+    bos_id,
+    eos_id=None,
+    max_new_tokens=32,
+    beam_size=4,
+    alpha=0.6,
+):
+    """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); the paper's k, α."""
+    _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens)
+    bos = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
+    with eval_mode(model):
+        memory = model.encode(src)  # (1, n_src, d), once
+
+        def logits(y):  # (k, 1 + t) → (k, V): the k prefixes share the memory
+            k = y.shape[0]
+            return model.decode(y, memory.expand(k, -1, -1), src.expand(k, -1))[:, -1]
+
+        return beam_search(
+            logits,
+            bos,
+            max_new_tokens,
+            beam_size=beam_size,
+            eos_id=eos_id,
+            alpha=alpha,
+        )

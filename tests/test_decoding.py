@@ -5,15 +5,17 @@ sequence at every step (the encoder–decoder's forward, encoder included; GPT w
 argmax or its own filtered draw from the same seeded generator, and handles the end-of-sequence token row by row.
 """
 
+import math
+
 import pytest
 import torch
 
 import companion.gpt
 import companion.transformer
 from companion import decoding
-from companion.decoding import decode, sample_next
+from companion.decoding import beam_search, decode, length_penalty, sample_next
 from companion.gpt import GPT, GPTConfig, generate
-from companion.transformer import EncoderDecoder, TransformerConfig, greedy_decode
+from companion.transformer import EncoderDecoder, TransformerConfig, beam_decode, greedy_decode
 
 
 def tiny_gpt(seed=0):
@@ -186,6 +188,95 @@ def test_one_sampler_and_the_old_names():
         assert torch.equal(mine, theirs), options
 
 
+# --- beam search ---------------------------------------------------------------------------------------------
+
+
+def full_log_p(model, src, y):
+    """log p(y_1 … y_m | src, <bos>) by one forward pass of the whole model over y = [<bos>, y_1 … y_m]."""
+    model.eval()
+    with torch.no_grad():
+        logp = torch.log_softmax(model(src, y[:, :-1]), dim=-1)[0]  # (m, V)
+    return sum(logp[t, y[0, t + 1]].item() for t in range(y.shape[1] - 1))
+
+
+def every_output(vocab_size, steps, eos_id):
+    """Every sequence a search of ``steps`` tokens can return: ending at its first EOS, or ``steps`` long."""
+    outputs = [[]]
+    for _ in range(steps):
+        outputs = [y + [v] for y in outputs if eos_id not in y for v in range(vocab_size)] + [
+            y for y in outputs if eos_id in y
+        ]
+    return outputs
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_of_one_is_greedy_decoding(seed):
+    model = tiny_seq2seq(seed)
+    for row in torch.randint(3, 12, (4, 5), generator=torch.Generator().manual_seed(seed)):
+        src = row[None]
+        greedy = greedy_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=10)
+        for alpha in (0.0, 0.6):
+            beam, _ = beam_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=10, beam_size=1, alpha=alpha)
+            assert torch.equal(beam[0], greedy[0, : beam.shape[1]]), (beam, greedy)
+            assert beam.shape[1] == greedy.shape[1] or (greedy[0, beam.shape[1] :] == 0).all()
+
+
+@pytest.mark.parametrize("beam_size", [1, 3, 4])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_beam_search_score_is_the_log_probability_of_a_full_forward_pass(beam_size, alpha):
+    model = tiny_seq2seq(3)
+    src = torch.tensor([[4, 7, 5, 9]])
+    y, score = beam_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=8, beam_size=beam_size, alpha=alpha)
+    assert abs(score - full_log_p(model, src, y)) < 1e-9
+    assert y[0, 0] == 1 and (y[0, -1] == 2 or y.shape[1] == 9)
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_wide_enough_beam_finds_the_best_output_of_brute_force_enumeration(seed, alpha):
+    """Vocabulary 4 (EOS = 2), 3 steps: 1 + 3 + 9 end with EOS, 27 do not: 40 outputs, each scored alone."""
+    torch.manual_seed(seed)
+    config = TransformerConfig(6, 4, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16,
+                               dropout=0.0, context_length=8, pad_id=0)  # fmt: skip
+    model = EncoderDecoder(config).double()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)  # sharper distributions: greedy is not always best
+    src = torch.tensor([[3, 5, 4]])
+    outputs = every_output(4, 3, 2)
+    scored = [(full_log_p(model, src, torch.tensor([[1] + y])), y) for y in outputs]
+    assert len(scored) == 1 + 3 + 9 + 27  # EOS as token 1, 2 or 3; three tokens without EOS
+    best_score, best = max(scored, key=lambda sy: sy[0] / length_penalty(len(sy[1]), alpha))
+    y, score = beam_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=3, beam_size=64, alpha=alpha)
+    assert y[0, 1:].tolist() == best and abs(score - best_score) < 1e-9
+
+
+def toy_next_logits(table):
+    """A fake model whose next-token probabilities depend only on the last token: table[last] (V,)."""
+    return lambda ids: torch.tensor(table, dtype=torch.float64)[ids[:, -1]].log()
+
+
+def test_beam_search_beats_greedy_on_a_constructed_case():
+    """From <bos> (0): A (1) 0.5 or B (2) 0.4; after A everything is flat, after B EOS (3) is sure."""
+    table = [[0.0, 0.5, 0.4, 0.1], [0.0, 0.3, 0.3, 0.4], [0.0, 0.05, 0.05, 0.9], [0.0, 0.0, 0.0, 1.0]]
+    start = torch.tensor([[0]])
+    greedy = decode(toy_next_logits(table), start, 3, eos_id=3, temperature=0)
+    assert greedy.tolist() == [[0, 1, 3]]  # p = 0.5 · 0.4 = 0.20
+    beam, score = beam_search(toy_next_logits(table), start, 3, beam_size=2, eos_id=3)
+    assert beam.tolist() == [[0, 2, 3]] and abs(score - math.log(0.4 * 0.9)) < 1e-12  # p = 0.36
+    greedy_too, _ = beam_search(toy_next_logits(table), start, 3, beam_size=1, eos_id=3)
+    assert torch.equal(greedy_too, greedy)
+
+
+def test_length_penalty_is_gnmts_and_changes_the_choice():
+    assert length_penalty(1, 0.6) == 1.0 and length_penalty(7, 0.0) == 1.0
+    assert abs(length_penalty(13, 0.6) - 3**0.6) < 1e-12
+    # EOS now (p = 0.4) or two more tokens (p = 0.6 · 0.5 · 1 = 0.3): α = 0 stops, a strong α prefers longer
+    table = [[0.0, 0.6, 0.0, 0.4], [0.0, 0.0, 0.5, 0.5], [0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]]
+    short, _ = beam_search(toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=0.0)
+    long, _ = beam_search(toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=2.0)
+    assert short.tolist() == [[0, 3]] and long.tolist() == [[0, 1, 2, 3]]
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
@@ -205,6 +296,13 @@ def test_one_sampler_and_the_old_names():
          r"logits must be a float tensor \(batch, vocab_size\)"),
         (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), 2, eos_id=31), ValueError,
          r"eos_id must be None or a token id in \[0, 31\), got 31"),
+        (lambda: beam_search(torch.zeros, torch.ones(2, 1, dtype=torch.long), 2, beam_size=2), ValueError,
+         r"beam_search decodes one sequence: ids must have shape \(1, n\), got"),
+        (lambda: beam_search(torch.zeros, torch.ones(1, 1, dtype=torch.long), 2, beam_size=0), ValueError,
+         "beam_size must be a positive int, got 0"),
+        (lambda: beam_decode(tiny_seq2seq(), torch.ones(2, 3, dtype=torch.long), bos_id=1, max_new_tokens=4),
+         ValueError,
+         r"beam_decode translates one source: src must have shape \(1, n_src\)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_named(call, error, match):

@@ -4,11 +4,13 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub
 from torch import nn
 
 from companion import positional as ref
 from companion.exercises.transformer import (
+    check_label_smoothed_cross_entropy,
     check_layer_norm,
     check_layer_norm_module,
     check_rope,
@@ -449,3 +451,80 @@ def test_encoder_block_missing_or_misshapen_parts_get_clear_messages():
     assert_wrong(check_encoder_block.verdict(WideFFN), "`linear1.weight` should be a parameter of shape (16, 8)")
     assert check_encoder_block.verdict(Stub).status == "not attempted"
     assert_wrong(check_encoder_block.verdict(lambda *a: "block"), "Expected the class EncoderBlock")
+
+
+# --- label smoothing ----------------------------------------------------------------------------------------
+
+
+def smoothed_loop(logits, y, epsilon, ignore_index=-100):
+    """Row by row with math: q_v = 1 - ε + ε/V on y, ε/V elsewhere."""
+    total, kept = 0.0, 0
+    for row, target in zip(logits.tolist(), y.tolist(), strict=True):
+        if target == ignore_index:
+            continue
+        log_z = math.log(sum(math.exp(v) for v in row))
+        total -= sum(((1 - epsilon) * (v == target) + epsilon / len(row)) * (s - log_z) for v, s in enumerate(row))
+        kept += 1
+    return torch.tensor(total / kept)
+
+
+def smoothed_mixture(logits, y, epsilon, ignore_index=-100):
+    """(1 - ε) · the cross-entropy + ε · the mean over the classes of -log p: the same loss, rearranged."""
+    kept = y != ignore_index
+    logp = torch.log_softmax(logits[kept], dim=-1)
+    nll = -logp.gather(1, y[kept][:, None]).mean()
+    return (1 - epsilon) * nll + epsilon * (-logp.mean(dim=-1)).mean()
+
+
+def smoothed_torch(logits, y, epsilon, ignore_index=-100):
+    return F.cross_entropy(logits, y, ignore_index=ignore_index, label_smoothing=epsilon)
+
+
+@pytest.mark.parametrize("student", [smoothed_loop, smoothed_mixture, smoothed_torch])
+def test_label_smoothing_correct_answers_pass(student, capsys):
+    assert_passes(check_label_smoothed_cross_entropy, student)
+    check_label_smoothed_cross_entropy(student)
+    assert capsys.readouterr().out.startswith("PASSED")
+
+
+def smoothed_variant(*, others=False, epsilon_scale=1.0, count_pad=False, divide_all=False, raw=False,
+                     total=False, dim=-1, probabilities=False):  # fmt: skip
+    def student(logits, y, epsilon, ignore_index=-100):
+        kept = torch.ones_like(y, dtype=torch.bool) if count_pad else y != ignore_index
+        v = logits.shape[1]
+        one_hot = F.one_hot(y.clamp(min=0), v).to(logits.dtype)
+        eps = epsilon * epsilon_scale
+        q = (1 - eps) * one_hot + (eps / (v - 1) * (1 - one_hot) if others else eps / v)
+        scores = logits if raw else torch.softmax(logits, dim) if probabilities else torch.log_softmax(logits, dim)
+        per_row = -(q * scores).sum(dim=-1) * kept
+        if total:
+            return per_row.sum()
+        return per_row.sum() / (len(y) if divide_all else kept.sum())
+
+    return student
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (smoothed_variant(others=True), ["Spread ε over all V classes"]),
+        (smoothed_variant(epsilon_scale=0.0), ["No smoothing"]),
+        (smoothed_variant(count_pad=True), ["<pad>", "wrong"]),
+        (smoothed_variant(divide_all=True), ["Average over the kept rows only"]),
+        (smoothed_variant(raw=True), ["not the raw logits"]),
+        (smoothed_variant(total=True), ["do not sum"]),
+        (smoothed_variant(dim=0), ["The loss is wrong"]),
+        (smoothed_variant(probabilities=True), ["The loss is wrong"]),
+        (smoothed_variant(epsilon_scale=0.5), ["The loss is wrong", "expected"]),
+        (lambda logits, y, epsilon, ignore_index=-100: F.cross_entropy(
+            logits, y, ignore_index=ignore_index, label_smoothing=epsilon, reduction="none"), ["wrong shape"]),
+    ],
+)  # fmt: skip
+def test_label_smoothing_wrong_answers_are_named(student, fragments):
+    assert_wrong(check_label_smoothed_cross_entropy.verdict(student), *fragments)
+
+
+def test_label_smoothing_stub_and_garbage():
+    assert check_label_smoothed_cross_entropy.verdict(stub).status == "not attempted"
+    assert_wrong(check_label_smoothed_cross_entropy.verdict(raises_boom), "raised RuntimeError: boom")
+    assert_wrong(check_label_smoothed_cross_entropy.verdict(lambda *a, **k: None), "should be a single number")

@@ -1,5 +1,7 @@
 """The Transformer's blocks equal PyTorch's own, masks work end to end, and the model learns a copy task."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -24,7 +26,9 @@ from companion.transformer import (
     Residual,
     TransformerConfig,
     greedy_decode,
+    label_smoothed_cross_entropy,
     seq2seq_loss,
+    smoothed_targets,
 )
 
 # --- layer normalisation and feed-forward -------------------------------------------------------------------
@@ -217,6 +221,56 @@ def test_seq2seq_loss_ignores_padding():
     tgt = torch.tensor([[1, 7, 8, 2]])
     padded = torch.tensor([[1, 7, 8, 2, 0, 0]])
     torch.testing.assert_close(seq2seq_loss(model, (src, tgt)), seq2seq_loss(model, (src, padded)))
+
+
+def smoothed_loss_by_loop(logits, y, epsilon, ignore_index=-100):
+    """-Σ_v q_v log p_v row by row, q_v = 1 - ε + ε/V on y and ε/V elsewhere, averaged over the kept rows."""
+    total, kept = 0.0, 0
+    for row, target in zip(logits.tolist(), y.tolist(), strict=True):
+        if target == ignore_index:
+            continue
+        top = max(row)
+        log_z = top + math.log(sum(math.exp(v - top) for v in row))
+        n = len(row)
+        total -= sum(((1 - epsilon) * (v == target) + epsilon / n) * (row[v] - log_z) for v in range(n))
+        kept += 1
+    return total / kept
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.5, 0.9])
+def test_label_smoothed_cross_entropy_equals_torch_and_a_loop(epsilon):
+    logits = 3 * randn(20, 7, seed=1)
+    y = torch.randint(0, 7, (20,), generator=torch.Generator().manual_seed(2))
+    y[[3, 8, 9]] = 0  # <pad>, left out below
+    ours = label_smoothed_cross_entropy(logits, y, epsilon, ignore_index=0)
+    torch.testing.assert_close(ours, F.cross_entropy(logits, y, ignore_index=0, label_smoothing=epsilon))
+    assert abs(ours.item() - smoothed_loss_by_loop(logits, y, epsilon, ignore_index=0)) < 1e-12
+    everything = label_smoothed_cross_entropy(logits, y, epsilon)  # the default ignores -100 only
+    torch.testing.assert_close(everything, F.cross_entropy(logits, y, label_smoothing=epsilon))
+    assert abs(everything.item() - ours.item()) > 1e-6  # the padded rows did count there
+
+
+def test_smoothed_targets_and_their_floor():
+    y = torch.tensor([2, 0])
+    q = smoothed_targets(y, 5, 0.1, F64)
+    torch.testing.assert_close(q.sum(dim=1), torch.ones(2, dtype=F64))
+    assert q[0, 2].item() == pytest.approx(0.9 + 0.02) and q[0, 0].item() == q[1, 4].item() == pytest.approx(0.02)
+    assert smoothed_targets(y, 5, 0.1).dtype == torch.get_default_dtype()
+    # the loss is smallest, at the entropy of q, when softmax(logits) = q; a sure one-hot guess pays ε/V · 100
+    best = label_smoothed_cross_entropy(q.log(), y, 0.1)
+    torch.testing.assert_close(best, -(q * q.log()).sum(dim=1).mean())
+    for noise in (0.1, 1.0):
+        assert label_smoothed_cross_entropy(q.log() + noise * randn(2, 5, seed=3), y, 0.1) > best
+    assert label_smoothed_cross_entropy(100 * F.one_hot(y, 5).double(), y, 0.1) > 4 * 0.02 * 100 - 1e-9
+
+
+def test_seq2seq_loss_with_label_smoothing_is_the_companion_loss():
+    torch.manual_seed(0)
+    model = EncoderDecoder(small_config(pad_id=0)).eval()
+    src, tgt = torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([[1, 7, 8, 2, 0], [1, 9, 2, 0, 0]])
+    logits = model(src, tgt[:, :-1]).flatten(0, 1)
+    ours = label_smoothed_cross_entropy(logits, tgt[:, 1:].flatten(), 0.1, ignore_index=0)
+    torch.testing.assert_close(seq2seq_loss(model, (src, tgt), label_smoothing=0.1), ours)
 
 
 @pytest.mark.slow

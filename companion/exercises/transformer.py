@@ -9,6 +9,8 @@ checker                                     what the student writes
 ``check_layer_norm``                        ``layer_norm(x, weight, bias, eps=1e-5)`` over the last axis
 ``check_layer_norm_module``                 ``class LayerNorm(nn.Module)``: ``LayerNorm(d_model, eps=1e-5)``
                                             with parameters ``weight`` (γ) and ``bias`` (β)
+``check_label_smoothed_cross_entropy``      ``label_smoothed_cross_entropy(logits, y, epsilon, ignore_index=-100)``:
+                                            ``(N, V)``, ``(N,)`` → the mean over the kept rows
 ==========================================  =================================================================
 """
 
@@ -18,9 +20,11 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .. import positional as ref
+from .. import transformer as companion_transformer
 from .checking import Checker, Mismatch, call, case, compare, expect, show
 
 __all__ = [
@@ -411,3 +415,72 @@ def _encoder_block_cases(EncoderBlock) -> int:
 
 check_encoder_block = Checker("EncoderBlock", _encoder_block_cases)
 __all__ += ["check_encoder_block"]
+
+
+# --- label smoothing ----------------------------------------------------------------------------------------
+
+
+def _smoothed(logits, y, epsilon, ignore_index=-100, *, others=False, count_all=False, log=True, uniform=True):
+    """The label-smoothed cross-entropy and some typical mistakes in it."""
+    kept = y != ignore_index
+    n, v = logits.shape
+    one_hot = F.one_hot(y.clamp(min=0) * kept, v).to(logits.dtype)
+    if others:  # ε over the V - 1 wrong classes, 1 - ε on the right one
+        q = (1 - epsilon) * one_hot + epsilon / (v - 1) * (1 - one_hot)
+    else:
+        q = (1 - epsilon) * one_hot + (epsilon / v if uniform else 0.0)
+    scores = F.log_softmax(logits, dim=-1) if log else logits
+    per_row = -(q * scores).sum(dim=-1) * kept
+    return per_row.sum() / (n if count_all else kept.sum())
+
+
+def _label_smoothing_cases():
+    logits, y = 2 * torch.randn(12, 5), torch.randint(1, 5, (12,))
+    y[[2, 7]] = 0
+    return [
+        case(torch.randn(4, 6), torch.tensor([0, 5, 2, 2]), 0.1, why="4 rows, V = 6, ε = 0.1, nothing ignored"),
+        case(logits, y, 0.2, ignore_index=0, why="ε = 0.2; rows 2 and 7 are <pad> (id 0), left out"),
+        case(torch.randn(3, 15), torch.tensor([3, -100, 14]), 0.1, why="the default ignore_index = -100"),
+        case(3 * torch.randn(8, 4), torch.randint(0, 4, (8,)), 0.0, why="ε = 0: the plain cross-entropy"),
+    ]
+
+
+check_label_smoothed_cross_entropy = compare(
+    "label_smoothed_cross_entropy",
+    companion_transformer.label_smoothed_cross_entropy,
+    _label_smoothing_cases,
+    mistakes=[
+        (
+            partial(_smoothed, others=True),
+            "Spread ε over all V classes, the right one included (PyTorch's label_smoothing): "
+            "q = 1 - ε + ε/V on the right class and ε/V on each other.",
+        ),
+        (
+            lambda logits, y, epsilon, ignore_index=-100: _smoothed(logits, y, 0.0, ignore_index),
+            "No smoothing: the target must be q = (1 - ε) one_hot(y) + ε/V, not the one-hot vector.",
+        ),
+        (
+            partial(_smoothed, uniform=False),
+            "Add ε/V to every class: (1 - ε) one_hot(y) alone does not sum to 1.",
+        ),
+        (
+            partial(_smoothed, count_all=True),
+            "Average over the kept rows only: the ignored (padding) rows count neither in the sum nor in the "
+            "number of rows.",
+        ),
+        (
+            partial(_smoothed, log=False),
+            "Take the log-probabilities, log_softmax(logits), not the raw logits.",
+        ),
+        (
+            lambda logits, y, epsilon, ignore_index=-100: (
+                _smoothed(logits, y, epsilon, ignore_index) * (y != ignore_index).sum()
+            ),
+            "Average over the rows (F.cross_entropy's default), do not sum.",
+        ),
+    ],
+    hint="loss = mean over the rows with y != ignore_index of -Σ_v q_v log softmax(logits)_v, "
+    "q = (1 - ε) one_hot(y) + ε/V.",
+    what="The loss",
+)
+__all__ += ["check_label_smoothed_cross_entropy"]
