@@ -21,12 +21,17 @@ from companion.masks import causal_mask
 ref = unwithheld(ref)  # the companion's functions, as other objects than those the checkers withhold
 
 
+def attention_written_out(q, k, v, mask=None):
+    """softmax(q kᵀ / √d_k) v written out: the companion's own version calls a helper that the checker withholds"""
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
 ALL = [
     (check_weightless_self_attention, lambda x: ref.weightless_self_attention(x)),
-    (
-        check_scaled_dot_product_attention,
-        lambda q, k, v, mask=None: ref.scaled_dot_product_attention(q, k, v, mask),
-    ),
+    (check_scaled_dot_product_attention, attention_written_out),
     (check_causal_mask, lambda n: causal_mask(n)),
     (check_split_heads, ref.split_heads),
     (check_merge_heads, ref.merge_heads),
@@ -105,7 +110,7 @@ def test_sdpa_student_version_with_minus_inf_passes():
         (sdpa_variant(mask_mode="zero"), ["a causal mask", "exp(0) = 1"]),
         (sdpa_variant(return_weights=True), ["wrong shape", "That is the weight matrix"]),
         (
-            lambda q, k, v, mask=None: ref.scaled_dot_product_attention(q.float(), k.float(), v.float(), mask)[..., :1],
+            lambda q, k, v, mask=None: attention_written_out(q.float(), k.float(), v.float(), mask)[..., :1],
             ["wrong shape", "expected: shape (2, 3)"],
         ),
     ],
