@@ -64,17 +64,6 @@ from companion.gpt import GPT, GPTConfig
 KINDS = ("softmax", "linear", "band", "fmmformer", "performer")
 
 
-class PerformerAttention(nn.Module):
-    """Causal linear attention with FAVOR+ features φ₊ (m positive orthogonal random features, fixed)."""
-
-    def __init__(self, d_k: int, m: int, seed: int) -> None:
-        super().__init__()
-        self.features = rf.PerformerFeatures(d_k, m, seed=seed)
-
-    def forward(self, q, k, v, mask=None, causal=False):
-        return la.linear_attention(q, k, v, mask, causal=causal, feature_map=self.features)
-
-
 def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     if kind == "softmax":
         return scaled_dot_product_attention
@@ -85,7 +74,7 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     if kind == "fmmformer":
         return fmm.FMMAttention(bandwidth=band)
     if kind == "performer":
-        return PerformerAttention(d_k, features, seed)
+        return rf.PerformerAttention(d_k, features, seed=seed)
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 

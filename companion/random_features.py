@@ -43,14 +43,17 @@ import torch
 from torch import Tensor, nn
 
 from ._validate import (
+    check_attention_inputs,
     check_pair,
     describe,
     require_choice,
     require_floating_tensor,
     require_floats,
+    require_keys_cover_queries,
     require_number,
     require_positive_int,
 )
+from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask, linear_attention
 
 __all__ = [
     "KERNELS",
@@ -78,6 +81,8 @@ __all__ = [
     "softmax_kernel_mse",
     "negative_fraction",
     "PerformerFeatures",
+    "performer_attention",
+    "PerformerAttention",
 ]
 
 KERNELS = ("gaussian", "laplace", "cauchy")
@@ -375,7 +380,7 @@ def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
     # c cancels in attention's ratio; with it the largest feature is exp(0) = 1, not 0
     if stabilize == "rows":  # c_i per row: a factor common to row i (queries only)
         exponent = exponent - exponent.detach().amax(dim=-1, keepdim=True)
-    elif stabilize == "all":  # one c over positions and features: fine for keys too
+    elif stabilize == "all":  # one c for all positions: keys of bidirectional attention
         exponent = exponent - exponent.detach().amax(dim=(-2, -1), keepdim=True)
     return torch.exp(exponent) / math.sqrt(w.shape[1])
 
@@ -402,16 +407,13 @@ def negative_fraction(estimates: torch.Tensor) -> float:
 
 
 class PerformerFeatures(nn.Module):
-    """φ(x) (..., n, d) -> (..., n, m) with φ(q)ᵀφ(k) ∝ exp(qᵀk/√d): positive (or trig) features of x/d^{1/4}.
+    """φ(x) (..., d) -> (..., m) with φ(q)ᵀφ(k) ≈ exp(qᵀk/√d): positive (or trig) features of x/d^{1/4}.
 
     Plugs into linear attention as its ``feature_map``: out_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j).
-    With ``stabilize=True`` every block (..., n, ·) is divided by e^c, c its largest exponent; the same factor
-    multiplies numerator and denominator, so the attention output is unchanged and nothing underflows.
-    ``redraw()`` draws new frequencies (Performer redraws them during training). One constant per block (not
-    per row) because a feature map cannot tell queries from keys, and a per-key constant would not cancel; an
-    ``eps`` that an attention function adds to its denominator acts on the rescaled features. Token-by-token
-    (recurrent) evaluation calls the map once per token, with a different constant each time: use
-    ``stabilize=False`` there.
+    The features are computed position by position, with no stabiliser, so any causal form is causal. Long
+    inputs underflow them (every feature of a key 0); :class:`PerformerAttention` stabilises without letting
+    the future in. :meth:`scaled` returns φ(x) = f(x) e^{a(x)} split into a factor f of size at most 1 and a
+    per-position log-scale a. ``redraw()`` draws new frequencies (Performer redraws them during training).
     """
 
     def __init__(
@@ -421,13 +423,12 @@ class PerformerFeatures(nn.Module):
         kind: str = "positive",
         orthogonal: bool = True,
         scale: float | None = None,
-        stabilize: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__()
         self.d, self.m = require_positive_int(d, "d"), require_positive_int(m, "m")
         self.kind = require_choice(kind, "kind", ("positive", "trig"))
-        self.orthogonal, self.stabilize = bool(orthogonal), bool(stabilize)
+        self.orthogonal = bool(orthogonal)
         self.scale = d**-0.25 if scale is None else require_number(scale, "scale", low=0, low_open=True)
         self.register_buffer("w", torch.empty(0))
         self.redraw(seed)
@@ -437,20 +438,119 @@ class PerformerFeatures(nn.Module):
         g = None if seed is None else torch.Generator().manual_seed(seed)
         self.w = sample_frequencies(self.d, self.m, "gaussian", 1.0, self.orthogonal, g, torch.float32)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _input(self, x: object) -> Tensor:
         x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
-        if x.shape[-1] != self.d or (self.stabilize and x.ndim < 2):
-            want = (
-                f"(..., n, d={self.d}) (the stabiliser takes a max over positions)"
-                if self.stabilize
-                else f"(..., d={self.d})"
-            )
-            raise ValueError(f"x must have shape {want}, got shape {tuple(x.shape)}")
-        x = x * self.scale
+        if x.shape[-1] != self.d:
+            raise ValueError(f"x must have shape (..., d={self.d}), got shape {tuple(x.shape)}")
+        return x * self.scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._input(x)
         if self.kind == "positive":
-            return positive_softmax_features(x, self.w, stabilize="all" if self.stabilize else None)
-        if not self.stabilize:
-            return trig_softmax_features(x, self.w)
-        xw, half_sq = x @ self.w.to(x.dtype), (x * x).sum(-1, keepdim=True) / 2
-        h = torch.exp(half_sq - half_sq.detach().amax(dim=(-2, -1), keepdim=True))  # e^{‖x‖²/2 − c}
-        return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(self.m)
+            return positive_softmax_features(x, self.w)
+        return trig_softmax_features(x, self.w)
+
+    def scaled(self, x: torch.Tensor) -> tuple[Tensor, Tensor]:
+        """φ(x) = f e^a: f (..., m) with entries of size ≤ 1, a (..., 1) the log-scale (no gradient) of each x."""
+        x = self._input(x)
+        xw = x @ self.w.to(x.dtype)
+        if self.kind == "trig":  # φ = e^{‖x‖²/2} [cos, sin] / √m
+            a = (x * x).sum(-1, keepdim=True).detach() / 2
+            return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(self.m), a
+        exponent = xw - (x * x).sum(-1, keepdim=True) / 2  # φ = exp(exponent) / √m
+        a = exponent.detach().amax(dim=-1, keepdim=True)  # the row's largest exponent: f's largest entry is 1/√m
+        return torch.exp(exponent - a) / math.sqrt(self.m), a
+
+
+def _exp_difference(a: Tensor, b: Tensor) -> Tensor:
+    """e^{a − b}, with e^{−∞ − b} = 0 also where b = −∞ (a dropped key against a reference of dropped keys)."""
+    return torch.where(a == -math.inf, 0.0, torch.exp(a - b)).to(a.dtype)
+
+
+def performer_attention(q, k, v, features, mask=None, *, causal=False, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE):
+    """Linear attention with ``features`` (a :class:`PerformerFeatures`), stabilised without seeing the future.
+
+    With φ(x_j) = f_j e^{a_j} (:meth:`PerformerFeatures.scaled`), row i of linear attention is
+    Σ_j (f_iᵀ f_j) e^{a_i + a_j} v_j / (Σ_j (f_iᵀ f_j) e^{a_i + a_j} + ε). The query's e^{a_i} is common to row i
+    and is dropped. The keys' factors differ, so they are divided by one reference e^{M_i} for all keys that row i
+    sees: their largest, M = max_j a_j, bidirectionally; causally the running maximum M_i = max_{j ≤ i} a_j, as
+    online softmax does, so row i's reference depends on positions ≤ i only. Each row is then its exact ratio
+    with ε replaced by ε e^{a_i + M_i}, a function of the past: no future key reaches an earlier output, and no
+    e^{a_j − M_i} ≤ 1 overflows. The causal form runs in chunks of ``chunk_size`` queries and rescales the state
+    S, z by e^{M_old − M_new} when the maximum grows. ``mask``: a key-padding mask, as in linear attention.
+    """
+    q, k, v = check_attention_inputs(q, k, v)
+    eps, chunk_size = require_number(eps, "eps", low=0), require_positive_int(chunk_size, "chunk_size")
+    keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
+    if not isinstance(features, PerformerFeatures):
+        raise TypeError(f"features must be a PerformerFeatures, got {describe(features)}")
+    f_q, _ = features.scaled(q)  # e^{a_i} of query i cancels in row i
+    f_k, a_k = features.scaled(k)
+    if keep is not None:
+        a_k = a_k.masked_fill(~keep.unsqueeze(-1), -math.inf)
+    if not causal:
+        reference = a_k.amax(dim=-2, keepdim=True)  # one constant for all keys, (..., 1, 1)
+        phi_k = f_k * _exp_difference(a_k, reference)
+        return linear_attention(f_q, phi_k, v, feature_map=_identity, eps=eps)
+    require_keys_cover_queries(q.shape[-2], k.shape[-2], "causal Performer attention")
+    return _causal_stabilised(f_q, f_k, a_k, v, eps, chunk_size)
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+def _causal_stabilised(f_q: Tensor, f_k: Tensor, a_k: Tensor, v: Tensor, eps: float, chunk_size: int) -> Tensor:
+    """Rows i of Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} v_j / (Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} + ε), M_i = max_{j≤i} a_j."""
+    n_q, n_pre = f_q.shape[-2], f_k.shape[-2] - f_q.shape[-2]  # the first n_pre keys are seen by every query
+    # The state S = Σ f_j e^{a_j − M} v_jᵀ, z = Σ f_j e^{a_j − M} of the keys so far, relative to M their max.
+    if n_pre:
+        reference = a_k[..., :n_pre, :].amax(dim=-2, keepdim=True)  # (..., 1, 1)
+    else:
+        reference = a_k[..., :1, :]  # any value: the state is 0
+    weighted = f_k[..., :n_pre, :] * _exp_difference(a_k[..., :n_pre, :], reference)
+    s, z = weighted.transpose(-2, -1) @ v[..., :n_pre, :], weighted.sum(dim=-2).unsqueeze(-1)
+    outputs = []
+    for start in range(0, n_q, chunk_size):
+        rows = slice(start, min(start + chunk_size, n_q))
+        keys = slice(n_pre + rows.start, n_pre + rows.stop)
+        f_c, a_c, v_c = f_k[..., keys, :], a_k[..., keys, :], v[..., keys, :]
+        running = torch.maximum(a_c.cummax(dim=-2).values, reference)  # M_i, (..., C, 1)
+        log_w = a_c.transpose(-2, -1) - running  # [i, j] = a_j − M_i, (..., C, C)
+        after = torch.ones(log_w.shape[-2:], dtype=torch.bool, device=log_w.device).triu(1)
+        log_w = log_w.masked_fill(after | (a_c.transpose(-2, -1) == -math.inf), -math.inf)  # j > i or dropped
+        weights = (f_q[..., rows, :] @ f_c.transpose(-2, -1)) * torch.exp(log_w)
+        carry = _exp_difference(reference, running)  # e^{M_before − M_i} ≤ 1, (..., C, 1)
+        numerator = weights @ v_c + (f_q[..., rows, :] @ s) * carry
+        denominator = weights.sum(dim=-1, keepdim=True) + (f_q[..., rows, :] @ z) * carry
+        outputs.append(numerator / (denominator + eps))
+        new_reference = running[..., -1:, :]
+        weighted = f_c * _exp_difference(a_c, new_reference)
+        rescale = _exp_difference(reference, new_reference)
+        s = s * rescale + weighted.transpose(-2, -1) @ v_c
+        z = z * rescale + weighted.sum(dim=-2).unsqueeze(-1)
+        reference = new_reference
+    if not outputs:
+        return v.new_zeros(*f_q.shape[:-1], v.shape[-1])
+    return torch.cat(outputs, dim=-2)
+
+
+class PerformerAttention(nn.Module):
+    """:func:`performer_attention` as MultiHeadAttention's attention, with ``PerformerFeatures(d, m, **options)``."""
+
+    def __init__(self, d: int, m: int, *, eps: float = DEFAULT_EPS, **options: object) -> None:
+        super().__init__()
+        self.features = PerformerFeatures(d, m, **options)
+        self.eps = require_number(eps, "eps", low=0)
+
+    def redraw(self, seed: int | None = None) -> None:
+        """Draw new frequencies (see :meth:`PerformerFeatures.redraw`)."""
+        self.features.redraw(seed)
+
+    def forward(self, q, k, v, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
+        if dropout_p:
+            raise ValueError(
+                f"Performer attention forms no attention weights to drop, got dropout_p={dropout_p}: "
+                "build the model with attention dropout 0"
+            )
+        return performer_attention(q, k, v, self.features, mask, causal=causal, eps=self.eps)
