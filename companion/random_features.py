@@ -31,7 +31,8 @@ Back to attention (Choromanski et al., 2021). The softmax kernel exp(xᵀy) = e^
 with the Gaussian kernel of σ = 1, so trigonometric features times e^{‖x‖²/2} estimate it, but the estimates
 can be negative. Positive random features φ(x) = exp(xw − ‖x‖²/2)/√m with w ~ N(0, I) estimate it without
 bias and are never negative, because E_w[exp(wᵀ(x + y))] = exp(‖x + y‖²/2). Lemma 2 of the Performer paper
-gives the mean squared errors of both (:func:`softmax_kernel_mse`).
+gives the mean squared errors of both (:func:`softmax_kernel_mse`). :func:`performer_attention` computes the
+attention with a stabiliser that uses no future position (a running maximum over the keys, as online softmax).
 """
 
 from __future__ import annotations
