@@ -16,7 +16,8 @@ with :func:`companion.data.recall_task.train_recall`; the kinds differ only in t
 - ``band``: softmax within a causal band of ``--band`` keys (3: the query, the value and the key before it);
 - ``fmmformer``: the band plus two linear attentions (elu(x) + 1, elu(−x) + 1), blended by learned weights;
 - ``performer``: linear attention with ``--features`` positive orthogonal random features (FAVOR+), drawn once
-  per layer from the seed and fixed during training.
+  per layer from the seed and fixed during training, stabilised without reading the future
+  (:class:`companion.random_features.PerformerAttention`).
 
 A run has *reached a plateau* when its test accuracy rose by less than ``--plateau`` (0.02) over the last
 quarter of its steps. The script prints, for every kind and number of pairs, the final test accuracy as
