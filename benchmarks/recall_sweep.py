@@ -16,7 +16,8 @@ with :func:`companion.data.recall_task.train_recall`; the kinds differ only in t
 - ``band``: softmax within a causal band of ``--band`` keys (3: the query, the value and the key before it);
 - ``fmmformer``: the band plus two linear attentions (elu(x) + 1, elu(−x) + 1), blended by learned weights;
 - ``performer``: linear attention with ``--features`` positive orthogonal random features (FAVOR+), drawn once
-  per layer from the seed and fixed during training.
+  per layer from the seed and fixed during training, stabilised without reading the future
+  (:class:`companion.random_features.PerformerAttention`).
 
 A run has *reached a plateau* when its test accuracy rose by less than ``--plateau`` (0.02) over the last
 quarter of its steps. The script prints, for every kind and number of pairs, the final test accuracy as
@@ -64,17 +65,6 @@ from companion.gpt import GPT, GPTConfig
 KINDS = ("softmax", "linear", "band", "fmmformer", "performer")
 
 
-class PerformerAttention(nn.Module):
-    """Causal linear attention with FAVOR+ features φ₊ (m positive orthogonal random features, fixed)."""
-
-    def __init__(self, d_k: int, m: int, seed: int) -> None:
-        super().__init__()
-        self.features = rf.PerformerFeatures(d_k, m, seed=seed)
-
-    def forward(self, q, k, v, mask=None, causal=False):
-        return la.linear_attention(q, k, v, mask, causal=causal, feature_map=self.features)
-
-
 def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     if kind == "softmax":
         return scaled_dot_product_attention
@@ -85,7 +75,7 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     if kind == "fmmformer":
         return fmm.FMMAttention(bandwidth=band)
     if kind == "performer":
-        return PerformerAttention(d_k, features, seed)
+        return rf.PerformerAttention(d_k, features, seed=seed)
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 

@@ -31,7 +31,8 @@ Back to attention (Choromanski et al., 2021). The softmax kernel exp(xᵀy) = e^
 with the Gaussian kernel of σ = 1, so trigonometric features times e^{‖x‖²/2} estimate it, but the estimates
 can be negative. Positive random features φ(x) = exp(xw − ‖x‖²/2)/√m with w ~ N(0, I) estimate it without
 bias and are never negative, because E_w[exp(wᵀ(x + y))] = exp(‖x + y‖²/2). Lemma 2 of the Performer paper
-gives the mean squared errors of both (:func:`softmax_kernel_mse`).
+gives the mean squared errors of both (:func:`softmax_kernel_mse`). :func:`performer_attention` computes the
+attention with a stabiliser that uses no future position (a running maximum over the keys, as online softmax).
 """
 
 from __future__ import annotations
@@ -43,14 +44,17 @@ import torch
 from torch import Tensor, nn
 
 from ._validate import (
+    check_attention_inputs,
     check_pair,
     describe,
     require_choice,
     require_floating_tensor,
     require_floats,
+    require_keys_cover_queries,
     require_number,
     require_positive_int,
 )
+from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
 
 __all__ = [
     "KERNELS",
@@ -78,6 +82,8 @@ __all__ = [
     "softmax_kernel_mse",
     "negative_fraction",
     "PerformerFeatures",
+    "performer_attention",
+    "PerformerAttention",
 ]
 
 KERNELS = ("gaussian", "laplace", "cauchy")
@@ -375,7 +381,7 @@ def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
     # c cancels in attention's ratio; with it the largest feature is exp(0) = 1, not 0
     if stabilize == "rows":  # c_i per row: a factor common to row i (queries only)
         exponent = exponent - exponent.detach().amax(dim=-1, keepdim=True)
-    elif stabilize == "all":  # one c over positions and features: fine for keys too
+    elif stabilize == "all":  # one c for all positions: keys of bidirectional attention
         exponent = exponent - exponent.detach().amax(dim=(-2, -1), keepdim=True)
     return torch.exp(exponent) / math.sqrt(w.shape[1])
 
@@ -402,16 +408,13 @@ def negative_fraction(estimates: torch.Tensor) -> float:
 
 
 class PerformerFeatures(nn.Module):
-    """φ(x) (..., n, d) -> (..., n, m) with φ(q)ᵀφ(k) ∝ exp(qᵀk/√d): positive (or trig) features of x/d^{1/4}.
+    """φ(x) (..., d) -> (..., m) with φ(q)ᵀφ(k) ≈ exp(qᵀk/√d): positive (or trig) features of x/d^{1/4}.
 
     Plugs into linear attention as its ``feature_map``: out_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j).
-    With ``stabilize=True`` every block (..., n, ·) is divided by e^c, c its largest exponent; the same factor
-    multiplies numerator and denominator, so the attention output is unchanged and nothing underflows.
-    ``redraw()`` draws new frequencies (Performer redraws them during training). One constant per block (not
-    per row) because a feature map cannot tell queries from keys, and a per-key constant would not cancel; an
-    ``eps`` that an attention function adds to its denominator acts on the rescaled features. Token-by-token
-    (recurrent) evaluation calls the map once per token, with a different constant each time: use
-    ``stabilize=False`` there.
+    The features are computed position by position, with no stabiliser, so any causal form is causal. Long
+    inputs underflow them (every feature of a key 0); :class:`PerformerAttention` stabilises without letting
+    the future in. :meth:`scaled` returns φ(x) = f(x) e^{a(x)} split into a factor f of size at most 1 and a
+    per-position log-scale a. ``redraw()`` draws new frequencies (Performer redraws them during training).
     """
 
     def __init__(
@@ -421,13 +424,12 @@ class PerformerFeatures(nn.Module):
         kind: str = "positive",
         orthogonal: bool = True,
         scale: float | None = None,
-        stabilize: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__()
         self.d, self.m = require_positive_int(d, "d"), require_positive_int(m, "m")
         self.kind = require_choice(kind, "kind", ("positive", "trig"))
-        self.orthogonal, self.stabilize = bool(orthogonal), bool(stabilize)
+        self.orthogonal = bool(orthogonal)
         self.scale = d**-0.25 if scale is None else require_number(scale, "scale", low=0, low_open=True)
         self.register_buffer("w", torch.empty(0))
         self.redraw(seed)
@@ -437,20 +439,119 @@ class PerformerFeatures(nn.Module):
         g = None if seed is None else torch.Generator().manual_seed(seed)
         self.w = sample_frequencies(self.d, self.m, "gaussian", 1.0, self.orthogonal, g, torch.float32)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _input(self, x: object) -> Tensor:
         x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
-        if x.shape[-1] != self.d or (self.stabilize and x.ndim < 2):
-            want = (
-                f"(..., n, d={self.d}) (the stabiliser takes a max over positions)"
-                if self.stabilize
-                else f"(..., d={self.d})"
-            )
-            raise ValueError(f"x must have shape {want}, got shape {tuple(x.shape)}")
-        x = x * self.scale
+        if x.shape[-1] != self.d:
+            raise ValueError(f"x must have shape (..., d={self.d}), got shape {tuple(x.shape)}")
+        return x * self.scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._input(x)
         if self.kind == "positive":
-            return positive_softmax_features(x, self.w, stabilize="all" if self.stabilize else None)
-        if not self.stabilize:
-            return trig_softmax_features(x, self.w)
-        xw, half_sq = x @ self.w.to(x.dtype), (x * x).sum(-1, keepdim=True) / 2
-        h = torch.exp(half_sq - half_sq.detach().amax(dim=(-2, -1), keepdim=True))  # e^{‖x‖²/2 − c}
-        return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(self.m)
+            return positive_softmax_features(x, self.w)
+        return trig_softmax_features(x, self.w)
+
+    def scaled(self, x: torch.Tensor) -> tuple[Tensor, Tensor]:
+        """φ(x) = f e^a: f (..., m) with entries of size ≤ 1, a (..., 1) the log-scale (no gradient) of each x."""
+        x = self._input(x)
+        xw = x @ self.w.to(x.dtype)
+        if self.kind == "trig":  # φ = e^{‖x‖²/2} [cos, sin] / √m
+            a = (x * x).sum(-1, keepdim=True).detach() / 2
+            return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(self.m), a
+        exponent = xw - (x * x).sum(-1, keepdim=True) / 2  # φ = exp(exponent) / √m
+        a = exponent.detach().amax(dim=-1, keepdim=True)  # the row's largest exponent: f's largest entry is 1/√m
+        return torch.exp(exponent - a) / math.sqrt(self.m), a
+
+
+def performer_attention(q, k, v, features, mask=None, *, causal=False, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE):
+    """Linear attention with ``features`` (a :class:`PerformerFeatures`), stabilised without seeing the future.
+
+    With φ(x_j) = f_j e^{a_j} (:meth:`PerformerFeatures.scaled`), row i of linear attention is N_i / (D_i + ε),
+    N_i = Σ_j (f_iᵀ f_j) e^{a_i + a_j} v_j and D_i the same without v_j. Both are divided by e^{a_i + M_i}: the
+    query's own factor, and for the keys one reference M_i for all keys that row i sees, their largest log-scale:
+    M = max_j a_j bidirectionally, the running maximum M_i = max_{j ≤ i} a_j causally (as online softmax does).
+    No e^{a_j − M_i} ≤ 1 overflows, the largest key's does not underflow, and ε is scaled by the same
+    e^{−(a_i + M_i)}, so each row is its unstabilised ratio, ε included, up to rounding; every factor depends on
+    positions ≤ i only. The causal form runs in chunks of ``chunk_size`` queries and rescales the state S, z by
+    e^{M_old − M_new} when the maximum grows. ``mask``: a key-padding mask, as in linear attention.
+    """
+    q, k, v = check_attention_inputs(q, k, v)
+    eps, chunk_size = require_number(eps, "eps", low=0), require_positive_int(chunk_size, "chunk_size")
+    keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
+    if not isinstance(features, PerformerFeatures):
+        raise TypeError(f"features must be a PerformerFeatures, got {describe(features)}")
+    (f_q, a_q), (f_k, a_k) = features.scaled(q), features.scaled(k)
+    if keep is not None:
+        a_k = a_k.masked_fill(~keep.unsqueeze(-1), -math.inf)
+    if not causal:
+        reference = a_k.amax(dim=-2, keepdim=True)  # M, one constant for all keys, (..., 1, 1)
+        phi_k = f_k * _exp_difference(a_k, reference)
+        s, z = phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2).unsqueeze(-1)  # (..., r, d_v), (..., r, 1)
+        return _ratio(f_q @ s, f_q @ z, eps, a_q + reference)
+    require_keys_cover_queries(q.shape[-2], k.shape[-2], "causal Performer attention")
+    return _causal_stabilised(f_q, a_q, f_k, a_k, v, eps, chunk_size)
+
+
+def _exp_difference(a: Tensor, b: Tensor) -> Tensor:
+    """e^{a − b}, with e^{−∞ − b} = 0 also where b = −∞ (a dropped key against a reference of dropped keys)."""
+    return torch.where(a == -math.inf, 0.0, torch.exp(a - b)).to(a.dtype)
+
+
+def _ratio(numerator: Tensor, denominator: Tensor, eps: float, log_scale: Tensor) -> Tensor:
+    """N / (D + ε) from N e^{−s}, D e^{−s} (s = ``log_scale`` per row): N e^{−s} / (D e^{−s} + ε e^{−s})."""
+    if eps:  # with no key seen, s = −∞ and ε e^{−s} = ∞: the output is 0, as N / ε
+        denominator = denominator + eps * torch.exp(-log_scale)
+    return numerator / denominator
+
+
+def _causal_stabilised(f_q, a_q, f_k, a_k, v, eps: float, chunk_size: int) -> Tensor:
+    """Row i: Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} v_j / (Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} + ε e^{−a_i − M_i})."""
+    n_q, n_pre = f_q.shape[-2], f_k.shape[-2] - f_q.shape[-2]  # the first n_pre keys are seen by every query
+    # The state S = Σ f_j e^{a_j − M} v_jᵀ, z = Σ f_j e^{a_j − M} of the keys so far, relative to M their max.
+    reference = a_k[..., : max(n_pre, 1), :].amax(dim=-2, keepdim=True)  # (..., 1, 1); any value if n_pre = 0
+    weighted = f_k[..., :n_pre, :] * _exp_difference(a_k[..., :n_pre, :], reference)
+    s, z = weighted.transpose(-2, -1) @ v[..., :n_pre, :], weighted.sum(dim=-2).unsqueeze(-1)
+    outputs = []
+    for start in range(0, n_q, chunk_size):
+        rows = slice(start, min(start + chunk_size, n_q))
+        keys = slice(n_pre + rows.start, n_pre + rows.stop)
+        f_c, a_c, v_c = f_k[..., keys, :], a_k[..., keys, :], v[..., keys, :]
+        running = torch.maximum(a_c.cummax(dim=-2).values, reference)  # M_i, (..., C, 1)
+        log_w = a_c.transpose(-2, -1) - running  # [i, j] = a_j − M_i, (..., C, C)
+        after = torch.ones(log_w.shape[-2:], dtype=torch.bool, device=log_w.device).triu(1)
+        log_w = log_w.masked_fill(after | (a_c.transpose(-2, -1) == -math.inf), -math.inf)  # j > i or dropped
+        weights = (f_q[..., rows, :] @ f_c.transpose(-2, -1)) * torch.exp(log_w)
+        carry = _exp_difference(reference, running)  # e^{M_before − M_i} ≤ 1, (..., C, 1)
+        numerator = weights @ v_c + (f_q[..., rows, :] @ s) * carry
+        denominator = weights.sum(dim=-1, keepdim=True) + (f_q[..., rows, :] @ z) * carry
+        outputs.append(_ratio(numerator, denominator, eps, a_q[..., rows, :] + running))
+        new_reference = running[..., -1:, :]
+        weighted = f_c * _exp_difference(a_c, new_reference)
+        rescale = _exp_difference(reference, new_reference)
+        s = s * rescale + weighted.transpose(-2, -1) @ v_c
+        z = z * rescale + weighted.sum(dim=-2).unsqueeze(-1)
+        reference = new_reference
+    if not outputs:
+        return v.new_zeros(*f_q.shape[:-1], v.shape[-1])
+    return torch.cat(outputs, dim=-2)
+
+
+class PerformerAttention(nn.Module):
+    """:func:`performer_attention` as MultiHeadAttention's attention, with ``PerformerFeatures(d, m, **options)``."""
+
+    def __init__(self, d: int, m: int, *, eps: float = DEFAULT_EPS, **options: object) -> None:
+        super().__init__()
+        self.features = PerformerFeatures(d, m, **options)
+        self.eps = require_number(eps, "eps", low=0)
+
+    def redraw(self, seed: int | None = None) -> None:
+        """Draw new frequencies (see :meth:`PerformerFeatures.redraw`)."""
+        self.features.redraw(seed)
+
+    def forward(self, q, k, v, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
+        if dropout_p:
+            raise ValueError(
+                f"Performer attention forms no attention weights to drop, got dropout_p={dropout_p}: "
+                "build the model with attention dropout 0"
+            )
+        return performer_attention(q, k, v, self.features, mask, causal=causal, eps=self.eps)

@@ -21,6 +21,7 @@ from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 from companion.benchmarking import fit_loglog_slope
 from companion.random_features import (
     KERNELS,
+    PerformerAttention,
     PerformerFeatures,
     RandomFourierFeatures,
     approximation_errors,
@@ -35,6 +36,7 @@ from companion.random_features import (
     negative_fraction,
     one_hot,
     orthogonal_gaussian,
+    performer_attention,
     positive_softmax_features,
     random_fourier_features,
     random_fourier_features_cos_sin,
@@ -460,42 +462,70 @@ def test_float32_underflow_without_the_stabilizer_and_fixed_with_it():
     )
     assert bool(torch.isfinite(good).all())
     torch.testing.assert_close(good.double(), ref, rtol=1e-3, atol=1e-4)
+    # Performer attention, bidirectional and causal: float32 against the unstabilised float64 ratio
+    la = pytest.importorskip("companion.linear_attention")
+    phi = PerformerFeatures(d, m, scale=1.0, seed=3)
+    q, k, v = q[None, :20], k[None, :20], v[None, :20]
+    for causal in (False, True):
+        out = performer_attention(q, k, v, phi, causal=causal, eps=0.0)
+        plain = la.quadratic_linear_attention(*(t.double() for t in (q, k, v)), causal=causal, feature_map=phi, eps=0.0)
+        assert bool(torch.isfinite(out).all())
+        torch.testing.assert_close(out.double(), plain, rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.parametrize("kind", ["positive", "trig"])
-def test_performer_features_stabilizer_does_not_change_attention(kind):
-    q, k = torch.randn(2, 9, 16, generator=gen(0), dtype=F64), torch.randn(2, 9, 16, generator=gen(1), dtype=F64)
-    v = torch.randn(2, 9, 4, generator=gen(2), dtype=F64)
-    on, off = (
-        PerformerFeatures(16, 32, kind, seed=5).double(),
-        PerformerFeatures(16, 32, kind, stabilize=False, seed=5).double(),
-    )
-    torch.testing.assert_close(feature_attention(on(q), on(k), v), feature_attention(off(q), off(k), v))
-    # without the stabilizer φ(q)ᵀφ(k) is the estimate of exp(qᵀk/√d) itself
-    est = off(q[0]) @ off(k[0]).T
+def test_performer_features_split_into_a_bounded_factor_and_a_log_scale(kind):
+    x = torch.randn(2, 9, 16, generator=gen(0), dtype=F64)
+    phi = PerformerFeatures(16, 32, kind, seed=5).double()
+    f, a = phi.scaled(x)
+    torch.testing.assert_close(f * torch.exp(a), phi(x), rtol=1e-12, atol=0)
+    assert a.shape == (2, 9, 1) and not a.requires_grad and float(f.abs().max()) <= 1 / math.sqrt(32) + 1e-15
+    if kind == "positive":  # the row's largest entry is exactly 1/√m
+        torch.testing.assert_close(f.amax(-1), torch.full((2, 9), 32**-0.5, dtype=F64), rtol=1e-15, atol=0)
+    # φ(q)ᵀφ(k) is the estimate of exp(qᵀk/√d) itself
+    est = phi(x[0]) @ phi(x[1]).T
     assert est.shape == (9, 9) and (kind == "trig" or bool((est > 0).all()))
+
+
+@pytest.mark.parametrize("kind", ["positive", "trig"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_performer_attention_is_linear_attention_with_its_features(kind, causal):
+    """The stabiliser changes nothing but rounding, ε included, in every form: chunks, a cache's keys, a mask."""
+    la = pytest.importorskip("companion.linear_attention")
+    q = torch.randn(2, 3, 13, 8, generator=gen(0), dtype=F64)
+    k, v = torch.randn(2, 3, 17, 8, generator=gen(1), dtype=F64), torch.randn(2, 3, 17, 4, generator=gen(2), dtype=F64)
+    phi = PerformerFeatures(8, 32, kind, seed=1).double()
+    mask = torch.rand(2, 1, 1, 17, generator=gen(3)) > 0.3
+    mask[..., 5] = True  # every query of the causal form sees a kept key
+    for keep, eps in ((None, 0.0), (None, 1e-6), (mask, 0.1)):
+        ref = la.quadratic_linear_attention(q, k, v, keep, causal=causal, feature_map=phi, eps=eps)
+        for chunk_size in (1, 4, 128):
+            out = performer_attention(q, k, v, phi, keep, causal=causal, eps=eps, chunk_size=chunk_size)
+            torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-11)
+    module = PerformerAttention(8, 32, kind=kind, seed=1).double()
+    torch.testing.assert_close(module(q, k, v, causal=causal), performer_attention(q, k, v, phi, causal=causal))
 
 
 def test_performer_features_estimate_exp_qk_over_sqrt_d():
     d, m, T = 16, 8, 20000
     q, k = pair(1.5, 1.2, 0.4, d=d)
-    phi = PerformerFeatures(d, T * m, orthogonal=False, stabilize=False, seed=4).double()  # T groups of m
+    phi = PerformerFeatures(d, T * m, orthogonal=False, seed=4).double()  # T groups of m
     est = (phi(q[None]).reshape(T, m) * phi(k[None]).reshape(T, m)).sum(-1) * T
     assert within(est, math.exp(float(q @ k) / math.sqrt(d)))
     assert not within(est, math.exp(float(q @ k)))  # the scale d^(-1/4) on both sides is what makes √d
 
 
-def test_gradients_pass_through_the_stabilized_features_unchanged():
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_pass_through_the_stabilised_attention_unchanged(causal):
+    la = pytest.importorskip("companion.linear_attention")
     q = torch.randn(6, 8, generator=gen(0), dtype=F64, requires_grad=True)
-    k, v = torch.randn(7, 8, generator=gen(1), dtype=F64), torch.randn(7, 3, generator=gen(2), dtype=F64)
-    grads = []
-    for stabilize in (True, False):
-        phi = PerformerFeatures(8, 32, stabilize=stabilize, seed=1).double()
-        (g,) = torch.autograd.grad(feature_attention(phi(q), phi(k), v).sum(), q)
-        grads.append(g)
-    torch.testing.assert_close(grads[0], grads[1])
+    k, v = torch.randn(6, 8, generator=gen(1), dtype=F64), torch.randn(6, 3, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(8, 32, seed=1).double()
-    assert torch.autograd.gradcheck(lambda t: feature_attention(phi(t), phi(k), v), (q,))
+    stabilised = lambda t: performer_attention(t, k, v, phi, causal=causal, eps=0.0, chunk_size=4)
+    plain = lambda t: la.quadratic_linear_attention(t, k, v, causal=causal, feature_map=phi, eps=0.0)
+    (g_stable,), (g_plain,) = (torch.autograd.grad(f(q).sum(), q) for f in (stabilised, plain))
+    torch.testing.assert_close(g_stable, g_plain)
+    assert torch.autograd.gradcheck(stabilised, (q,))
 
 
 def test_performer_attention_approaches_softmax_attention_as_m_grows():
@@ -511,6 +541,51 @@ def test_performer_attention_approaches_softmax_attention_as_m_grows():
             e.append(float((feature_attention(phi(q), phi(k), v) - exact).pow(2).mean().sqrt()))
         err[m] = sum(e) / len(e)
     assert err[1024] < err[16] / 4, err  # 1/√m law: 64× more features, about 8× smaller error
+
+
+def first_order_mse(q, k, v, causal):
+    """Lemma 2 carried through the ratio: the MSE of Performer attention's row i, m = 1, iid frequencies.
+
+    One frequency w gives Y_j = exp(wᵀ(q + k_j) − ‖q‖²/2 − ‖k_j‖²/2), E[Y_j] = SM(q, k_j) and
+    E[Y_j Y_j'] = exp(‖2q + k_j + k_j'‖²/2 − ‖q‖² − ‖k_j‖²/2 − ‖k_j'‖²/2) (j = j': Lemma 2). To first order
+    out_i − o_i = Σ_j (K̂_ij − K_ij)(v_j − o_i) / D_i, so MSE_i = Σ_jj' Cov(Y_j, Y_j') (v_j − o_i)ᵀ(v_j' − o_i) / D_i²
+    for m = 1, divided by m for m frequencies. Inputs are scaled by d^(-1/4) as PerformerFeatures does.
+    """
+    qs, ks = q / q.shape[-1] ** 0.25, k / k.shape[-1] ** 0.25
+    n = q.shape[0]
+    seen = torch.ones(n, n, dtype=torch.bool).tril() if causal else torch.ones(n, n, dtype=torch.bool)
+    sm = torch.exp(qs @ ks.T) * seen  # K_ij
+    out = (sm @ v) / sm.sum(-1, keepdim=True)  # softmax attention o_i
+    s = 2 * qs[:, None, None, :] + ks[None, :, None, :] + ks[None, None, :, :]  # (i, j, j', d)
+    sq_q, sq_k = (qs * qs).sum(-1), (ks * ks).sum(-1)
+    second = torch.exp((s * s).sum(-1) / 2 - sq_q[:, None, None] - sq_k[None, :, None] / 2 - sq_k[None, None, :] / 2)
+    cov = (second - sm[:, :, None] * sm[:, None, :]) * (seen[:, :, None] & seen[:, None, :])
+    lemma2 = softmax_kernel_mse(qs[:, None, :].expand(n, n, -1), ks[None].expand(n, n, -1), 1)
+    torch.testing.assert_close(torch.diagonal(cov, dim1=1, dim2=2), lemma2 * seen, rtol=1e-10, atol=0)
+    dv = v[None, :, :] - out[:, None, :]  # (i, j, d_v)
+    return (cov * (dv @ dv.transpose(-2, -1))).sum((-2, -1)) / sm.sum(-1) ** 2, out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_performer_attention_converges_to_softmax_as_lemma_2_predicts(causal):
+    """MSE ∝ 1/m up to m = 16,384, within a band of Lemma 2's prediction, stabiliser on.
+
+    A stabiliser that divided by a constant over all positions let ε grow with m (its largest exponent grows
+    with m): at m = 16,384 its causal MSE was twice the prediction, and growing.
+    """
+    n, d = 16, 16
+    q, k = (0.5 * torch.randn(n, d, generator=gen(s), dtype=F64) for s in (0, 1))
+    v = torch.randn(n, 4, generator=gen(2), dtype=F64)
+    predicted, softmax_out = first_order_mse(q, k, v, causal)
+    for m in (256, 16384):
+        errors = [
+            ((PerformerAttention(d, m, orthogonal=False, seed=s).double()(q, k, v, causal=causal) - softmax_out) ** 2)
+            .sum(-1)
+            .mean()
+            for s in range(50)
+        ]
+        ratio = float(torch.stack(errors).mean() / (predicted.mean() / m))
+        assert 0.7 < ratio < 1.3, (m, ratio)  # 50 draws: 0.79 to 1.03 over four sets of seeds
 
 
 def test_redraw_changes_frequencies_and_seeds_reproduce():
@@ -553,11 +628,13 @@ def test_bad_inputs_raise_clear_errors():
         RandomFourierFeatures(3, 7.0)
     with pytest.raises(ValueError, match="stabilize must be"):
         positive_softmax_features(x, torch.randn(3, 4), stabilize="max")
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, d=3\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., d=3\)"):
         PerformerFeatures(3, 4)(torch.randn(5, 4))
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, d=3\) \(the stabiliser"):
-        PerformerFeatures(3, 4)(torch.randn(3))
-    assert PerformerFeatures(3, 4, stabilize=False)(torch.randn(3)).shape == (4,)
+    assert PerformerFeatures(3, 4)(torch.randn(3)).shape == (4,)
+    with pytest.raises(TypeError, match="features must be a PerformerFeatures"):
+        performer_attention(x, x, x, lambda t: t)
+    with pytest.raises(ValueError, match="forms no attention weights to drop"):
+        PerformerAttention(3, 4)(x, x, x, dropout_p=0.1)
     with pytest.raises(ValueError, match="k_train must be square"):
         kernel_ridge(torch.randn(4, 3, dtype=F64), torch.randn(4, dtype=F64), 1.0)
     with pytest.raises(ValueError, match="same N"):
@@ -583,10 +660,9 @@ def test_performer_features_plug_into_linear_attention():
     phi = PerformerFeatures(d, 256, seed=0).double()
     out = la.linear_attention(q, k, v, feature_map=phi, eps=0.0)
     torch.testing.assert_close(out, feature_attention(phi(q), phi(k), v))
-    for causal in (False, True):  # the stabiliser's constant cancels in the prefix sums too
-        off = PerformerFeatures(d, 256, stabilize=False, seed=0).double()
-        on_out = la.linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0)
-        torch.testing.assert_close(on_out, la.linear_attention(q, k, v, causal=causal, feature_map=off, eps=0.0))
+    for causal in (False, True):  # the stabiliser's constants cancel in the prefix sums too
+        stable = performer_attention(q, k, v, phi, causal=causal, eps=0.0)
+        torch.testing.assert_close(stable, la.linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0))
     exact = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v
     err = [
         float((la.linear_attention(q, k, v, feature_map=PerformerFeatures(d, m, seed=1).double()) - exact).abs().mean())
@@ -595,8 +671,8 @@ def test_performer_features_plug_into_linear_attention():
     assert err[1] < err[0] / 4, err
 
 
-def test_performer_features_step_by_step_need_the_stabilizer_off():
-    """One token at a time, each call would get its own constant, which does not cancel across the state."""
+def test_performer_features_step_by_step():
+    """The features are computed position by position, so the recurrent form gives the parallel one's numbers."""
     la = pytest.importorskip("companion.linear_attention")
     d = 8
     q, k = (
@@ -604,7 +680,7 @@ def test_performer_features_step_by_step_need_the_stabilizer_off():
         0.5 * torch.randn(1, 12, d, generator=gen(1), dtype=F64),
     )
     v = torch.randn(1, 12, 4, generator=gen(2), dtype=F64)
-    off = PerformerFeatures(d, 64, stabilize=False, seed=0).double()
+    off = PerformerFeatures(d, 64, seed=0).double()
     parallel = la.linear_attention(q, k, v, causal=True, feature_map=off, eps=0.0)
     state, outs = None, []
     for i in range(12):

@@ -47,7 +47,7 @@ def test_tiny_sweep_summarises_its_runs(tmp_path, capsys):
 
 def test_performer_attention_is_causal_and_is_favor_plus():
     sweep = load_script()
-    attention = sweep.PerformerAttention(d_k=4, m=16, seed=0)
+    attention = sweep.make_attention("performer", band=3, d_k=4, features=16, seed=0)
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 7, 4, generator=g) for _ in range(3))
     out = attention(q, k, v, causal=True)
@@ -55,5 +55,6 @@ def test_performer_attention_is_causal_and_is_favor_plus():
     k2[..., 5:, :], v2[..., 5:, :] = 3.0, -2.0  # change the future
     assert torch.allclose(attention(q, k2, v2, causal=True)[..., :5, :], out[..., :5, :], atol=1e-5)
     phi = rf.PerformerFeatures(4, 16, seed=0)
+    assert torch.equal(attention.features.w, phi.w)
     expected = la.quadratic_linear_attention(q, k, v, causal=True, feature_map=phi)
     assert torch.allclose(out, expected, atol=1e-5)
