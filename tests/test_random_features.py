@@ -19,6 +19,7 @@ from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from companion.benchmarking import fit_loglog_slope
+from companion.linear_attention import linear_attention, linear_attention_step
 from companion.random_features import (
     KERNELS,
     PerformerFeatures,
@@ -571,25 +572,24 @@ def test_bad_inputs_raise_clear_errors():
 
 
 # ----------------------------------------------------------------------------------------------------
-# Plugged into chapter 7's linear attention (skipped where companion.linear_attention is absent)
+# Plugged into chapter 8's linear attention
 
 
 def test_performer_features_plug_into_linear_attention():
-    la = pytest.importorskip("companion.linear_attention")
     d = 16
     q = 0.5 * torch.randn(2, 3, 40, d, generator=gen(0), dtype=F64)  # (B, h, n, d)
     k = 0.5 * torch.randn(2, 3, 40, d, generator=gen(1), dtype=F64)
     v = torch.randn(2, 3, 40, 8, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(d, 256, seed=0).double()
-    out = la.linear_attention(q, k, v, feature_map=phi, eps=0.0)
+    out = linear_attention(q, k, v, feature_map=phi, eps=0.0)
     torch.testing.assert_close(out, feature_attention(phi(q), phi(k), v))
     for causal in (False, True):  # the stabiliser's constant cancels in the prefix sums too
         off = PerformerFeatures(d, 256, stabilize=False, seed=0).double()
-        on_out = la.linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0)
-        torch.testing.assert_close(on_out, la.linear_attention(q, k, v, causal=causal, feature_map=off, eps=0.0))
+        on_out = linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0)
+        torch.testing.assert_close(on_out, linear_attention(q, k, v, causal=causal, feature_map=off, eps=0.0))
     exact = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v
     err = [
-        float((la.linear_attention(q, k, v, feature_map=PerformerFeatures(d, m, seed=1).double()) - exact).abs().mean())
+        float((linear_attention(q, k, v, feature_map=PerformerFeatures(d, m, seed=1).double()) - exact).abs().mean())
         for m in (16, 1024)
     ]
     assert err[1] < err[0] / 4, err
@@ -597,7 +597,6 @@ def test_performer_features_plug_into_linear_attention():
 
 def test_performer_features_step_by_step_need_the_stabilizer_off():
     """One token at a time, each call would get its own constant, which does not cancel across the state."""
-    la = pytest.importorskip("companion.linear_attention")
     d = 8
     q, k = (
         0.5 * torch.randn(1, 12, d, generator=gen(0), dtype=F64),
@@ -605,9 +604,9 @@ def test_performer_features_step_by_step_need_the_stabilizer_off():
     )
     v = torch.randn(1, 12, 4, generator=gen(2), dtype=F64)
     off = PerformerFeatures(d, 64, stabilize=False, seed=0).double()
-    parallel = la.linear_attention(q, k, v, causal=True, feature_map=off, eps=0.0)
+    parallel = linear_attention(q, k, v, causal=True, feature_map=off, eps=0.0)
     state, outs = None, []
     for i in range(12):
-        y, state = la.linear_attention_step(q[:, i], k[:, i], v[:, i], state, feature_map=off, eps=0.0)
+        y, state = linear_attention_step(q[:, i], k[:, i], v[:, i], state, feature_map=off, eps=0.0)
         outs.append(y)
     torch.testing.assert_close(torch.stack(outs, dim=1), parallel)
