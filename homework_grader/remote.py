@@ -10,8 +10,9 @@ carries gradient comes back attached to the grader's copy of the model, its grad
 (:class:`_RemoteGraph`). A class is checked the same way through a mirror (:func:`remote_class`). An argument
 that cannot be sent as data (a lambda, an object of a class of the checker's own that is no model) gives an
 error verdict that says so: nothing is ever checked in the answer's process. A memory check
-(:func:`companion.exercises.checking.peak_bytes`) is measured where the allocations happen: while it runs, each
-call asks the answer's process to measure its own peak and send it back with the result.
+(:func:`companion.exercises.checking.peak_bytes`) is measured where the allocations happen: the checker is given
+the sandbox's :class:`~companion.exercises.checking.RemoteMemory`; while a measurement runs, each call asks the
+answer's process to measure its own peak, and the peak sent back with the result is recorded there.
 Whatever happens, the process and everything it started are killed (its process group) before this returns.
 """
 
@@ -28,13 +29,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from companion.exercises.checking import Abort, measuring_memory, record_remote_peak
+from companion.exercises.checking import Abort, RemoteMemory
 
 from . import walls, wire
 from .sandbox import defining_modules
@@ -74,6 +75,8 @@ class Sandbox:
     deadline: float = 0.0
     isolated: bool = False
     lost: bool = False  # its monitor was gone: the answer ended the process that watched it
+    #: where the checker's memory measurements take the peaks this process measures (see check_exercise)
+    memory: RemoteMemory = field(default_factory=RemoteMemory)
 
     def start(self, init: dict[str, Any]) -> dict[str, Any]:
         """Start the process (forked by the fork server) and send it the answer; return once it is ready to run
@@ -173,10 +176,10 @@ class Sandbox:
 
     def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         # while a checker measures memory, the answer's process measures its own call (its allocations are there)
-        message = {"op": "call", "args": list(args), "kwargs": kwargs, "measure": measuring_memory()}
+        message = {"op": "call", "args": list(args), "kwargs": kwargs, "measure": self.memory.measuring}
         reply = self.request(message)
         if "peak" in reply:
-            record_remote_peak(reply["peak"])
+            self.memory.record(reply["peak"])
         return reply
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -535,12 +538,12 @@ class _RemoteModule(torch.nn.Module):
         params = [p for _, p in named]
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in params + inputs)
-        meta = {"module": ident, "state": state, "training": training, "grad": grad, "measure": measuring_memory()}
+        meta = {"module": ident, "state": state, "training": training, "grad": grad, "measure": box.memory.measuring}
         if not grad:
             reply = _request(box, "forward", meta, args, kwargs)["value"]
             self._load_buffers(reply["buffers"])
             if "peak" in reply:
-                record_remote_peak(reply["peak"])
+                box.memory.record(reply["peak"])
             return reply["out"]
         return _RemoteCall.apply(self, meta, args, kwargs, len(params), *params, *inputs)
 
@@ -634,7 +637,7 @@ def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[s
         with CHECK_LOCK:
             box.deadline = time.monotonic() + limits.seconds
             try:
-                v = checker.verdict(student)
+                v = checker.verdict(student, memory=box.memory)
             except wire.Unportable as e:
                 return {**out, "status": "unportable", "why": str(e)}
         fields = ("status", "problem", "input", "expected", "got", "hint", "cases")

@@ -408,3 +408,29 @@ def test_peak_bytes_counts_numpy_as_well_as_torch():
     vector = peak_bytes(lambda: np.ones(n).sum())
     assert numpy_square >= n * n * 8 and torch_square >= n * n * 8
     assert vector < n * n * 8 / 50
+
+
+def test_a_harness_that_runs_the_student_elsewhere_passes_in_where_its_peaks_go():
+    """A grader runs the student's calls in another process, which measures them: the grader hands the checker a
+    RemoteMemory, reads ``measuring`` before each call and records the peak that comes back; peak_bytes then
+    reports that peak, not what this process allocated. No state outside the objects passed in."""
+    from companion.exercises.checking import RemoteMemory
+
+    memory, elsewhere = RemoteMemory(), 7 * 2**20
+    asked = []
+
+    def student(x):  # a grader's stand-in for the student's function
+        asked.append(memory.measuring)
+        memory.record(elsewhere)  # the peak the other process measured (ignored unless measuring)
+        return x
+
+    def cases(f):
+        peak = peak_bytes(f, torch.ones(3))
+        if peak != elsewhere:
+            raise Mismatch(f"peak {peak}")
+        return 1
+
+    assert Checker("f", cases).verdict(student, memory=memory).passed
+    assert asked == [True, True] and not memory.measuring  # both runs of peak_bytes measured remotely
+    assert not Checker("f", cases).verdict(student).passed  # no memory passed in: measured here, a few bytes
+    assert peak_bytes(student, torch.ones(3)) < 2**20  # outside a checker too

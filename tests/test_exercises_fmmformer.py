@@ -496,9 +496,9 @@ def test_fmm_attention_names_a_mistake_only_when_every_case_agrees():
 
 
 def exercises_mistakes():
-    from companion.exercises import fmmformer as exercises
+    from companion.exercises.fmm_attention_cases import FMM_MISTAKES
 
-    return exercises._FMM_MISTAKES
+    return FMM_MISTAKES
 
 
 def test_fmm_attention_wants_the_class():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -181,10 +179,6 @@ def test_module_is_an_attention_function_of_the_seam():
     assert not torch.allclose(attn(q, k, v, causal=True, dropout_p=0.5), out)
 
 
-@pytest.mark.skipif(
-    "attention" not in inspect.signature(MultiHeadAttention).parameters,
-    reason="MultiHeadAttention takes an attention function once the refactor is merged",
-)
 def test_module_inside_multi_head_attention():
     torch.manual_seed(0)
     fmm = FMMAttention(bandwidth=4, n_heads=2)

@@ -19,6 +19,7 @@ from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from companion.benchmarking import fit_loglog_slope
+from companion.linear_attention import linear_attention, linear_attention_step, quadratic_linear_attention
 from companion.random_features import (
     KERNELS,
     PerformerAttention,
@@ -468,7 +469,7 @@ def test_float32_underflow_without_the_stabilizer_and_fixed_with_it():
     q, k, v = q[None, :20], k[None, :20], v[None, :20]
     for causal in (False, True):
         out = performer_attention(q, k, v, phi, causal=causal, eps=0.0)
-        plain = la.quadratic_linear_attention(*(t.double() for t in (q, k, v)), causal=causal, feature_map=phi, eps=0.0)
+        plain = quadratic_linear_attention(*(t.double() for t in (q, k, v)), causal=causal, feature_map=phi, eps=0.0)
         assert bool(torch.isfinite(out).all())
         torch.testing.assert_close(out.double(), plain, rtol=1e-3, atol=1e-4)
 
@@ -498,7 +499,7 @@ def test_performer_attention_is_linear_attention_with_its_features(kind, causal)
     mask = torch.rand(2, 1, 1, 17, generator=gen(3)) > 0.3
     mask[..., 5] = True  # every query of the causal form sees a kept key
     for keep, eps in ((None, 0.0), (None, 1e-6), (mask, 0.1)):
-        ref = la.quadratic_linear_attention(q, k, v, keep, causal=causal, feature_map=phi, eps=eps)
+        ref = quadratic_linear_attention(q, k, v, keep, causal=causal, feature_map=phi, eps=eps)
         for chunk_size in (1, 4, 128):
             out = performer_attention(q, k, v, phi, keep, causal=causal, eps=eps, chunk_size=chunk_size)
             torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-11)
@@ -522,7 +523,7 @@ def test_gradients_pass_through_the_stabilised_attention_unchanged(causal):
     k, v = torch.randn(6, 8, generator=gen(1), dtype=F64), torch.randn(6, 3, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(8, 32, seed=1).double()
     stabilised = lambda t: performer_attention(t, k, v, phi, causal=causal, eps=0.0, chunk_size=4)
-    plain = lambda t: la.quadratic_linear_attention(t, k, v, causal=causal, feature_map=phi, eps=0.0)
+    plain = lambda t: quadratic_linear_attention(t, k, v, causal=causal, feature_map=phi, eps=0.0)
     (g_stable,), (g_plain,) = (torch.autograd.grad(f(q).sum(), q) for f in (stabilised, plain))
     torch.testing.assert_close(g_stable, g_plain)
     assert torch.autograd.gradcheck(stabilised, (q,))
@@ -648,24 +649,23 @@ def test_bad_inputs_raise_clear_errors():
 
 
 # ----------------------------------------------------------------------------------------------------
-# Plugged into chapter 7's linear attention (skipped where companion.linear_attention is absent)
+# Plugged into chapter 8's linear attention
 
 
 def test_performer_features_plug_into_linear_attention():
-    la = pytest.importorskip("companion.linear_attention")
     d = 16
     q = 0.5 * torch.randn(2, 3, 40, d, generator=gen(0), dtype=F64)  # (B, h, n, d)
     k = 0.5 * torch.randn(2, 3, 40, d, generator=gen(1), dtype=F64)
     v = torch.randn(2, 3, 40, 8, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(d, 256, seed=0).double()
-    out = la.linear_attention(q, k, v, feature_map=phi, eps=0.0)
+    out = linear_attention(q, k, v, feature_map=phi, eps=0.0)
     torch.testing.assert_close(out, feature_attention(phi(q), phi(k), v))
     for causal in (False, True):  # the stabiliser's constants cancel in the prefix sums too
         stable = performer_attention(q, k, v, phi, causal=causal, eps=0.0)
-        torch.testing.assert_close(stable, la.linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0))
+        torch.testing.assert_close(stable, linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0))
     exact = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v
     err = [
-        float((la.linear_attention(q, k, v, feature_map=PerformerFeatures(d, m, seed=1).double()) - exact).abs().mean())
+        float((linear_attention(q, k, v, feature_map=PerformerFeatures(d, m, seed=1).double()) - exact).abs().mean())
         for m in (16, 1024)
     ]
     assert err[1] < err[0] / 4, err
@@ -681,9 +681,9 @@ def test_performer_features_step_by_step():
     )
     v = torch.randn(1, 12, 4, generator=gen(2), dtype=F64)
     off = PerformerFeatures(d, 64, seed=0).double()
-    parallel = la.linear_attention(q, k, v, causal=True, feature_map=off, eps=0.0)
+    parallel = linear_attention(q, k, v, causal=True, feature_map=off, eps=0.0)
     state, outs = None, []
     for i in range(12):
-        y, state = la.linear_attention_step(q[:, i], k[:, i], v[:, i], state, feature_map=off, eps=0.0)
+        y, state = linear_attention_step(q[:, i], k[:, i], v[:, i], state, feature_map=off, eps=0.0)
         outs.append(y)
     torch.testing.assert_close(torch.stack(outs, dim=1), parallel)

@@ -26,7 +26,7 @@ from ..linear_attention import (
     linear_attention_step,
     quadratic_linear_attention,
 )
-from . import time_call
+from .measuring import time_call
 
 __all__ = [
     "GenerationMeasurement",

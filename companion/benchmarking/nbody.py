@@ -11,7 +11,7 @@ import torch
 
 from .._validate import require_positive_int
 from ..nbody import cell_potential, default_n_cells, direct_potential, relative_error
-from . import time_call
+from .measuring import time_call
 
 __all__ = ["NBodyMeasurement", "measure_nbody"]
 

@@ -31,7 +31,6 @@ from ..linear_attention import numerical_rank
 from ..transformer import CausalBlock
 from .checking import (
     RAISED,
-    Case,
     Checker,
     Mismatch,
     Trial,
@@ -49,6 +48,15 @@ from .checking import (
     hidden_inputs,
     same,
     show,
+)
+from .fmm_attention_cases import (
+    DTYPES,
+    FMM_MISTAKES,
+    LINEAR_EPS,
+    MistakenAttention,
+    fmm_built,
+    fmm_cases,
+    fmm_hidden,
 )
 
 __all__ = ["check_causal_band_mask", "check_banded_softmax", "check_fmm_attention", "check_numerical_rank"]
@@ -204,98 +212,6 @@ FMM_PARAMETERS = ("near_raw", "far_raw")
 FMM_INIT = 0.5
 """The starting value of both blend weights, softplus(θ) = 0.5 (the companion's ``init_near``, ``init_far``)."""
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-_LINEAR_EPS = 1e-6  # added to each far-field denominator, as companion.linear_attention does
-
-
-def _fmm_case(
-    batch: int,
-    heads: int,
-    n: int,
-    d: int,
-    d_v: int,
-    b: int,
-    r: int,
-    dtype: str,
-    *,
-    why: str,
-    near: list[float] | None = None,
-    far: list[float] | None = None,
-    scale: float = 1.0,
-    block: tuple[int, int] | None = None,
-) -> Case:
-    """One case: the module's settings, its inputs (or the block's), θ, a cotangent and the inputs changed after t."""
-    kind = _DTYPES[dtype]
-
-    def theta(values: list[float] | None) -> torch.Tensor:
-        drawn = 4 * torch.rand(heads, dtype=torch.float64) - 2 if values is None else torch.tensor(values)
-        return drawn.to(torch.float32).reshape(heads, 1, 1)
-
-    t = int(torch.randint(0, n - 1, ())) if n > 1 else 0
-    setup = {"bandwidth": b, "n_heads": heads, "n_maps": r, "dtype": dtype, "t": t, "block": block}
-    data: dict[str, Any] = {"near_raw": theta(near), "far_raw": theta(far)}
-    if block is None:
-        shapes = {"q": (batch, heads, n, d), "k": (batch, heads, n, d), "v": (batch, heads, n, d_v)}
-        out_shape = shapes["v"]
-    else:
-        d_model, d_ff = block
-        shapes = {"x": (batch, n, d_model)}
-        out_shape = shapes["x"]
-        net = CausalBlock(d_model, heads, d_ff, norm_first=True)
-        with torch.no_grad():
-            for res in net.residuals:  # LayerNorm starts at 1 and 0: make it matter
-                res.norm.weight.copy_(1 + 0.3 * torch.randn(d_model))
-                res.norm.bias.copy_(0.3 * torch.randn(d_model))
-        data["block_state"] = {k: v.to(kind) for k, v in net.state_dict().items()}
-    inputs = {
-        name: scale ** (name != "v" and name != "x") * torch.randn(*shape, dtype=kind) for name, shape in shapes.items()
-    }
-    later = {name: x.clone() for name, x in inputs.items()}
-    for x in later.values():
-        x[..., t + 1 :, :] = torch.randn_like(x[..., t + 1 :, :])
-    data |= {"inputs": inputs, "later": later, "cotangent": torch.randn(*out_shape, dtype=kind)}
-    return case(setup, data, why=why)
-
-
-def _fmm_cases() -> list[Case]:
-    return [
-        _fmm_case(2, 2, 10, 4, 4, 3, 2, "float64", near=[0.5, 1.5], far=[-40.0, -40.0],
-                  why="far_raw = -40, so w_far = softplus(-40) ≈ 4e-18: the near field alone"),
-        _fmm_case(1, 2, 12, 4, 3, 3, 2, "float64", near=[-40.0, -40.0], far=[0.3, -1.0],
-                  why="near_raw = -40, so w_near ≈ 4e-18: the far field alone"),
-        _fmm_case(2, 1, 8, 3, 2, 1, 1, "float64", why="b = 1 (each query's own key) and one feature map"),
-        _fmm_case(2, 3, 16, 8, 8, 5, 3, "float32", near=[-1.5, 0.0, 2.0], far=[1.0, -2.0, 0.5],
-                  why="three heads with their own weights, three feature maps, float32"),
-        _fmm_case(1, 2, 7, 4, 4, 9, 2, "float64", why="b > n: the band is every earlier key"),
-        _fmm_case(1, 2, 24, 4, 4, 4, 2, "float64", scale=8.0, why="large scores: q and k times 8"),
-        _fmm_case(2, 2, 9, 4, 4, 3, 2, "float64", block=(8, 16),
-                  why="your module inside a pre-norm block: x + attention(norm(x)), then x + MLP(norm(x))"),
-    ]  # fmt: skip
-
-
-def _fmm_hidden() -> list[Case]:
-    cases = []
-    for _ in range(4):
-        batch, heads, n, d, d_v = (
-            int(x)
-            for x in torch.randint(1, 4, (1,)).tolist()
-            + torch.randint(1, 5, (1,)).tolist()
-            + torch.randint(2, 21, (1,)).tolist()
-            + torch.randint(1, 7, (2,)).tolist()
-        )
-        b, r = int(torch.randint(1, n + 3, ())), int(torch.randint(1, 4, ()))
-        dtype = ("float32", "float64")[int(torch.randint(0, 2, ()))]
-        cases.append(_fmm_case(batch, heads, n, d, d_v, b, r, dtype, why="random sizes, bandwidth and weights"))
-    heads, d = int(torch.randint(1, 4, ())), int(torch.randint(1, 5, ()))
-    n, b = int(torch.randint(2, 16, ())), int(torch.randint(1, 6, ()))
-    cases.append(_fmm_case(int(torch.randint(1, 3, ())), heads, n, d, d, b, int(torch.randint(1, 4, ())), "float64",
-                           block=(heads * d, 16), why="random sizes, inside the pre-norm block"))  # fmt: skip
-    return cases
-
-
-def _fmm_built(setup: dict[str, Any]) -> str:
-    return f"FMMAttention(bandwidth={setup['bandwidth']}, n_heads={setup['n_heads']}, n_maps={setup['n_maps']})"
-
 
 def _fmm_label(t: Trial) -> str:
     """The case in words; a hidden one says so, with its seed (its inputs are not shown in full)."""
@@ -315,14 +231,14 @@ def _fmm_label(t: Trial) -> str:
             f"CausalBlock(d_model={d_model}, n_heads={setup['n_heads']}, d_ff={d_ff}, norm_first=True, "
             f"attention=yours) on x of shape {tuple(x.shape)}, {setup['dtype']}"
         )
-    text = f"{_fmm_built(setup)} with {weights}; {call_text}  ({t.case.why})"
+    text = f"{fmm_built(setup)} with {weights}; {call_text}  ({t.case.why})"
     return text if t.hidden_seed is None else f"{text}  [a hidden random case, seed {t.hidden_seed}]"
 
 
 def _fmm_run(module: nn.Module, setup: dict[str, Any], data: dict[str, Any], run: Callable[..., Any]) -> dict:
     """Load θ (and the block's weights), run forward and backward and the changed inputs; ``run(f, *args)`` calls
     code that may be the student's (through :func:`call`) or the reference's (directly)."""
-    kind = _DTYPES[setup["dtype"]]
+    kind = DTYPES[setup["dtype"]]
     theta = {name: data[name].to(kind) for name in FMM_PARAMETERS}
     if setup["block"] is None:
         net = run(module.to, kind)
@@ -361,7 +277,7 @@ class _CausalFMMAttention(FMMAttention):
 
 def _fmm_reference_module(setup: dict[str, Any]) -> nn.Module:
     b, h, r = setup["bandwidth"], setup["n_heads"], setup["n_maps"]
-    return _CausalFMMAttention(bandwidth=b, feature_maps=FMM_FEATURE_MAPS[:r], n_heads=h, eps=_LINEAR_EPS)
+    return _CausalFMMAttention(bandwidth=b, feature_maps=FMM_FEATURE_MAPS[:r], n_heads=h, eps=LINEAR_EPS)
 
 
 def _fmm_expected(setup: dict[str, Any], data: dict[str, Any]) -> dict:
@@ -371,7 +287,7 @@ def _fmm_expected(setup: dict[str, Any], data: dict[str, Any]) -> dict:
 def _fmm_student(FMMAttention_: type, setup: dict[str, Any], data: dict[str, Any], label: str) -> dict:
     """Build the student's module, check its two parameters, then run it as the reference ran."""
     h = setup["n_heads"]
-    built = _fmm_built(setup)
+    built = fmm_built(setup)
     kwargs = {"bandwidth": setup["bandwidth"], "n_heads": h, "n_maps": setup["n_maps"]}
     module = call(FMMAttention_, input=built, **kwargs)
     _fmm_require_parameters(module, built, h)
@@ -401,93 +317,19 @@ def _fmm_require_parameters(module: Any, built: str, h: int) -> dict[str, Any]:
     return params
 
 
-# The typical mistakes, each an attention (q, k, v, θ₁, θ₂, b, r) -> output, run as the reference is.
-
-
-def _near(q, k, v, b, *, causal=True, scale=True):
-    if not scale:
-        q = q * math.sqrt(q.shape[-1])
-    return banded_attention(q, k, v, causal=causal, bandwidth=b)
-
-
-def _far(q, k, v, maps, *, causal=True, skip=0, normalise=True, shared=False):
-    """Σ_l φ_l(Q)φ_l(K)ᵀV / (φ_l(Q)φ_l(K)ᵀ1 + eps) as matrices, over the keys j ≤ i − skip (causal)."""
-    terms = []
-    for phi in maps:
-        a = phi(q) @ phi(k).transpose(-2, -1)
-        terms.append(a.tril(-skip) if causal else a)
-    if shared:
-        a = sum(terms)
-        return (a @ v) / (a.sum(-1, keepdim=True) + _LINEAR_EPS)
-    if not normalise:
-        return sum(a @ v for a in terms)
-    return sum((a @ v) / (a.sum(-1, keepdim=True) + _LINEAR_EPS) for a in terms)
-
-
-def _blend(q, k, v, tn, tf, b, r, *, weight=F.softplus, near=None, far=None):
-    near = _near(q, k, v, b) if near is None else near
-    far = _far(q, k, v, FMM_FEATURE_MAPS[:r]) if far is None else far
-    return weight(tn).to(q.dtype) * near + weight(tf).to(q.dtype) * far
-
-
-_FMM_MISTAKES: list[tuple[Callable[..., torch.Tensor], str]] = [
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, near=_near(q, k, v, b + 1)),
-     "Your band holds b + 1 keys: query i sees itself and the b - 1 keys before it, 0 <= i - j < b."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, near=_near(q, k, v, b, causal=False)),
-     "Your near field also reads keys after the query (|i - j| < b): the causal band is 0 <= i - j < b."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, near=_near(q, k, v, b, scale=False)),
-     "Divide the near field's scores by √d_k before the softmax."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[:r], skip=b)),
-     "The far field runs over every key j <= i, the band's keys included (each term is a causal linear attention "
-     "over all earlier keys): yours leaves the band's keys out."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[:r], causal=False)),
-     "The far field must be causal too: φ_l(q_i)ᵀ Σ_{j <= i} φ_l(k_j) v_jᵀ, not a sum over every key."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, weight=lambda t: t),
-     "The blend weights must be positive: w = softplus(θ) = log(1 + e^θ), not θ itself (θ may be negative)."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, weight=torch.exp),
-     "The blend weights are w = softplus(θ) = log(1 + e^θ), not e^θ."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, weight=torch.sigmoid),
-     "The blend weights are w = softplus(θ) = log(1 + e^θ), not sigmoid(θ) (which keeps them below 1)."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r,
-                                          far=_far(q, k, v, FMM_FEATURE_MAPS[:r], normalise=False)),
-     "Divide each far-field term by its normaliser φ_l(q_i)ᵀ Σ_{j <= i} φ_l(k_j) + 1e-6: yours is not divided."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[::-1][:r])),
-     "The feature maps come in the order elu(x) + 1, elu(-x) + 1, tanh(x) + 1, and n_maps = r takes the first r."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r, far=_far(q, k, v, FMM_FEATURE_MAPS[:r], shared=True)),
-     "Each feature map is its own linear attention with its own denominator φ_l(q_i)ᵀ Σ_{j <= i} φ_l(k_j)."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tf, tn, b, r),
-     "near_raw weights the banded (near) term and far_raw the far field: yours are swapped."),
-    (lambda q, k, v, tn, tf, b, r: _blend(q, k, v, tn, tf, b, r) / (F.softplus(tn) + F.softplus(tf)).to(q.dtype),
-     "Do not divide by w_near + w_far: the blend is w_near · DV + w_far · (far field)."),
-]  # fmt: skip
-
 _FMM_HINT = (
     "V̂ = softplus(near_raw) · softmax(band_b(QKᵀ/√d_k)) V + softplus(far_raw) · Σ_l linear_attention(q, k, v, "
     "causal=True, feature_map=φ_l), for the first n_maps of elu(x) + 1, elu(-x) + 1, tanh(x) + 1."
 )
 
 
-class _MistakenAttention(nn.Module):
-    """A typical mistake as a module with the student's two parameters, to run through the same block."""
-
-    def __init__(self, wrong: Callable[..., torch.Tensor], setup: dict[str, Any]) -> None:
-        super().__init__()
-        self.wrong, self.b, self.r = wrong, setup["bandwidth"], setup["n_maps"]
-        h = setup["n_heads"]
-        self.near_raw = nn.Parameter(torch.zeros(h, 1, 1))
-        self.far_raw = nn.Parameter(torch.zeros(h, 1, 1))
-
-    def forward(self, q, k, v, mask=None, causal=True):
-        return self.wrong(q, k, v, self.near_raw, self.far_raw, self.b, self.r)
-
-
 def _fmm_mistake_outputs(t: Trial) -> list[Any]:
     out = []
-    for wrong, _ in _FMM_MISTAKES:
+    for wrong, _ in FMM_MISTAKES:
         setup, data = _copies(t.case)[0]
         try:
             with torch.no_grad():
-                out.append(_fmm_run(_MistakenAttention(wrong, setup), setup, data, lambda f, *a: f(*a))["out"])
+                out.append(_fmm_run(MistakenAttention(wrong, setup), setup, data, lambda f, *a: f(*a))["out"])
         except Exception:
             out.append(RAISED)
     return out
@@ -531,8 +373,8 @@ def _fmm_judge(trials: Sequence[Trial]) -> None:
                 (RAISED if u.error else u.got["out"], u.expected["out"], m)
                 for u, m in zip(trials, mistakes, strict=True)
             ]
-            named = confirmed(rows, [h for _, h in _FMM_MISTAKES], atol=atol, rtol=rtol)
-            here = [(lambda o=mistakes[index][i]: o, h) for i, (_, h) in enumerate(_FMM_MISTAKES) if h in named]
+            named = confirmed(rows, [h for _, h in FMM_MISTAKES], atol=atol, rtol=rtol)
+            here = [(lambda o=mistakes[index][i]: o, h) for i, (_, h) in enumerate(FMM_MISTAKES) if h in named]
             if not any(same(got["out"], m(), atol=atol, rtol=rtol) for m, _ in here):
                 _fmm_causal(t, label, atol, rtol)
             expect(got["out"], expected["out"], input=label, what="The output", hint=_FMM_HINT, atol=atol, rtol=rtol,
@@ -605,7 +447,7 @@ MEMORY_N_FMM = 1024
 def _fmm_memory(FMMAttention_: type) -> None:
     n, d, b = MEMORY_N_FMM, 8, 16
     setup = {"bandwidth": b, "n_heads": 1, "n_maps": 2}
-    built = _fmm_built(setup)
+    built = fmm_built(setup)
     theta = {"near_raw": torch.full((1, 1, 1), 0.3), "far_raw": torch.full((1, 1, 1), -0.2)}
     module = call(FMMAttention_, input=built, bandwidth=b, n_heads=1, n_maps=2)
     _fmm_require_parameters(module, built, 1)
@@ -631,7 +473,7 @@ def _fmm_memory(FMMAttention_: type) -> None:
 
 def _fmm_start(FMMAttention_: type) -> None:
     setup = {"bandwidth": 3, "n_heads": 2, "n_maps": 2}
-    built = _fmm_built(setup)
+    built = fmm_built(setup)
     module = call(FMMAttention_, input=built, bandwidth=3, n_heads=2, n_maps=2)
     params = _fmm_require_parameters(module, built, 2)
     theta0 = math.log(math.expm1(FMM_INIT))
@@ -653,9 +495,9 @@ def _fmm_start(FMMAttention_: type) -> None:
 def _fmm_trials() -> list[Trial]:
     """The shown cases, then the hidden ones (drawn under a fresh seed), each with its expectation computed first,
     on copies (``draw_trials`` without its search for duplicates, which random tensors never are)."""
-    trials = [Trial(c) for c in _fmm_cases()]
+    trials = [Trial(c) for c in fmm_cases()]
     with hidden_inputs() as seed:
-        trials += [Trial(c, hidden_seed=seed) for c in _fmm_hidden()]
+        trials += [Trial(c, hidden_seed=seed) for c in fmm_hidden()]
     for t in trials:
         t.reference_args = _copies(t.case)
         t.expected = _fmm_expected(*t.reference_args[0])

@@ -15,7 +15,7 @@ import torch
 from matplotlib.axes import Axes
 
 from .._validate import describe, require_int
-from . import _as_numpy as _numpy
+from .figures import _as_numpy as _numpy
 
 __all__ = ["plot_lm_tables", "pca_2d", "plot_projection", "plot_loss", "plot_word2vec_network"]
 

@@ -22,7 +22,7 @@ from .._validate import require_ndim, require_number, require_positive_int, requ
 from ..bpe import BPETokenizer
 from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
-from . import train, warmup_cosine_schedule
+from .loop import train, warmup_cosine_schedule
 
 __all__ = [
     "pydoc_text",

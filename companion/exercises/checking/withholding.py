@@ -1,0 +1,111 @@
+"""The companion's own answer, withheld while the student's code runs: each dotted name, and every other
+binding of the same object in the companion's loaded modules and the notebook's namespace, is a stand-in that
+raises :class:`WithheldReference` until the call returns."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+
+class WithheldReference(Exception):
+    """Raised by the stand-in of the companion's answer when a student's code calls it during a check."""
+
+
+def resolve(names: Sequence[str]) -> list[tuple[str, Any]]:
+    """``(dotted name, object)`` for each name: a module attribute, or an attribute of a class in a module."""
+    out = []
+    for dotted in names:
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            try:
+                obj: Any = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = inspect.getattr_static(obj, attr) if isinstance(obj, type) else getattr(obj, attr)
+            out.append((dotted, obj))
+            break
+        else:
+            raise ValueError(f"cannot find {dotted!r} to withhold")
+    return out
+
+
+def _stand_in(name: str) -> Callable[..., Any]:
+    short = name.rsplit(".", 1)[-1]
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        raise WithheldReference(
+            f"the companion's `{name}` is not available while the checker runs your code: write this one yourself."
+        )
+
+    stand_in.__name__ = stand_in.__qualname__ = short
+    return stand_in
+
+
+@contextmanager
+def withheld(names: Sequence[str], namespaces: Sequence[dict[str, Any]] = ()) -> Iterator[None]:
+    """Replace each dotted name (``"companion.bpe.merge"``) by a stand-in raising :class:`WithheldReference`.
+
+    The same object bound under another name is replaced too, found by identity: in every loaded
+    ``companion`` module (``from .bpe import merge``) and in ``namespaces`` (the notebook's globals, where
+    ``from companion.bpe import merge as m`` put it). Everything is put back on leaving, whatever happened.
+    """
+    targets = resolve(names)
+    by_id = {id(obj): (name, obj) for name, obj in targets}
+    patches: list[tuple[Any, str, Any]] = []
+    try:
+        for name, obj in targets:  # the attribute itself (a method of a class included)
+            owner_name, attr = name.rsplit(".", 1)
+            owner = resolve([owner_name])[0][1] if "." in owner_name else importlib.import_module(owner_name)
+            patches.append((owner, attr, obj))
+            setattr(owner, attr, _stand_in(name))
+        modules = [m for k, m in list(sys.modules.items()) if k.split(".")[0] == "companion" and m is not None]
+        spaces = [vars(m) for m in modules] + list(namespaces)
+        for space in spaces:
+            for key, value in list(space.items()):
+                hit = by_id.get(id(value))
+                if hit is not None and hit[1] is value:
+                    patches.append((space, key, value))
+                    space[key] = _stand_in(hit[0])
+        yield
+    finally:
+        for owner, key, value in reversed(patches):
+            if isinstance(owner, dict):
+                owner[key] = value
+            else:
+                setattr(owner, key, value)
+
+
+def caller_namespace() -> dict[str, Any] | None:
+    """The globals of the first frame outside ``companion.exercises`` (the notebook that called the checker)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            name = frame.f_globals.get("__name__", "")
+            if not name.startswith("companion.exercises"):
+                return frame.f_globals
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
+def namespace_of(student: Any) -> dict[str, Any] | None:
+    """The globals of the student's function, or of the module that defines the student's class."""
+    space = getattr(student, "__globals__", None)
+    if isinstance(space, dict):
+        return space
+    module = sys.modules.get(getattr(student, "__module__", None) or "")
+    return vars(module) if module is not None else None
+
+
+def own_name(reference: Callable[..., Any]) -> tuple[str, ...]:
+    """``("companion.module.name",)`` when ``reference`` is a top-level function of the companion, else ``()``."""
+    module, name = getattr(reference, "__module__", "") or "", getattr(reference, "__qualname__", "")
+    public = module.startswith("companion.") and not module.startswith("companion.exercises") and "." not in name
+    return (f"{module}.{name}",) if public and "<" not in name else ()
