@@ -464,7 +464,6 @@ def test_float32_underflow_without_the_stabilizer_and_fixed_with_it():
     assert bool(torch.isfinite(good).all())
     torch.testing.assert_close(good.double(), ref, rtol=1e-3, atol=1e-4)
     # Performer attention, bidirectional and causal: float32 against the unstabilised float64 ratio
-    la = pytest.importorskip("companion.linear_attention")
     phi = PerformerFeatures(d, m, scale=1.0, seed=3)
     q, k, v = q[None, :20], k[None, :20], v[None, :20]
     for causal in (False, True):
@@ -492,7 +491,6 @@ def test_performer_features_split_into_a_bounded_factor_and_a_log_scale(kind):
 @pytest.mark.parametrize("causal", [False, True])
 def test_performer_attention_is_linear_attention_with_its_features(kind, causal):
     """The stabiliser changes nothing but rounding, ε included, in every form: chunks, a cache's keys, a mask."""
-    la = pytest.importorskip("companion.linear_attention")
     q = torch.randn(2, 3, 13, 8, generator=gen(0), dtype=F64)
     k, v = torch.randn(2, 3, 17, 8, generator=gen(1), dtype=F64), torch.randn(2, 3, 17, 4, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(8, 32, kind, seed=1).double()
@@ -518,7 +516,6 @@ def test_performer_features_estimate_exp_qk_over_sqrt_d():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_gradients_pass_through_the_stabilised_attention_unchanged(causal):
-    la = pytest.importorskip("companion.linear_attention")
     q = torch.randn(6, 8, generator=gen(0), dtype=F64, requires_grad=True)
     k, v = torch.randn(6, 8, generator=gen(1), dtype=F64), torch.randn(6, 3, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(8, 32, seed=1).double()
@@ -673,7 +670,6 @@ def test_performer_features_plug_into_linear_attention():
 
 def test_performer_features_step_by_step():
     """The features are computed position by position, so the recurrent form gives the parallel one's numbers."""
-    la = pytest.importorskip("companion.linear_attention")
     d = 8
     q, k = (
         0.5 * torch.randn(1, 12, d, generator=gen(0), dtype=F64),
