@@ -18,7 +18,8 @@
   (an induction head forming in a two-layer attention-only model);
 - chapter 7 (BERT): :mod:`companion.wordpiece` (BERT's tokeniser), :mod:`companion.bert` (BERT's input format,
   encoder and pretraining heads, the parameter count, sentence embeddings, SQuAD's span head and span decoding);
-- chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, the state, rank);
+- chapter 8: :mod:`companion.linear_attention` (feature maps, the four equal forms, the state, rank),
+  :mod:`companion.recall_capacity` (what a state of r features can recall: the bound, built by hand);
 - chapter 9: :mod:`companion.banded_attention` (the near field), :mod:`companion.fmmformer` (near plus low-rank
   far field), :mod:`companion.nbody` (the n-body analogue);
 - chapter 10: :mod:`companion.random_features` (random maps whose dot products approximate a kernel).
