@@ -31,7 +31,8 @@ Back to attention (Choromanski et al., 2021). The softmax kernel exp(xᵀy) = e^
 with the Gaussian kernel of σ = 1, so trigonometric features times e^{‖x‖²/2} estimate it, but the estimates
 can be negative. Positive random features φ(x) = exp(xw − ‖x‖²/2)/√m with w ~ N(0, I) estimate it without
 bias and are never negative, because E_w[exp(wᵀ(x + y))] = exp(‖x + y‖²/2). Lemma 2 of the Performer paper
-gives the mean squared errors of both (:func:`softmax_kernel_mse`).
+gives the mean squared errors of both (:func:`softmax_kernel_mse`). :func:`performer_attention` computes the
+attention with a stabiliser that uses no future position (a running maximum over the keys, as online softmax).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from ._validate import (
     require_number,
     require_positive_int,
 )
-from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask, linear_attention
+from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
 
 __all__ = [
     "KERNELS",
@@ -462,52 +463,52 @@ class PerformerFeatures(nn.Module):
         return torch.exp(exponent - a) / math.sqrt(self.m), a
 
 
-def _exp_difference(a: Tensor, b: Tensor) -> Tensor:
-    """e^{a − b}, with e^{−∞ − b} = 0 also where b = −∞ (a dropped key against a reference of dropped keys)."""
-    return torch.where(a == -math.inf, 0.0, torch.exp(a - b)).to(a.dtype)
-
-
 def performer_attention(q, k, v, features, mask=None, *, causal=False, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE):
     """Linear attention with ``features`` (a :class:`PerformerFeatures`), stabilised without seeing the future.
 
-    With φ(x_j) = f_j e^{a_j} (:meth:`PerformerFeatures.scaled`), row i of linear attention is
-    Σ_j (f_iᵀ f_j) e^{a_i + a_j} v_j / (Σ_j (f_iᵀ f_j) e^{a_i + a_j} + ε). The query's e^{a_i} is common to row i
-    and is dropped. The keys' factors differ, so they are divided by one reference e^{M_i} for all keys that row i
-    sees: their largest, M = max_j a_j, bidirectionally; causally the running maximum M_i = max_{j ≤ i} a_j, as
-    online softmax does, so row i's reference depends on positions ≤ i only. Each row is then its exact ratio
-    with ε replaced by ε e^{a_i + M_i}, a function of the past: no future key reaches an earlier output, and no
-    e^{a_j − M_i} ≤ 1 overflows. The causal form runs in chunks of ``chunk_size`` queries and rescales the state
-    S, z by e^{M_old − M_new} when the maximum grows. ``mask``: a key-padding mask, as in linear attention.
+    With φ(x_j) = f_j e^{a_j} (:meth:`PerformerFeatures.scaled`), row i of linear attention is N_i / (D_i + ε),
+    N_i = Σ_j (f_iᵀ f_j) e^{a_i + a_j} v_j and D_i the same without v_j. Both are divided by e^{a_i + M_i}: the
+    query's own factor, and for the keys one reference M_i for all keys that row i sees, their largest log-scale:
+    M = max_j a_j bidirectionally, the running maximum M_i = max_{j ≤ i} a_j causally (as online softmax does).
+    No e^{a_j − M_i} ≤ 1 overflows, the largest key's does not underflow, and ε is scaled by the same
+    e^{−(a_i + M_i)}, so each row is its unstabilised ratio, ε included, up to rounding; every factor depends on
+    positions ≤ i only. The causal form runs in chunks of ``chunk_size`` queries and rescales the state S, z by
+    e^{M_old − M_new} when the maximum grows. ``mask``: a key-padding mask, as in linear attention.
     """
     q, k, v = check_attention_inputs(q, k, v)
     eps, chunk_size = require_number(eps, "eps", low=0), require_positive_int(chunk_size, "chunk_size")
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not isinstance(features, PerformerFeatures):
         raise TypeError(f"features must be a PerformerFeatures, got {describe(features)}")
-    f_q, _ = features.scaled(q)  # e^{a_i} of query i cancels in row i
-    f_k, a_k = features.scaled(k)
+    (f_q, a_q), (f_k, a_k) = features.scaled(q), features.scaled(k)
     if keep is not None:
         a_k = a_k.masked_fill(~keep.unsqueeze(-1), -math.inf)
     if not causal:
-        reference = a_k.amax(dim=-2, keepdim=True)  # one constant for all keys, (..., 1, 1)
+        reference = a_k.amax(dim=-2, keepdim=True)  # M, one constant for all keys, (..., 1, 1)
         phi_k = f_k * _exp_difference(a_k, reference)
-        return linear_attention(f_q, phi_k, v, feature_map=_identity, eps=eps)
+        s, z = phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2).unsqueeze(-1)  # (..., r, d_v), (..., r, 1)
+        return _ratio(f_q @ s, f_q @ z, eps, a_q + reference)
     require_keys_cover_queries(q.shape[-2], k.shape[-2], "causal Performer attention")
-    return _causal_stabilised(f_q, f_k, a_k, v, eps, chunk_size)
+    return _causal_stabilised(f_q, a_q, f_k, a_k, v, eps, chunk_size)
 
 
-def _identity(x: Tensor) -> Tensor:
-    return x
+def _exp_difference(a: Tensor, b: Tensor) -> Tensor:
+    """e^{a − b}, with e^{−∞ − b} = 0 also where b = −∞ (a dropped key against a reference of dropped keys)."""
+    return torch.where(a == -math.inf, 0.0, torch.exp(a - b)).to(a.dtype)
 
 
-def _causal_stabilised(f_q: Tensor, f_k: Tensor, a_k: Tensor, v: Tensor, eps: float, chunk_size: int) -> Tensor:
-    """Rows i of Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} v_j / (Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} + ε), M_i = max_{j≤i} a_j."""
+def _ratio(numerator: Tensor, denominator: Tensor, eps: float, log_scale: Tensor) -> Tensor:
+    """N / (D + ε) from N e^{−s}, D e^{−s} (s = ``log_scale`` per row): N e^{−s} / (D e^{−s} + ε e^{−s})."""
+    if eps:  # with no key seen, s = −∞ and ε e^{−s} = ∞: the output is 0, as N / ε
+        denominator = denominator + eps * torch.exp(-log_scale)
+    return numerator / denominator
+
+
+def _causal_stabilised(f_q, a_q, f_k, a_k, v, eps: float, chunk_size: int) -> Tensor:
+    """Row i: Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} v_j / (Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} + ε e^{−a_i − M_i})."""
     n_q, n_pre = f_q.shape[-2], f_k.shape[-2] - f_q.shape[-2]  # the first n_pre keys are seen by every query
     # The state S = Σ f_j e^{a_j − M} v_jᵀ, z = Σ f_j e^{a_j − M} of the keys so far, relative to M their max.
-    if n_pre:
-        reference = a_k[..., :n_pre, :].amax(dim=-2, keepdim=True)  # (..., 1, 1)
-    else:
-        reference = a_k[..., :1, :]  # any value: the state is 0
+    reference = a_k[..., : max(n_pre, 1), :].amax(dim=-2, keepdim=True)  # (..., 1, 1); any value if n_pre = 0
     weighted = f_k[..., :n_pre, :] * _exp_difference(a_k[..., :n_pre, :], reference)
     s, z = weighted.transpose(-2, -1) @ v[..., :n_pre, :], weighted.sum(dim=-2).unsqueeze(-1)
     outputs = []
@@ -523,7 +524,7 @@ def _causal_stabilised(f_q: Tensor, f_k: Tensor, a_k: Tensor, v: Tensor, eps: fl
         carry = _exp_difference(reference, running)  # e^{M_before − M_i} ≤ 1, (..., C, 1)
         numerator = weights @ v_c + (f_q[..., rows, :] @ s) * carry
         denominator = weights.sum(dim=-1, keepdim=True) + (f_q[..., rows, :] @ z) * carry
-        outputs.append(numerator / (denominator + eps))
+        outputs.append(_ratio(numerator, denominator, eps, a_q[..., rows, :] + running))
         new_reference = running[..., -1:, :]
         weighted = f_c * _exp_difference(a_c, new_reference)
         rescale = _exp_difference(reference, new_reference)

@@ -490,17 +490,17 @@ def test_performer_features_split_into_a_bounded_factor_and_a_log_scale(kind):
 @pytest.mark.parametrize("kind", ["positive", "trig"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_performer_attention_is_linear_attention_with_its_features(kind, causal):
-    """The stabiliser changes nothing but rounding (ε = 0), in every form: chunks, a cache's longer keys, a mask."""
+    """The stabiliser changes nothing but rounding, ε included, in every form: chunks, a cache's keys, a mask."""
     la = pytest.importorskip("companion.linear_attention")
     q = torch.randn(2, 3, 13, 8, generator=gen(0), dtype=F64)
     k, v = torch.randn(2, 3, 17, 8, generator=gen(1), dtype=F64), torch.randn(2, 3, 17, 4, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(8, 32, kind, seed=1).double()
     mask = torch.rand(2, 1, 1, 17, generator=gen(3)) > 0.3
     mask[..., 5] = True  # every query of the causal form sees a kept key
-    for keep in (None, mask):
-        ref = la.quadratic_linear_attention(q, k, v, keep, causal=causal, feature_map=phi, eps=0.0)
+    for keep, eps in ((None, 0.0), (None, 1e-6), (mask, 0.1)):
+        ref = la.quadratic_linear_attention(q, k, v, keep, causal=causal, feature_map=phi, eps=eps)
         for chunk_size in (1, 4, 128):
-            out = performer_attention(q, k, v, phi, keep, causal=causal, eps=0.0, chunk_size=chunk_size)
+            out = performer_attention(q, k, v, phi, keep, causal=causal, eps=eps, chunk_size=chunk_size)
             torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-11)
     module = PerformerAttention(8, 32, kind=kind, seed=1).double()
     torch.testing.assert_close(module(q, k, v, causal=causal), performer_attention(q, k, v, phi, causal=causal))
@@ -541,6 +541,51 @@ def test_performer_attention_approaches_softmax_attention_as_m_grows():
             e.append(float((feature_attention(phi(q), phi(k), v) - exact).pow(2).mean().sqrt()))
         err[m] = sum(e) / len(e)
     assert err[1024] < err[16] / 4, err  # 1/√m law: 64× more features, about 8× smaller error
+
+
+def first_order_mse(q, k, v, causal):
+    """Lemma 2 carried through the ratio: the MSE of Performer attention's row i, m = 1, iid frequencies.
+
+    One frequency w gives Y_j = exp(wᵀ(q + k_j) − ‖q‖²/2 − ‖k_j‖²/2), E[Y_j] = SM(q, k_j) and
+    E[Y_j Y_j'] = exp(‖2q + k_j + k_j'‖²/2 − ‖q‖² − ‖k_j‖²/2 − ‖k_j'‖²/2) (j = j': Lemma 2). To first order
+    out_i − o_i = Σ_j (K̂_ij − K_ij)(v_j − o_i) / D_i, so MSE_i = Σ_jj' Cov(Y_j, Y_j') (v_j − o_i)ᵀ(v_j' − o_i) / D_i²
+    for m = 1, divided by m for m frequencies. Inputs are scaled by d^(-1/4) as PerformerFeatures does.
+    """
+    qs, ks = q / q.shape[-1] ** 0.25, k / k.shape[-1] ** 0.25
+    n = q.shape[0]
+    seen = torch.ones(n, n, dtype=torch.bool).tril() if causal else torch.ones(n, n, dtype=torch.bool)
+    sm = torch.exp(qs @ ks.T) * seen  # K_ij
+    out = (sm @ v) / sm.sum(-1, keepdim=True)  # softmax attention o_i
+    s = 2 * qs[:, None, None, :] + ks[None, :, None, :] + ks[None, None, :, :]  # (i, j, j', d)
+    sq_q, sq_k = (qs * qs).sum(-1), (ks * ks).sum(-1)
+    second = torch.exp((s * s).sum(-1) / 2 - sq_q[:, None, None] - sq_k[None, :, None] / 2 - sq_k[None, None, :] / 2)
+    cov = (second - sm[:, :, None] * sm[:, None, :]) * (seen[:, :, None] & seen[:, None, :])
+    lemma2 = softmax_kernel_mse(qs[:, None, :].expand(n, n, -1), ks[None].expand(n, n, -1), 1)
+    torch.testing.assert_close(torch.diagonal(cov, dim1=1, dim2=2), lemma2 * seen, rtol=1e-10, atol=0)
+    dv = v[None, :, :] - out[:, None, :]  # (i, j, d_v)
+    return (cov * (dv @ dv.transpose(-2, -1))).sum((-2, -1)) / sm.sum(-1) ** 2, out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_performer_attention_converges_to_softmax_as_lemma_2_predicts(causal):
+    """MSE ∝ 1/m up to m = 16,384, within a band of Lemma 2's prediction, stabiliser on.
+
+    A stabiliser that divided by a constant over all positions let ε grow with m (its largest exponent grows
+    with m): at m = 16,384 its causal MSE was twice the prediction, and growing.
+    """
+    n, d = 16, 16
+    q, k = (0.5 * torch.randn(n, d, generator=gen(s), dtype=F64) for s in (0, 1))
+    v = torch.randn(n, 4, generator=gen(2), dtype=F64)
+    predicted, softmax_out = first_order_mse(q, k, v, causal)
+    for m in (256, 16384):
+        errors = [
+            ((PerformerAttention(d, m, orthogonal=False, seed=s).double()(q, k, v, causal=causal) - softmax_out) ** 2)
+            .sum(-1)
+            .mean()
+            for s in range(50)
+        ]
+        ratio = float(torch.stack(errors).mean() / (predicted.mean() / m))
+        assert 0.7 < ratio < 1.3, (m, ratio)  # 50 draws: 0.79 to 1.03 over four sets of seeds
 
 
 def test_redraw_changes_frequencies_and_seeds_reproduce():
