@@ -26,9 +26,8 @@ and the accuracy of answering with a value of the sequence while ignoring the qu
 :func:`companion.data.recall_task.no_lookup_accuracy`). Runs go to ``--jobs`` processes of one thread each;
 ``--json FILE`` saves every history.
 
-The record the linear-attention chapter reads (``companion/data/recall_sweep.json``) was made with
-``--pairs 4 8 16 --keys 16 --kinds softmax linear fmmformer performer --steps 2000 --every 100``. With the
-default 64 keys, 600 steps did not teach softmax attention the lookup on two seeds of three even at 4 pairs.
+With the default 64 keys, 600 steps did not teach softmax attention the lookup on two seeds of three even at
+4 pairs. The sweep across the state-size bound that chapters 8-10 read is ``benchmarks/recall_bound_sweep.py``.
 
 With ``--text-steps N`` (0: none) the same five models, with a causal band of ``--text-band`` (8) keys, are
 also trained for N steps on next-character prediction of the Python documentation, chapter 9's harness

@@ -1,4 +1,4 @@
-"""The recall sweep's figure: one line per attention through the seeds' mean, bars to the worst and best seed."""
+"""The recall sweep's figure: every run a dot at N / r, the bound N = r, min(1, r/N) and the no-lookup bars."""
 
 import matplotlib
 
@@ -8,41 +8,56 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from companion.plotting.recall import plot_recall_sweep
+from companion.plotting.recall import exact_readout_fraction, plot_recall_bound
 
-ACCURACY = {
-    "softmax": {4: [1.0, 1.0, 0.98], 16: [0.9, 0.5, 0.7]},
-    "linear": {4: [0.3, 0.32, 0.31], 16: [0.1, 0.12, 0.11]},
-}
-NO_LOOKUP = {4: (0.28, 0.34), 16: (0.08, 0.1)}
+RUNS = [
+    {"kind": "softmax", "r": 2, "n_pairs": 1, "seed": 0, "accuracy": 1.0},
+    {"kind": "softmax", "r": 2, "n_pairs": 8, "seed": 0, "accuracy": 0.99},
+    {"kind": "softmax", "r": 2, "n_pairs": 8, "seed": 1, "accuracy": 0.97},
+    {"kind": "linear", "r": 2, "n_pairs": 1, "seed": 0, "accuracy": 1.0},
+    {"kind": "linear", "r": 2, "n_pairs": 8, "seed": 0, "accuracy": 0.2},
+    {"kind": "linear", "r": 8, "n_pairs": 8, "seed": 0, "accuracy": 0.6},
+]
+NO_LOOKUP = {1: (1.0, 1.0), 8: (0.16, 0.26)}
 
 
-def test_plot_recall_sweep_draws_means_seed_ranges_band_and_marks():
-    ax = plot_recall_sweep(ACCURACY, NO_LOOKUP, marks={"pairs = r": 16})
-    containers = ax.containers  # one ErrorbarContainer per kind, in order
-    assert [c.get_label() for c in containers] == ["softmax", "linear"]
-    for container, kind in zip(containers, ACCURACY, strict=True):
-        line, _, (bars,) = container
-        np.testing.assert_allclose(np.asarray(line.get_ydata(), float), [np.mean(ACCURACY[kind][n]) for n in (4, 16)])
-        np.testing.assert_allclose(np.asarray(line.get_xdata(), float), [4, 16])
-        segments = bars.get_segments()  # each bar runs from the worst seed to the best
-        for segment, n in zip(segments, (4, 16), strict=True):
-            np.testing.assert_allclose(sorted(segment[:, 1]), [min(ACCURACY[kind][n]), max(ACCURACY[kind][n])])
-    (band,) = ax.collections[:1]
-    corners = band.get_paths()[0].vertices
-    assert corners[:, 1].min() == pytest.approx(0.08) and corners[:, 1].max() == pytest.approx(0.34)
-    assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_label() == "pairs = r"] == [16]
-    assert ax.get_xscale() == "log"
+def test_exact_readout_fraction_is_r_over_n_past_the_bound():
+    # k exact one-hot rows are independent, so at most r of N: a loop over N at r = 4
+    for n in range(1, 20):
+        assert exact_readout_fraction([n / 4])[0] == pytest.approx(min(4, n) / n)
+
+
+def test_plot_recall_bound_draws_every_run_the_bound_and_the_bands():
+    axes = plot_recall_bound(RUNS, NO_LOOKUP)
+    assert [ax.get_title() for ax in axes] == ["softmax", "linear"]
+    for ax, kind in zip(axes, ("softmax", "linear"), strict=True):
+        mine = [run for run in RUNS if run["kind"] == kind]
+        dots = np.concatenate([c.get_offsets() for c in ax.collections])
+        assert len(dots) == len(mine)  # each seed a dot
+        assert sorted(dots[:, 1]) == sorted(run["accuracy"] for run in mine)
+        expected_x = sorted(run["n_pairs"] / run["r"] for run in mine)
+        np.testing.assert_allclose(sorted(dots[:, 0]), expected_x, rtol=0.15)  # jittered by < 8 %
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert list(lines["the bound N = r"].get_xdata()) == [1, 1]
+        curve = lines["exact read-out of rank r: min(1, r/N)"]
+        np.testing.assert_allclose(curve.get_ydata(), np.minimum(1, 1 / curve.get_xdata()))
+        bars = [line for line in ax.get_lines() if line.get_label().startswith("_")]
+        tops = sorted(max(bar.get_ydata()) for bar in bars)
+        cells = sorted({(run["r"], run["n_pairs"]) for run in mine})
+        assert tops == sorted(NO_LOOKUP[n][1] for _, n in cells)
+        assert ax.get_xscale() == "log"
+    dot_colours = {tuple(c.get_facecolor()[0]) for ax in axes for c in ax.collections}
+    assert not dot_colours & {matplotlib.colors.to_rgba(f"C{i}") for i in range(10)}  # not the kinds' colours
     plt.close("all")
 
 
-def test_plot_recall_sweep_rejects_inconsistent_input():
-    with pytest.raises(TypeError, match="accuracy must be"):
-        plot_recall_sweep({}, NO_LOOKUP)
-    with pytest.raises(ValueError, match="same numbers of pairs"):
-        plot_recall_sweep({"a": {4: [0.5]}, "b": {8: [0.5]}}, NO_LOOKUP)
+def test_plot_recall_bound_rejects_inconsistent_input():
+    with pytest.raises(TypeError, match="runs must be"):
+        plot_recall_bound([], NO_LOOKUP)
+    with pytest.raises(ValueError, match="fields"):
+        plot_recall_bound([{"kind": "a", "r": 2}], NO_LOOKUP)
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
-        plot_recall_sweep({"a": {4: [1.5], 16: [0.5]}}, NO_LOOKUP)
+        plot_recall_bound([dict(RUNS[0], accuracy=1.5)], NO_LOOKUP)
     with pytest.raises(ValueError, match="no_lookup must be"):
-        plot_recall_sweep(ACCURACY, {4: (0.2, 0.3)})
+        plot_recall_bound(RUNS, {8: (0.2, 0.3)})
     plt.close("all")

@@ -1,8 +1,10 @@
-"""The linear-attention chapter's sweep figure: recall accuracy against the number of key–value pairs.
+"""The linear-attention chapter's sweep figure: trained recall accuracy against pairs per feature, N / r.
 
-Each attention is one line through the mean accuracy of its seeds, with a bar from the worst seed to the best;
-the grey band is what a model scores that answers with a value of the sequence and ignores the query
-(:func:`companion.data.recall_task.no_lookup_accuracy`), and dotted vertical lines mark named numbers of pairs.
+One panel per attention; each trained run is a dot (its colour says r, the features per head), the grey bar at
+each cell is what a model scores that answers with a value of the sequence and ignores the query
+(:func:`companion.data.recall_task.no_lookup_accuracy`), the vertical line is the bound N = r, and the dashed
+curve min(1, r/N) is the most queries an exact read-out of rank r can answer exactly: k exact one-hot rows are
+linearly independent, so k ≤ r.
 """
 
 from __future__ import annotations
@@ -15,74 +17,90 @@ from matplotlib.axes import Axes
 
 from .._validate import describe, require_entries
 
-__all__ = ["plot_recall_sweep"]
+__all__ = ["exact_readout_fraction", "plot_recall_bound"]
+
+_FIELDS = ("kind", "r", "n_pairs", "seed", "accuracy")
 
 
-def _check_sweep(accuracy: object, no_lookup: object) -> list[int]:
-    """The sorted numbers of pairs of a sweep, after checking both mappings agree on them."""
-    if not isinstance(accuracy, Mapping) or not accuracy:
-        raise TypeError(
-            f"accuracy must be a non-empty {{kind: {{n_pairs: [accuracy per seed]}}}}, got {describe(accuracy)}"
-        )
-    pairs = None
-    for kind, runs in accuracy.items():
-        if not isinstance(runs, Mapping) or not runs:
-            raise TypeError(
-                f"accuracy[{kind!r}] must be a non-empty {{n_pairs: [accuracy per seed]}}, got {describe(runs)}"
-            )
-        for n, values in runs.items():
-            seeds = np.asarray(values, dtype=float)
-            if seeds.ndim != 1 or seeds.size == 0:
-                raise ValueError(f"accuracy[{kind!r}][{n!r}] must be accuracies, one per seed, got {values!r}")
-            require_entries(seeds, f"accuracy[{kind!r}][{n!r}]", low=0, high=1, why="accuracies")
-        if pairs is None:
-            pairs = sorted(runs)
-        elif sorted(runs) != pairs:
-            raise ValueError(f"every kind needs the same numbers of pairs: {pairs} and {sorted(runs)} ({kind!r})")
-    if not isinstance(no_lookup, Mapping) or sorted(no_lookup) != pairs:
-        raise ValueError(f"no_lookup must be {{n_pairs: (low, high)}} for the pairs {pairs}, got {describe(no_lookup)}")
-    return pairs
+def exact_readout_fraction(pairs_per_feature: np.ndarray | Sequence[float]) -> np.ndarray:
+    """min(1, r/N): the largest share of N queries that a read-out of rank r returns exactly as one-hot values."""
+    x = np.asarray(pairs_per_feature, dtype=float)
+    require_entries(x, "pairs_per_feature", low=0, why="N / r")
+    return np.minimum(1.0, 1.0 / np.maximum(x, 1e-300))
 
 
-def plot_recall_sweep(
-    accuracy: Mapping[str, Mapping[int, Sequence[float]]],
+def _check_runs(runs: object, no_lookup: object) -> list[str]:
+    """The kinds of the runs, in order of appearance, after checking every run and the bands."""
+    if not isinstance(runs, Sequence) or not runs:
+        raise TypeError(f"runs must be a non-empty list of {{{', '.join(_FIELDS)}}}, got {describe(runs)}")
+    kinds: list[str] = []
+    for run in runs:
+        if not isinstance(run, Mapping) or any(field not in run for field in _FIELDS):
+            raise ValueError(f"every run needs the fields {_FIELDS}, got {run!r}")
+        require_entries(np.asarray([run["accuracy"]], float), "accuracy", low=0, high=1, why="an accuracy")
+        if run["kind"] not in kinds:
+            kinds.append(run["kind"])
+    pairs = {run["n_pairs"] for run in runs}
+    if not isinstance(no_lookup, Mapping) or not pairs <= set(no_lookup):
+        raise ValueError(f"no_lookup must be {{n_pairs: (low, high)}} for the pairs {sorted(pairs)}")
+    return kinds
+
+
+def plot_recall_bound(
+    runs: Sequence[Mapping[str, object]],
     no_lookup: Mapping[int, tuple[float, float]],
     *,
-    marks: Mapping[str, float] | None = None,
-    ax: Axes | None = None,
-    title: str = "Associative recall against the number of pairs",
-) -> Axes:
-    """Draw each attention's test accuracy against the number of pairs (log₂ axis): mean and seed range.
+    kinds: Sequence[str] | None = None,
+    axes: Sequence[Axes] | None = None,
+    title: str = "Trained recall against pairs per feature",
+) -> list[Axes]:
+    """Draw each run's test accuracy against N / r (log₂ axis), one panel per kind.
 
     Args:
-        accuracy: ``{kind: {n_pairs: [final accuracy of each seed]}}``, the same pairs for every kind.
-        no_lookup: ``{n_pairs: (low, high)}``, the no-lookup band at each number of pairs.
-        marks: ``{label: n_pairs}``, dotted vertical lines (for example where the sequence outgrows the features).
-        ax: the axes to draw on; default a new figure.
-        title: the axes' title.
+        runs: dictionaries with ``kind``, ``r`` (features per head), ``n_pairs`` (N), ``seed``, ``accuracy``.
+        no_lookup: ``{n_pairs: (low, high)}``, the no-lookup band of each number of pairs.
+        kinds: the panels, in order; default every kind of ``runs``.
+        axes: one axes per kind; default a new figure with three panels a row.
+        title: the figure's title.
 
     Returns:
-        The axes.
+        The axes, one per kind.
     """
-    pairs = _check_sweep(accuracy, no_lookup)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.5))
-    low, high = zip(*(no_lookup[n] for n in pairs), strict=True)
-    ax.fill_between(pairs, low, high, color="0.85", label="a value of the sequence, query ignored")
-    for kind, runs in accuracy.items():
-        seeds = [np.asarray(runs[n], dtype=float) for n in pairs]
-        mean = np.array([s.mean() for s in seeds])
-        below = mean - np.array([s.min() for s in seeds])
-        above = np.array([s.max() for s in seeds]) - mean
-        ax.errorbar(pairs, mean, yerr=[below, above], marker="o", capsize=3, label=kind)
-    for (label, n), style in zip((marks or {}).items(), (":", "--", "-."), strict=False):
-        ax.axvline(n, color="k", linestyle=style, linewidth=1, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(pairs, [str(n) for n in pairs])
-    ax.minorticks_off()
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("key–value pairs in the sequence")
-    ax.set_ylabel("test accuracy (mean; bar: worst to best seed)")
-    ax.set_title(title)
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)  # below the axes
-    return ax
+    kinds = list(kinds) if kinds is not None else _check_runs(runs, no_lookup)
+    _check_runs(runs, no_lookup)
+    features = sorted({int(run["r"]) for run in runs})
+    colours = dict(zip(features, plt.get_cmap("viridis")(np.linspace(0, 0.85, len(features))), strict=True))
+    made, rows = axes is None, -(-len(kinds) // 3)
+    if made:
+        fig, grid = plt.subplots(rows, min(3, len(kinds)), figsize=(11, 3.4 * rows + 0.6), squeeze=False)
+        axes = list(grid.flat)[: len(kinds)]
+        fig.suptitle(title)
+    x_all = sorted({run["n_pairs"] / run["r"] for run in runs})
+    curve = np.geomspace(min(x_all) / 1.3, max(x_all) * 1.3, 200)
+    for ax, kind in zip(axes, kinds, strict=True):
+        mine = [run for run in runs if run["kind"] == kind]
+        for r, n in sorted({(run["r"], run["n_pairs"]) for run in mine}):
+            low, high = no_lookup[n]
+            ax.plot([n / r, n / r], [low, high], color="0.6", lw=6, alpha=0.5, solid_capstyle="butt", zorder=1)
+        for r in features:
+            dots = [run for run in mine if run["r"] == r]
+            if dots:
+                x = np.array([d["n_pairs"] / r for d in dots]) * 2.0 ** (0.05 * (features.index(r) - 1.5))
+                ax.scatter(x, [d["accuracy"] for d in dots], s=22, color=colours[r], label=f"r = {r}", zorder=3)
+        ax.plot(curve, exact_readout_fraction(curve), "k--", lw=1, label="exact read-out of rank r: min(1, r/N)")
+        ax.axvline(1, color="k", lw=1, label="the bound N = r")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(x_all, [f"{x:g}" if x >= 1 else f"1/{1 / x:g}" for x in x_all])
+        ax.minorticks_off()
+        ax.set_ylim(0, 1.05)
+        ax.set_title(kind)
+        ax.set_xlabel("pairs per feature, N / r")
+        ax.set_ylabel("test accuracy (each dot a seed)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], color="0.6", lw=6, alpha=0.5))
+    labels.append("no lookup: a value of the sequence, query ignored")
+    figure = axes[0].figure
+    figure.legend(handles, labels, fontsize="small", loc="lower center", ncol=4)
+    if made:
+        figure.tight_layout(rect=(0, 0.12 / rows, 1, 1))
+    return list(axes)
