@@ -65,7 +65,7 @@ from .calling import call, expect_raises
 from .checker import Checker
 from .differences import INF_HINT, NAN_HINT, same  # noqa: F401
 from .differences import safe_difference as _safe_difference  # noqa: F401
-from .expectations import RAISED, Mistakes, confirmed, expect, expect_close  # noqa: F401
+from .expectations import RAISED, Mistakes, confirmed, expect, expect_close, expect_long  # noqa: F401
 from .memory import RemoteMemory, expect_memory, peak_bytes
 from .printing import round_values as _round  # noqa: F401
 from .printing import show
