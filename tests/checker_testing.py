@@ -41,9 +41,22 @@ def correct_answers(*pairs):
 
 
 def assert_passes(checker, student):
-    """The checker says PASSED to ``student``, and prints it."""
+    """The checker says PASSED to ``student``, also when earlier cells left grad mode off and float64 as the
+    default dtype (a checker runs the answer under a known state), and puts that state back afterwards."""
     verdict = checker.verdict(student)
     assert verdict.passed, str(verdict)
+    import torch
+
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    try:
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+        verdict = checker.verdict(student)
+        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (False, torch.float64)
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+    assert verdict.passed, f"with grad mode off and float64 as the default dtype: {verdict}"
 
 
 def unwithheld(module):

@@ -434,3 +434,317 @@ def test_a_harness_that_runs_the_student_elsewhere_passes_in_where_its_peaks_go(
     assert asked == [True, True] and not memory.measuring  # both runs of peak_bytes measured remotely
     assert not Checker("f", cases).verdict(student).passed  # no memory passed in: measured here, a few bytes
     assert peak_bytes(student, torch.ones(3)) < 2**20  # outside a checker too
+
+
+# A student's own exception classes: whatever the student's code raises is the student's error (WRONG, naming
+# their exception and the line of their code), never "the checker itself failed"; only a harness's Abort passes.
+def _all_checkers():
+    import importlib
+    import pkgutil
+
+    import companion.exercises as exercises
+
+    found = []
+    for info in pkgutil.iter_modules(exercises.__path__):
+        if info.name != "checking":
+            module = importlib.import_module(f"companion.exercises.{info.name}")
+            found += [v for k, v in vars(module).items() if isinstance(v, Checker) and k.startswith("check_")]
+    return found
+
+
+class _StudentStop(BaseException):
+    """What a student may write to stop early: a BaseException, not an Exception."""
+
+
+class _StudentGiveUp(_StudentStop):
+    pass
+
+
+class _StudentError(Exception):
+    pass
+
+
+def _raising_function(exception):
+    def student(*args, **kwargs):
+        raise exception
+
+    return student
+
+
+def _raising_class(exception, where):
+    class Student(nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            if where == "init":
+                raise exception
+
+        def forward(self, *args, **kwargs):
+            raise exception
+
+    return Student
+
+
+_OWN_EXCEPTIONS = [_StudentStop("stop here"), _StudentGiveUp(), _StudentError("mine")]
+
+
+@pytest.mark.parametrize("checker", _all_checkers(), ids=lambda c: c.exercise)
+def test_a_students_own_exception_is_their_error_in_every_checker(checker):
+    assert len(_all_checkers()) >= 46
+    if checker.kind == "class":
+        students = [_raising_class(e, w) for e in _OWN_EXCEPTIONS for w in ("init", "forward")]
+    else:
+        students = [_raising_function(e) for e in _OWN_EXCEPTIONS]
+    for student in students:
+        verdict = checker.verdict(student)
+        assert "checker itself failed" not in str(verdict)
+        # a class whose forward raises may first be WRONG for lacking the layers the task names
+        fragments = ("Your code raised _Student", "test_exercises_checking.py")
+        if checker.kind == "class" and "Your code raised" not in verdict.problem:
+            fragments = ()
+        assert_wrong(verdict, *fragments)
+
+
+def test_own_base_exception_gets_its_hint_and_abort_still_passes():
+    from companion.exercises.checking import Abort
+
+    assert_wrong(CHECK_TWICE.verdict(_raising_function(_StudentStop("x"))), "derive your exceptions from Exception")
+    with pytest.raises(Abort):
+        CHECK_TWICE.verdict(_raising_function(Abort()))
+
+
+def test_a_checker_bug_is_still_reported_as_the_checkers():
+    def broken_cases(student):
+        raise ZeroDivisionError("the checker's own bug")
+
+    verdict = Checker("f", broken_cases).verdict(lambda: None)
+    assert verdict.status == "error" and "checker itself failed" in str(verdict)
+
+
+# Ids are torch.long, as the tasks state: int32 (or uint8, int16) ids are WRONG with "expected int64, got ...".
+def _encode_int32(tokens, stoi):
+    return torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.int32)
+
+
+def _encode_numpy_int32(tokens, stoi):
+    return torch.from_numpy(np.array([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=np.int32))
+
+
+def _encode_dot_int(tokens, stoi):
+    return torch.tensor([stoi[t] if t in stoi else stoi["<unk>"] for t in tokens]).int()
+
+
+def _encode_uint8(tokens, stoi):
+    return torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.uint8)
+
+
+def _pairs_int32(ids, window):
+    n = len(ids)
+    centres, contexts = [], []
+    for i in range(n):
+        for j in range(max(0, i - window), min(n, i + window + 1)):
+            if j != i:
+                centres.append(int(ids[i]))
+                contexts.append(int(ids[j]))
+    return torch.tensor(centres, dtype=torch.int32), torch.tensor(contexts, dtype=torch.int32)
+
+
+def _pairs_int16_contexts(ids, window):
+    n = len(ids)
+    i, j = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    keep = ((i - j).abs() <= window) & (i != j)
+    return ids[i[keep]], ids[j[keep]].to(torch.int16)
+
+
+def _mlm_int32(ids, chosen, u, random_ids, mask_id):
+    inputs, labels = ids.clone(), torch.full_like(ids, -100)
+    labels[chosen] = ids[chosen]
+    inputs[chosen & (u < 0.8)] = mask_id
+    rnd = chosen & (u >= 0.8) & (u < 0.9)
+    inputs[rnd] = random_ids[rnd]
+    return inputs.int(), labels.int()
+
+
+def _best_span_int32(start_logits, end_logits, context_mask, max_len):
+    out = []
+    for s, e, m in zip(start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True):
+        best = None
+        for i in range(len(s)):
+            for j in range(i, min(len(s), i + max_len)):
+                if m[i] and m[j] and (best is None or s[i] + e[j] > best[0]):
+                    best = (s[i] + e[j], i, j)
+        out.append(best[1:])
+    return torch.tensor(out, dtype=torch.int32)
+
+
+def _id_checkers():
+    from companion.exercises.bert import check_best_span, check_mlm_masking
+    from companion.exercises.word2vec import check_skipgram_pairs
+    from companion.exercises.words_to_vectors import check_encode
+
+    return {"encode": check_encode, "pairs": check_skipgram_pairs, "mlm": check_mlm_masking, "span": check_best_span}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "student", "got"),
+    [
+        ("encode", _encode_int32, "got int32"),
+        ("encode", _encode_numpy_int32, "got int32"),
+        ("encode", _encode_dot_int, "got int32"),
+        ("encode", _encode_uint8, "got uint8"),
+        ("pairs", _pairs_int32, "got int32"),
+        ("pairs", _pairs_int16_contexts, "got int16"),
+        ("mlm", _mlm_int32, "got int32"),
+        ("span", _best_span_int32, "got int32"),
+    ],
+)
+def test_ids_must_be_long(exercise, student, got):
+    assert_wrong(_id_checkers()[exercise].verdict(student), "expected int64", got, "torch.long")
+
+
+# Losses that cannot train: a plain number, a detached part, no_grad: WRONG, naming the input nothing flows to.
+def _ns_terms(v, u_pos, u_neg):
+    pos = torch.nn.functional.logsigmoid((u_pos * v).sum(-1))
+    neg = torch.nn.functional.logsigmoid(-(u_neg @ v.unsqueeze(-1)).squeeze(-1)).sum(-1)
+    return pos, neg
+
+
+def _ns_item(v, u_pos, u_neg):
+    pos, neg = _ns_terms(v, u_pos, u_neg)
+    return (-(pos + neg)).mean().item()
+
+
+def _ns_detached_negatives(v, u_pos, u_neg):
+    pos, neg = _ns_terms(v, u_pos, u_neg.detach())
+    return (-(pos + neg)).mean()
+
+
+def _ns_detached_centre(v, u_pos, u_neg):
+    pos, neg = _ns_terms(v.detach(), u_pos, u_neg)
+    return -(pos + neg).mean()
+
+
+def _ns_no_grad(v, u_pos, u_neg):
+    with torch.no_grad():
+        pos, neg = _ns_terms(v, u_pos, u_neg)
+    return -(pos + neg).mean()
+
+
+def _ns_tensor_of_float(v, u_pos, u_neg):
+    pos, neg = _ns_terms(v, u_pos, u_neg)
+    return torch.tensor(float(-(pos + neg).mean()))
+
+
+def _glove_terms(e, u, b, b_tilde, c, x_max, alpha):
+    weight = torch.clamp((c / x_max) ** alpha, max=1.0)
+    return weight, (e * u).sum(1) + b + b_tilde - torch.log(c)
+
+
+def _glove_item(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
+    w, r = _glove_terms(e, u, b, b_tilde, c, x_max, alpha)
+    return (w * r**2).sum().item()
+
+
+def _glove_detached_biases(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
+    w, r = _glove_terms(e, u, b.detach(), b_tilde.data, c, x_max, alpha)
+    return (w * r**2).sum()
+
+
+def _glove_numpy(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
+    w, r = _glove_terms(e.detach(), u.detach(), b.detach(), b_tilde.detach(), c, x_max, alpha)
+    return float((w * r**2).sum().numpy())
+
+
+def _glove_detached_u(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
+    w, r = _glove_terms(e, u.detach(), b, b_tilde, c, x_max, alpha)
+    return torch.sum(w * r * r)
+
+
+@pytest.mark.parametrize(
+    ("exercise", "student", "fragment"),
+    [
+        ("ns", _ns_item, "plain number"),
+        ("ns", _ns_detached_negatives, "with respect to `u_neg` is zero"),
+        ("ns", _ns_detached_centre, "with respect to `v`"),
+        ("ns", _ns_no_grad, "carries no gradient"),
+        ("ns", _ns_tensor_of_float, "carries no gradient"),
+        ("glove", _glove_item, "plain number"),
+        ("glove", _glove_detached_biases, "with respect to `b` is zero"),
+        ("glove", _glove_numpy, "plain number"),
+        ("glove", _glove_detached_u, "with respect to `u` is zero"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+def test_losses_that_cannot_train_are_wrong(exercise, student, fragment):
+    from companion.exercises.word2vec import check_glove_loss, check_negative_sampling_loss
+
+    checker = {"ns": check_negative_sampling_loss, "glove": check_glove_loss}[exercise]
+    assert_wrong(checker.verdict(student), fragment, ".detach()")
+
+
+def test_losses_that_train_pass():
+    from checker_testing import assert_passes
+
+    from companion.exercises.word2vec import check_glove_loss, check_negative_sampling_loss
+
+    def ns(v, u_pos, u_neg):
+        pos, neg = _ns_terms(v, u_pos, u_neg)
+        return -(pos + neg).mean()
+
+    def glove(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
+        w, r = _glove_terms(e, u, b, b_tilde, c, x_max, alpha)
+        return (w * r**2).sum()
+
+    assert_passes(check_negative_sampling_loss, ns)
+    assert_passes(check_glove_loss, glove)
+
+
+# The state earlier cells leave (grad mode off, float64 as the default dtype) does not reach the checker, and
+# the student's own state is put back afterwards, also when their code changes it.
+def test_checker_runs_under_a_known_torch_state_and_puts_the_students_back():
+    seen = []
+
+    def student(x, factor=2.0):
+        seen.append((torch.is_grad_enabled(), torch.get_default_dtype()))
+        torch.set_default_dtype(torch.float64)  # the student's code changes it: put back after the check
+        torch.set_grad_enabled(True)
+        return x * factor
+
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    try:
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+        CHECK_TWICE.verdict(student)
+        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (False, torch.float64)
+        torch.set_default_dtype(torch.float32)
+        CHECK_TWICE.verdict(student)
+        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (False, torch.float32)
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+    assert seen[0] == (True, torch.float32)  # the first call of each check; later ones see what the student set
+
+
+@pytest.mark.parametrize("state", ["no_grad", "float64"])
+def test_a_correct_loss_passes_with_grad_mode_left_off_or_float64(state):
+    from companion.exercises.gpt import check_gpt_forward, check_next_token_loss
+
+    def loss(model, ids):
+        logits = model(ids[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+    def forward(model, ids):
+        x = model.pos(model.embed(ids))
+        for block in model.blocks:
+            x = block(x)
+        return model.norm(x) @ model.embed.weight.T
+
+    dtype = torch.get_default_dtype()
+    try:
+        with torch.set_grad_enabled(state != "no_grad"):
+            if state == "float64":
+                torch.set_default_dtype(torch.float64)
+            verdicts = [check_next_token_loss.verdict(loss), check_gpt_forward.verdict(forward)]
+    finally:
+        torch.set_default_dtype(dtype)
+    for verdict in verdicts:
+        assert verdict.passed, str(verdict)

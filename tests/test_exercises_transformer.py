@@ -376,11 +376,55 @@ class BlockWithCompanionLayerNorm(BlockWithCompanionParts):
         super().__init__(d_model, n_heads, d_ff)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.ff = FeedForward(d_model, d_ff)  # unused extra module: harmless
-        self.dropout = nn.Dropout(0.1)  # the checker evaluates in eval mode
+        self.dropout = nn.Dropout(0.0)  # dropout 0, as the exercise asks: the identity in training mode too
 
     def forward(self, x):
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x)))
         return self.norm2(x + self.dropout(self.linear2(self.linear1(x).clamp(min=0))))
+
+
+class BlockWithDropout(BlockWithCompanionParts):  # dropout kept: right in eval mode only
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__(d_model, n_heads, d_ff)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x)))
+        return self.norm2(x + self.dropout(self.linear2(torch.relu(self.linear1(x)))))
+
+
+class BlockInPlaceResidual(BlockWithCompanionParts):  # x += ...: changes the caller's x
+    def forward(self, x):
+        x += self.self_attn(x, x, x)
+        x = self.norm1(x)
+        return self.norm2(x + self.linear2(torch.relu(self.linear1(x))))
+
+
+class BlockInPlaceHidden(BlockWithCompanionParts):  # an in-place change of a tensor backward still needs
+    def forward(self, x):
+        h = self.norm1(x + self.self_attn(x, x, x))
+        r = torch.relu(self.linear1(h))
+        r *= 1.0  # the same values, but relu's backward needs its output unchanged: training breaks
+        return self.norm2(h + self.linear2(r))
+
+
+class BlockDetachedAttention(BlockWithCompanionParts):  # the attention's output detached: it never trains
+    def forward(self, x):
+        h = self.norm1(x + self.self_attn(x, x, x).detach())
+        return self.norm2(h + self.linear2(torch.relu(self.linear1(h))))
+
+
+@pytest.mark.parametrize(
+    ("student", "fragment"),
+    [
+        (BlockWithDropout, "in training mode"),
+        (BlockInPlaceResidual, "changed its argument `x` in place"),
+        (BlockInPlaceHidden, "modified by an inplace operation"),
+        (BlockDetachedAttention, "The gradient reaching x"),
+    ],
+)
+def test_encoder_block_is_trained_one_step(student, fragment):
+    assert_wrong(check_encoder_block.verdict(student), fragment)
 
 
 @pytest.mark.parametrize("student", [BlockWithCompanionParts, BlockWithOwnParts, BlockWithCompanionLayerNorm])
@@ -528,3 +572,43 @@ def test_label_smoothing_stub_and_garbage():
     assert check_label_smoothed_cross_entropy.verdict(stub).status == "not attempted"
     assert_wrong(check_label_smoothed_cross_entropy.verdict(raises_boom), "raised RuntimeError: boom")
     assert_wrong(check_label_smoothed_cross_entropy.verdict(lambda *a, **k: None), "should be a single number")
+
+
+class _LayerNormBase(nn.Module):
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d)), eps
+
+
+class LayerNormInPlace(_LayerNormBase):  # normalises the caller's x in place
+    def forward(self, x):
+        x -= x.mean(-1, keepdim=True)
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight + self.bias
+
+
+class LayerNormUpdatesItself(_LayerNormBase):  # forward changes its own parameters
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, unbiased=False, keepdim=True)
+        with torch.no_grad():
+            self.bias.mul_(1.0001)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class LayerNormDetachedScale(_LayerNormBase):  # right values, but training never moves the weight
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, unbiased=False, keepdim=True)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight.detach() + self.bias
+
+
+@pytest.mark.parametrize(
+    ("student", "fragment"),
+    [
+        (LayerNormInPlace, "changed its argument `x` in place"),
+        (LayerNormUpdatesItself, "changed the parameter `bias` in place"),
+        (LayerNormDetachedScale, "No gradient reached"),
+    ],
+)
+def test_layer_norm_module_in_place_and_training(student, fragment):
+    assert_wrong(check_layer_norm_module.verdict(student), fragment)

@@ -138,7 +138,7 @@ def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):
         (_loss_variant(flip=True), ["minus the log-likelihood"]),
         (_loss_variant(batch="sum"), ["Average over the batch"]),
         (_loss_variant(batch="none"), ["wrong shape", "one number, the mean over the batch"]),
-        (lambda v, p, n: torch.tensor(math.nan), ["NaN"]),
+        (lambda v, p, n: v.sum() * math.nan, ["NaN"]),
         (lambda v, p, n: "0.5", ["should be a single number"]),
         (lambda v, p, n: torch.zeros(2, 2), ["wrong shape"]),
         (lambda v, p, n: 1 / 0, ["raised ZeroDivisionError"]),
@@ -263,7 +263,7 @@ def loss_loop(v, u_pos, u_neg):
 def loss_softplus(v, u_pos, u_neg):  # -log σ(s) = softplus(-s)
     pos = torch.einsum("bd,bd->b", u_pos, v)
     neg = torch.einsum("bkd,bd->bk", u_neg, v)
-    return (torch.nn.functional.softplus(-pos) + torch.nn.functional.softplus(neg).sum(1)).mean().item()
+    return (torch.nn.functional.softplus(-pos) + torch.nn.functional.softplus(neg).sum(1)).mean()
 
 
 def neighbours_loop(vectors, query, k):
@@ -324,8 +324,8 @@ def _loss_with_loop(e, u, b, b_tilde, c, x_max, alpha):
     for n in range(len(c)):
         x = float(c[n])
         f = (x / x_max) ** alpha if x < x_max else 1.0
-        total += f * (float(e[n] @ u[n]) + float(b[n]) + float(b_tilde[n]) - math.log(x)) ** 2
-    return total  # a Python float is accepted
+        total = total + f * (e[n] @ u[n] + b[n] + b_tilde[n] - math.log(x)) ** 2
+    return total  # a tensor that carries gradient (a Python float cannot train: WRONG)
 
 
 def _loss_with_einsum(e, u, b, b_tilde, c, x_max, alpha):
@@ -382,7 +382,7 @@ def _in_place(e, u, b, b_tilde, c, x_max, alpha):
             lambda e, u, b, bt, c, m, a: ((c / m).pow(a) * ((e * u).sum(1) + b + bt - c.log()) ** 2).sum(),
             ["The loss is wrong", "f(x) = min(1, (x/x_max)^alpha)"],
         ),
-        (_in_place, ["changed the tensors"]),
+        (_in_place, ["changed its argument"]),
         (lambda *args: "a string", ["should be a single number"]),
         (lambda *args: 1 / 0, ["raised ZeroDivisionError"]),
     ],

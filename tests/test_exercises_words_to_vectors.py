@@ -19,9 +19,34 @@ def good_encode(tokens, stoi):
 
 def test_encode_passes_reference_and_prints(capsys):
     verdict = check_encode.verdict(good_encode)
-    assert verdict.passed and verdict.cases == 4
+    assert verdict.passed and verdict.cases == 7 and verdict.hidden == 3
     check_encode(good_encode)
-    assert "PASSED  encode: your code agrees with the reference (4 checks)." in capsys.readouterr().out
+    assert (
+        "PASSED  encode: your code agrees with the reference (7 checks, 3 of them on hidden" in capsys.readouterr().out
+    )
+
+
+_SHOWN = {("the", "dog", "barks", "."): [1, 2, 3, 4], ("the", "cat", "barks", "."): [1, 0, 3, 4], ("zebra",): [0]}
+
+
+@pytest.mark.parametrize(
+    ("student", "fragment"),
+    [
+        (lambda tokens, stoi: torch.tensor(_SHOWN.get(tuple(tokens), []), dtype=torch.long), "hidden random"),
+        (lambda tokens, stoi: torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.long), "need not be 0"),
+        (
+            lambda tokens, stoi: torch.tensor([stoi.get(t.lower(), stoi["<unk>"]) for t in tokens], dtype=torch.long),
+            "case-sensitive",
+        ),
+        (
+            lambda tokens, stoi: torch.tensor([stoi.get(t, stoi["<unk>"]) for t in dict.fromkeys(tokens)]).long(),
+            "hidden random",
+        ),
+    ],
+)
+def test_encode_hidden_cases_exercise_the_rule(student, fragment):
+    for _ in range(3):  # new hidden cases on every run
+        assert_wrong(check_encode.verdict(student), fragment)
 
 
 def test_encode_not_attempted():
@@ -238,14 +263,14 @@ def encode_loop(tokens, stoi):
     return out
 
 
-def encode_int32(tokens, stoi):  # an integer dtype other than long is fine
-    return torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.int32)
+def encode_get(tokens, stoi):  # ids as torch.long, as the task states (int32 is WRONG)
+    return torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.long)
 
 
 def encode_numpy(tokens, stoi):
     import numpy as np
 
-    return torch.from_numpy(np.array([stoi.get(t, 0) for t in tokens], dtype=np.int64))
+    return torch.from_numpy(np.array([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=np.int64))
 
 
 def one_hot_eye(ids, vocab_size):
@@ -313,7 +338,7 @@ class EmbeddingFunctional(nn.Module):
 
 @correct_answers(
     (check_encode, encode_loop),
-    (check_encode, encode_int32),
+    (check_encode, encode_get),
     (check_encode, encode_numpy),
     (check_one_hot, one_hot_eye),
     (check_one_hot, one_hot_loop),

@@ -146,6 +146,7 @@ check_mlm_masking = compare(
     "mlm_masking",
     _mlm_reference,
     _mlm_cases,
+    ids=True,
     mistakes=[
         (
             lambda *a: _mlm_variant(*a, labels_everywhere=True),
@@ -419,6 +420,7 @@ check_best_span = compare(
     _best_span_cases,
     hidden=_random_spans,
     withhold=["companion.bert.best_span"],
+    ids=True,
     mistakes=[
         (lambda *a: _span_variant(*a, reverse=True), "The end cannot come before the start: only spans with i <= j."),
         (

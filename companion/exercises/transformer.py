@@ -26,6 +26,7 @@ from torch import nn
 from .. import positional as ref
 from .. import transformer as companion_transformer
 from .checking import Checker, Mismatch, call, case, compare, expect, show
+from .checking.training import expect_trains_like
 
 __all__ = [
     "check_sinusoidal_positional_encoding",
@@ -282,7 +283,17 @@ def _layer_norm_module_cases(LayerNorm) -> int:
         what="weight.grad",
         hint="The gradient of γ is the sum of the normalised x.",
     )
-    return 2 + len(_layer_norm_inputs())
+    # One training step beside PyTorch's LayerNorm given the same weights.
+    d = layer.weight.shape[0]
+    theirs = nn.LayerNorm(d, eps=eps).to(layer.weight.dtype)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+        theirs.weight.copy_(weight)
+        theirs.bias.copy_(bias)
+    layer.zero_grad()
+    expect_trains_like(layer, theirs, torch.randn(4, d, dtype=layer.weight.dtype), input=f"LayerNorm({d}, eps={eps})")
+    return 3 + len(_layer_norm_inputs())
 
 
 check_layer_norm_module = Checker("LayerNorm", _layer_norm_module_cases)
@@ -410,7 +421,8 @@ def _encoder_block_cases(EncoderBlock) -> int:
                 hint="A post-norm block: each sub-layer's output is added to its input and the sum normalised; "
                      "self-attention first, then the feed-forward network (ReLU between its two linear layers).",
             )  # fmt: skip
-    return 1 + len(cases)
+    expect_trains_like(block, theirs, sample(2, 4, d_model), input=label)
+    return 2 + len(cases)
 
 
 check_encoder_block = Checker("EncoderBlock", _encoder_block_cases)

@@ -23,7 +23,9 @@ from torch.nn.functional import logsigmoid
 from .. import glove as glove_ref
 from .. import word2vec as w2v_ref
 from ..embeddings import nearest_neighbours as _reference_neighbours
-from .checking import Checker, Mismatch, call, case, compare, expect_close, same, show
+from .checking import Checker, Mismatch, call, case, compare, expect_close, expect_long, same, show
+from .checking.gradients import expect_gradient_kept, expect_loss_gradients
+from .checking.random_state import hidden_inputs
 
 __all__ = ["check_skipgram_pairs", "check_negative_sampling_loss", "check_nearest_neighbours", "check_glove_weight"]
 
@@ -76,6 +78,8 @@ def _as_pair_list(got: object, label: str) -> list[tuple[int, int]]:
                 expected="shape (P,), dtype torch.long",
                 got=show(t, 200),
             )
+    for t, name in zip(got, ("centres", "contexts"), strict=True):
+        expect_long(t, torch.zeros(0, dtype=torch.long), input=label, what=name)
     if got[0].shape != got[1].shape:
         raise Mismatch(
             "centres and contexts must have one entry per pair each.",
@@ -95,6 +99,13 @@ def _pairs_cases(skipgram_pairs) -> int:
         (torch.tensor([5]), 2, "a single token has no context"),
         (torch.randint(0, 20, (30,)), 4, "a random text"),
     ]
+    shown = len(cases)
+    with hidden_inputs() as seed:  # new on every run: texts with repeats, windows of 1 to n - 1
+        for _ in range(3):
+            n = int(torch.randint(2, 14, ()))
+            cases.append(
+                (torch.randint(0, 6, (n,)), int(torch.randint(1, n, ())), f"a hidden random case, seed {seed}")
+            )
     for ids, window, why in cases:
         label = f"ids={ids.tolist()}, window={window}  ({why})"
         got = _as_pair_list(call(skipgram_pairs, ids.clone(), window, input=label), label)
@@ -110,7 +121,7 @@ def _pairs_cases(skipgram_pairs) -> int:
                 or "For each position i, pair ids[i] with ids[j] for every j inside the text with "
                 "0 < |i - j| <= window.",
             )
-    return len(cases)
+    return len(cases), len(cases) - shown
 
 
 check_skipgram_pairs = Checker("skipgram_pairs", _pairs_cases)
@@ -175,6 +186,7 @@ check_negative_sampling_loss = compare(
     hint="loss = the mean over the batch of -log σ(u_pos·v) - Σ_k log σ(-u_neg[k]·v).",
     what="The loss",
     atol=1e-4,
+    differentiable=True,
 )
 
 
@@ -274,7 +286,7 @@ def _glove_loss_cases(glove_loss) -> int:
             f"e {tuple(e.shape)}, u {tuple(u.shape)}, b, b_tilde, c={show(c, 120)}, "
             f"x_max={x_max}, alpha={alpha}  ({why})"
         )
-        copies = [t.clone() for t in tensors]
+        copies = [t.clone().requires_grad_() for t in tensors[:4]] + [tensors[4].clone()]  # the counts are data
         got = call(glove_loss, *copies, x_max, alpha, input=label)
         if any(not torch.equal(a, t) for a, t in zip(copies, tensors, strict=True)):
             raise Mismatch(
@@ -299,7 +311,19 @@ def _glove_loss_cases(glove_loss) -> int:
             hint = "Add both biases, b and b_tilde, to the dot product."
         else:
             hint = "sum_n f(c_n) (e_n·u_n + b_n + b_tilde_n - log c_n)^2, with f(x) = min(1, (x/x_max)^alpha)."
+        expect_gradient_kept(got, label, "The loss")
         expect_close(got, float(expected), input=label, what="The loss", tol=1e-6, hint=hint)
+        ours = [t.clone().requires_grad_() for t in tensors[:4]]
+        names = ["`e`", "`u`", "`b`", "`b_tilde`"]
+        expect_loss_gradients(
+            got,
+            glove_ref.glove_loss(*ours, c, x_max=x_max, alpha=alpha),
+            list(zip(names, copies[:4], strict=True)),
+            list(zip(names, ours, strict=True)),
+            [],
+            [],
+            label,
+        )
     return len(cases)
 
 

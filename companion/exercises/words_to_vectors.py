@@ -3,7 +3,7 @@
 ========================  ==========================================================================
 checker                   what the student writes
 ========================  ==========================================================================
-``check_encode``          ``encode(tokens, stoi) -> LongTensor``, unknown tokens to id 0
+``check_encode``          ``encode(tokens, stoi) -> LongTensor``, unknown tokens to stoi['<unk>']
 ``check_one_hot``         ``one_hot(ids, vocab_size) -> (n, V)`` float tensor
 ``check_cosine``          ``cosine_similarity(u, v) -> 0-d tensor`` for two ``(D,)`` vectors
 ``check_embedding``       ``class Embedding(nn.Module)`` with an ``(N, D)`` weight, the seeds' homework
@@ -24,7 +24,25 @@ _STOI = {"<unk>": 0, "the": 1, "dog": 2, "barks": 3, ".": 4}
 
 
 def _encode(tokens: list[str], stoi: dict[str, int]) -> torch.Tensor:
-    return torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.long)
+    return torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.long)
+
+
+_WORDS = ["the", "The", "THE", "dog", "Dog", "barks", "cat", "sat", "on", "mat", ".", ",", "a", "A", "runs"]
+
+
+def _random_encodings() -> list:
+    """Hidden cases: a random vocabulary of (case-sensitive) words whose '<unk>' sits at a random id, and texts
+    with repeated, upper-case and unknown tokens; so that no table of the shown answers passes."""
+    out = []
+    for _ in range(3):
+        words = [_WORDS[i] for i in torch.randperm(len(_WORDS))[: int(torch.randint(4, 10, ()))].tolist()]
+        known = ["<unk>", *words]
+        ids = torch.randperm(len(known) + 5)[: len(known)].tolist()  # not 0..V-1, '<unk>' anywhere
+        stoi = dict(zip(known, ids, strict=True))
+        text = [_WORDS[i] for i in torch.randint(len(_WORDS), (int(torch.randint(3, 12, ())),)).tolist()]
+        text += [text[0], "zebra"]  # a repeated token and one that no vocabulary holds
+        out.append(case(text, stoi, why="a random vocabulary, '<unk>' at id " + str(stoi["<unk>"])))
+    return out
 
 
 check_encode = compare(
@@ -36,13 +54,23 @@ check_encode = compare(
         case(["zebra"], _STOI),
         case([], _STOI, why="no tokens at all"),
     ],
+    hidden=_random_encodings,
+    ids=True,
     mistakes=[
         (
             lambda tokens, stoi: torch.tensor([stoi[t] for t in tokens if t in stoi], dtype=torch.long),
-            "A token that is not in stoi gets the id of '<unk>', which is 0; it is not dropped.",
+            "A token that is not in stoi gets the id of '<unk>'; it is not dropped.",
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t, 0) for t in tokens]),
+            lambda tokens, stoi: torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.long),
+            "Unknown tokens get the id of '<unk>', stoi['<unk>'], which need not be 0.",
+        ),
+        (
+            lambda tokens, stoi: torch.tensor([stoi.get(t.lower(), stoi["<unk>"]) for t in tokens], dtype=torch.long),
+            "Look each token up as it is: stoi is case-sensitive ('The' and 'the' are different tokens).",
+        ),
+        (
+            lambda tokens, stoi: torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens]),
             "torch.tensor([]) is a float tensor: say dtype=torch.long, so that no tokens give integer ids too.",
         ),
     ],

@@ -45,9 +45,11 @@ The package holds one concern per module, and this file only gathers their names
 - ``active``: the running check (what it withholds, the stop button, where memory is measured), found by
   :func:`call` and :func:`peak_bytes`;
 - ``interrupts``: the stop button told apart from a ``KeyboardInterrupt`` the student's code raises;
-- ``random_state``: the forked, seeded random generators, and the hidden cases' fresh seed;
+- ``random_state``: the forked, seeded random generators, the hidden cases' fresh seed, and the known torch
+  state (grad mode on, float32 default dtype) every check runs under;
 - ``withholding``: the companion's own answer replaced by a stand-in while the student's code runs;
-- ``calling``: :func:`call` and :func:`expect_raises`, the student's code called from a case;
+- ``calling``: :func:`call` and :func:`expect_raises`, the student's code called from a case (its tensor and
+  module arguments checked for changes in place);
 - ``printing``: how values are shown in a verdict;
 - ``differences`` and ``expectations``: how an answer differs from the expected one, :func:`expect`, and the
   typical mistakes named only when confirmed;
@@ -55,6 +57,7 @@ The package holds one concern per module, and this file only gathers their names
 - ``standard``: :func:`compare`, the standard checker;
 - ``gradients`` and ``memory``: a loss's gradients; :func:`peak_bytes` and :func:`expect_memory` (with
   :class:`RemoteMemory` for a grader that runs the student's code in another process);
+- ``training``: a module answer trained one step beside the reference;
 - ``snapshots``: the homework notebook's variables saved and put back around an exercise.
 """
 
@@ -65,7 +68,7 @@ from .calling import call, expect_raises
 from .checker import Checker
 from .differences import INF_HINT, NAN_HINT, same  # noqa: F401
 from .differences import safe_difference as _safe_difference  # noqa: F401
-from .expectations import RAISED, Mistakes, confirmed, expect, expect_close  # noqa: F401
+from .expectations import RAISED, Mistakes, confirmed, expect, expect_close, expect_long  # noqa: F401
 from .memory import RemoteMemory, expect_memory, peak_bytes
 from .printing import round_values as _round  # noqa: F401
 from .printing import show

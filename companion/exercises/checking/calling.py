@@ -3,14 +3,17 @@ with the running check's reference withheld around the call."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 
 from . import active
+from .arguments import changed, copy_value
 from .printing import safe_str, show
-from .verdicts import BASE_EXCEPTION_HINTS, Mismatch, NotAttempted
+from .verdicts import BASE_EXCEPTION_HINTS, Abort, Mismatch, NotAttempted, own_base_exception_hint, student_line
 from .withholding import WithheldReference, withheld
 
 FORWARD_HINT = (
@@ -24,20 +27,68 @@ def lacks_forward(cls: type) -> bool:
     return getattr(cls, "forward", None) is nn.Module.forward
 
 
-def call(student: Callable[..., Any], *args: Any, input: str, **kwargs: Any) -> Any:
+def _snapshots(
+    student: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """``(name, object, copy)`` for every tensor and module argument (lists and tuples of them too) and for the
+    module ``student`` itself, so that :func:`call` can tell whether the student's code changed one in place."""
+    try:
+        signature = inspect.signature(student.forward if isinstance(student, nn.Module) else student)
+        names = [k for k, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    named = [(f"`{names[i]}`" if i < len(names) else f"#{i + 1}", a) for i, a in enumerate(args)]
+    named += [(f"`{k}`", v) for k, v in kwargs.items()]
+    out = [(f"its argument {n}", a, copy_value(a)) for n, a in named if _watched(a)]
+    if isinstance(student, nn.Module):
+        out.append(("the module's parameters", student, copy_value(student.state_dict())))
+    return out
+
+
+def _watched(value: Any) -> bool:
+    if isinstance(value, (torch.Tensor, nn.Module)):
+        return True
+    return isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, nn.Module)) for v in value)
+
+
+def _expect_unchanged(snapshots: list[tuple[str, Any, Any]], input: str) -> None:
+    for name, value, before in snapshots:
+        if name == "the module's parameters":
+            after = value.state_dict()
+            keys = [k for k in before if k not in after or changed(before[k], after[k])]
+            name = f"the parameter `{keys[0]}`" if keys else name
+        else:
+            after = value
+        if changed(before, after):
+            raise Mismatch(
+                f"Your code changed {name} in place.",
+                input=input,
+                hint="The caller still needs what it passed in: use out-of-place operations (x / n, not x /= n "
+                "or x.div_(n); x = x + y, not x += y), or work on x.clone(); a forward pass leaves the module's "
+                "parameters as they are.",
+            )
+
+
+def call(student: Callable[..., Any], *args: Any, input: str, _changes_arguments: bool = False, **kwargs: Any) -> Any:
     """Call student code, turning whatever it raises into a verdict-friendly exception.
 
     ``NotImplementedError`` becomes :class:`NotAttempted` (unless it is nn.Module's complaint about a missing
-    ``forward``); any other exception (``SystemExit`` and ``GeneratorExit`` included, and a
-    ``KeyboardInterrupt`` that no SIGINT caused) becomes a :class:`Mismatch` that names the input and the
+    ``forward``); any other exception (``SystemExit``, ``GeneratorExit`` and the student's own
+    ``BaseException`` subclasses included, and a ``KeyboardInterrupt`` that no SIGINT caused; only a harness's
+    :class:`Abort` passes through) becomes a :class:`Mismatch` that names the input and the
     exception. ``input`` describes the arguments. While the student's code runs, the running checker's
     reference is withheld (see :class:`~companion.exercises.checking.checker.Checker`).
+
+    Every tensor and module argument (and the module ``student`` itself) is copied before the call: an answer
+    that changes one in place is a :class:`Mismatch` naming it, unless ``_changes_arguments`` (an exercise
+    that trains a model it is given).
     """
     check = active.current()
     names, namespaces = (check.withhold, check.namespaces) if check is not None else ((), [])
+    snapshots = [] if _changes_arguments else _snapshots(student, args, kwargs)
     try:
         with withheld(names, namespaces):
-            return student(*args, **kwargs)
+            result = student(*args, **kwargs)
     except NotImplementedError as e:
         if isinstance(student, nn.Module) and lacks_forward(type(student)):
             raise Mismatch(
@@ -62,10 +113,20 @@ def call(student: Callable[..., Any], *args: Any, input: str, **kwargs: Any) -> 
         raise Mismatch(f"Your code raised {name}.", input=input, hint=BASE_EXCEPTION_HINTS[name]) from None
     except Exception as e:
         raise Mismatch(
-            f"Your code raised {type(e).__name__}: {safe_str(e)}",
+            f"Your code raised {type(e).__name__}: {safe_str(e)}{student_line(e)}",
             input=input,
             hint="Run your code on this input yourself and read the traceback.",
         ) from e
+    except Abort:
+        raise
+    except BaseException as e:  # noqa: BLE001 -- a student's own BaseException subclass is the student's error
+        raise Mismatch(
+            f"Your code raised {type(e).__name__}: {safe_str(e)}{student_line(e)}",
+            input=input,
+            hint=own_base_exception_hint(type(e).__name__),
+        ) from e
+    _expect_unchanged(snapshots, input)
+    return result
 
 
 def expect_raises(

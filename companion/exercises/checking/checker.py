@@ -11,7 +11,7 @@ from torch import nn
 from .active import ActiveCheck
 from .calling import FORWARD_HINT, lacks_forward
 from .printing import safe_str, show
-from .random_state import forked_random_state
+from .random_state import forked_random_state, known_torch_state
 from .verdicts import (
     ERROR,
     NOT_ATTEMPTED,
@@ -22,7 +22,10 @@ from .verdicts import (
     NotAttempted,
     Verdict,
     not_attempted_message,
+    own_base_exception_hint,
+    raised_by_student,
     raised_verdict,
+    student_line,
 )
 from .withholding import caller_namespace, namespace_of, resolve
 
@@ -81,6 +84,15 @@ class Checker:
         except (KeyboardInterrupt, Abort):
             raise
         except BaseException as e:  # a bug of the checker's own, or something no case anticipated
+            if raised_by_student(e):  # the student's own exception class, raised where no case expected code
+                name = type(e).__name__
+                hint = own_base_exception_hint(name) if not isinstance(e, Exception) else None
+                return Verdict(
+                    self.exercise,
+                    WRONG,
+                    f"Your code raised {name}: {safe_str(e)}{student_line(e)}",
+                    hint=hint or "Run your code yourself and read the traceback.",
+                )
             return Verdict(
                 self.exercise,
                 ERROR,
@@ -102,7 +114,7 @@ class Checker:
                 )
         namespaces = [ns for ns in (caller, namespace_of(student)) if ns is not None]
         check = ActiveCheck(self.withhold, namespaces, memory)
-        with check, check.interrupts, forked_random_state(self._seed):
+        with check, check.interrupts, forked_random_state(self._seed), known_torch_state():
             try:
                 count = self._cases(student)
             except NotAttempted:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
+
 from .differences import safe_difference, same
 from .printing import agree
 from .verdicts import Mismatch
@@ -89,3 +91,30 @@ def expect_close(
 ) -> None:
     """:func:`expect` for a single number, within ``tol·max(1, |expected|)`` (kept for older checkers)."""
     expect(got, float(expected), input=input, what=what, hint=hint, atol=tol, rtol=tol)
+
+
+LONG_HINT = (
+    "Ids index embedding tables and go to cross-entropy as targets, both of which take torch.long: build the "
+    "tensor with dtype=torch.long (torch.tensor of Python ints gives it), or convert it at the end with .long()."
+)
+
+
+def expect_long(got: Any, expected: Any, *, input: str, what: str = "The result") -> None:
+    """Raise :class:`Mismatch` where ``expected`` holds an int64 tensor (ids, as the task states) and ``got``
+    has another integer dtype there (int32, uint8...): PyTorch's embeddings and losses take torch.long.
+    Lists and tuples are looked at item by item; anything else is left to :func:`expect`."""
+    if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)) and len(got) == len(expected):
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            expect_long(g, e, input=input, what=f"{what} (item {i})" if len(expected) > 1 else what)
+        return
+    if not (isinstance(expected, torch.Tensor) and expected.dtype == torch.long and isinstance(got, torch.Tensor)):
+        return
+    if got.dtype != torch.long and not got.dtype.is_floating_point and not got.dtype.is_complex:
+        dtype = str(got.dtype).removeprefix("torch.")
+        raise Mismatch(
+            f"{what} {agree(what, 'has the wrong dtype')}: expected int64, got {dtype}.",
+            input=input,
+            expected="dtype torch.int64 (torch.long)",
+            got=f"dtype {got.dtype}",
+            hint=LONG_HINT,
+        )

@@ -13,8 +13,8 @@ import torch
 from .arguments import changed
 from .checker import Checker
 from .differences import safe_difference
-from .expectations import RAISED, confirmed, expect
-from .gradients import expect_gradient_kept, expect_gradients
+from .expectations import RAISED, confirmed, expect, expect_long
+from .gradients import expect_gradient_kept, expect_gradients, trainable
 from .printing import agree, show
 from .trials import Case, Trial, copies, draw_trials, run_student
 from .verdicts import Mismatch
@@ -38,6 +38,7 @@ def compare(
     withhold: Sequence[str] = (),
     same_dtype: bool = False,
     differentiable: bool = False,
+    ids: bool = False,
 ) -> Checker:
     """The standard checker: the student's function must return what ``reference`` returns on every case.
 
@@ -58,8 +59,11 @@ def compare(
         withhold: the dotted names of the companion's own answer, unavailable while the student's code runs
             (``reference`` itself is withheld when it is a function of the companion).
         same_dtype: the result must have the reference's dtype exactly (float32 in, float32 out).
+        ids: the result holds ids (or is a tuple with some): wherever the reference returns an int64 tensor,
+            the student's must be int64 too, not int32 (:func:`expect_long`).
         differentiable: the result is a loss to train with: it must carry gradients, and the gradients it
-            gives the parameters of every model argument must be the reference's.
+            gives the parameters of every model argument and every floating-point tensor argument (each made a
+            leaf that requires grad) must be the reference's.
 
     The expected answers are computed first, on deep copies of every argument; the student gets other
     copies, and a student who changes an argument in place (a tensor, a list, a model's parameters or
@@ -69,7 +73,8 @@ def compare(
     withhold = (*own_name(reference), *withhold)
 
     def run(student: Callable[..., Any]) -> tuple[int, int]:
-        trials = draw_trials(reference, cases, extra)
+        trials = draw_trials(reference, _trainable(cases) if differentiable else cases,
+                             _trainable(extra) if differentiable and extra is not None else extra)  # fmt: skip
         run_student(student, reference, trials)
         judge(trials)
         return len(trials), sum(t.hidden_seed is not None for t in trials)
@@ -91,6 +96,8 @@ def compare(
                     )
             if same_dtype:
                 expect_dtype(t.got, t.expected, label, what)
+            if ids:
+                expect_long(t.got, t.expected, input=label, what=what)
             if differentiable:
                 expect_gradient_kept(t.got, label, what)
             if safe_difference(t.got, t.expected, atol, rtol) is not None:
@@ -104,7 +111,7 @@ def compare(
                 here = [(lambda v=values[i][k]: v, h) for k, (_, h) in enumerate(mistakes) if h in named]
                 expect(t.got, t.expected, input=label, what=what, hint=hint, atol=atol, rtol=rtol, mistakes=here)
             if differentiable:
-                expect_gradients(t, label, atol, rtol)
+                expect_gradients(t, label, atol, rtol, _names(reference))
 
     def _mistake_answers(trials: Sequence[Trial]) -> list[list[Any]]:
         out = []
@@ -122,6 +129,17 @@ def compare(
     return Checker(exercise, run, seed=seed, kind="function", withhold=withhold)
 
 
+def _trainable(cases: Sequence[Case] | Callable[[], Sequence[Case]]) -> Callable[[], Sequence[Case]]:
+    """``cases`` with every floating-point tensor argument a leaf that requires grad (a loss must reach each)."""
+
+    def draw() -> list[Case]:
+        drawn = cases() if callable(cases) else cases
+        return [Case(tuple(trainable(a) for a in c.args), {k: trainable(v) for k, v in c.kwargs.items()}, c.why)
+                for c in drawn]  # fmt: skip
+
+    return draw
+
+
 def expect_dtype(got: Any, expected: Any, label: str, what: str) -> None:
     if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)) and len(got) == len(expected):
         for g, e in zip(got, expected, strict=True):  # each output of a tuple keeps the input's dtype
@@ -136,6 +154,13 @@ def expect_dtype(got: Any, expected: Any, label: str, what: str) -> None:
             hint="Build every tensor from the input (torch.zeros_like(x), x.new_tensor(...), ...) or convert at the "
             "end with .to(x.dtype).",
         )
+
+
+def _names(reference: Callable[..., Any]) -> list[str]:
+    try:
+        return list(inspect.signature(reference).parameters)
+    except (TypeError, ValueError):
+        return []
 
 
 def _arguments(reference: Callable[..., Any], c: Case, args: list[Any], kwargs: dict[str, Any]):

@@ -107,3 +107,35 @@ BASE_EXCEPTION_HINTS = {
 def raised_verdict(exercise: str, name: str) -> Verdict:
     """WRONG: the student's code raised ``name``, one of :data:`BASE_EXCEPTION_HINTS`."""
     return Verdict(exercise, WRONG, f"Your code raised {name}.", hint=BASE_EXCEPTION_HINTS[name])
+
+
+def student_line(e: BaseException) -> str:
+    """Where in the student's code ``e`` was raised (the innermost frame outside the companion and PyTorch),
+    as " (at line N of FILE: CODE)", or "" when no such frame is known."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not any(p in f.filename for p in _LIBRARY)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at line {f.lineno} of {f.filename}: {(f.line or '').strip()})"
+
+
+_LIBRARY = ("/companion/", "/torch/", "/numpy/", "/lib/python3")
+
+
+def own_base_exception_hint(name: str) -> str:
+    """The hint for an exception of the student's own that derives from ``BaseException`` but not ``Exception``."""
+    return (
+        f"{name} derives from BaseException, which ends a notebook cell like the stop button; derive your "
+        "exceptions from Exception (or ValueError...) and run your code on this input to read the traceback."
+    )
+
+
+def raised_by_student(e: BaseException) -> bool:
+    """Whether ``e``, which reached the checker outside :func:`call`, must come from the student's code: an
+    exception whose class derives from ``BaseException`` but not ``Exception`` (no checker raises one), or
+    whose class is defined outside Python, PyTorch, NumPy and the companion (in a notebook, say)."""
+    if not isinstance(e, Exception):
+        return True
+    return type(e).__module__.split(".")[0] not in {"builtins", "torch", "numpy", "companion", "math", "_operator"}
