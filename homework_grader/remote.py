@@ -10,9 +10,8 @@ carries gradient comes back attached to the grader's copy of the model, its grad
 (:class:`_RemoteGraph`). A class is checked the same way through a mirror (:func:`remote_class`). An argument
 that cannot be sent as data (a lambda, an object of a class of the checker's own that is no model) gives an
 error verdict that says so: nothing is ever checked in the answer's process. A memory check
-(:func:`companion.exercises.checking.peak_bytes`) is measured where the allocations happen: the checker is given
-the sandbox's :class:`~companion.exercises.checking.RemoteMemory`; while a measurement runs, each call asks the
-answer's process to measure its own peak, and the peak sent back with the result is recorded there.
+(:func:`companion.exercises.checking.peak_bytes`) is measured by the kernel, from outside the answer's process:
+while it runs, the monitor of that process resets its peak resident memory before each call and reads it after.
 Whatever happens, the process and everything it started are killed (its process group) before this returns.
 """
 
@@ -175,16 +174,38 @@ class Sandbox:
         return Stopped("error", f"its process ended (exit status {code})")
 
     def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-        # while a checker measures memory, the answer's process measures its own call (its allocations are there)
         message = {"op": "call", "args": list(args), "kwargs": kwargs, "measure": self.memory.measuring}
-        reply = self.request(message)
-        if "peak" in reply:
-            self.memory.record(reply["peak"])
+        return self.request(message, measure=self.memory.measuring)
+
+    def request(self, message: dict[str, Any], measure: bool = False) -> dict[str, Any]:
+        """Send one request and return the reply. With ``measure`` (a checker measures memory), the monitor
+        resets the kernel's peak of the answer's process before the request is sent and reads it once the reply
+        has come: the call's peak is how far the process's resident memory rose above its size at the reset,
+        counted by the kernel outside the answer's process, whatever its code does to its own Python."""
+        base = self._kernel(b"r") if measure else None
+        self._send(message, self.deadline, strict=True)
+        reply = self._receive(self.deadline)
+        if measure:
+            top = self._kernel(b"p")
+            if base is None or top is None:
+                raise Stopped("error", "the grader could not read the memory of the answer's process")
+            self.memory.record(max(0, top - base))
         return reply
 
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        self._send(message, self.deadline, strict=True)
-        return self._receive(self.deadline)
+    def _kernel(self, asked: bytes) -> int | None:
+        """Ask the monitor for the kernel's figure of the answer's process (``r``: reset the peak, the present
+        size; ``p``: the peak since), in bytes; ``None`` where there is none."""
+        try:
+            os.write(self._status, asked)
+        except OSError:
+            return None
+        line = self._status_line(time.monotonic() + 30.0)
+        head, _, value = line.strip().partition(" ")
+        if head != asked.decode():  # the process ended: the monitor's line is its exit status
+            if line.strip().lstrip("-").isdigit():
+                self.code = int(line)
+            return None
+        return int(value) if value.isdigit() else None
 
     def verdict(self) -> dict[str, Any]:
         """The next message of the answer's process, by the deadline."""
@@ -465,8 +486,10 @@ def remote_function(box: Sandbox, name: str):
     return student
 
 
-def _request(box: Sandbox, op: str, meta: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-    reply = box.request({"op": op, "value": meta, "args": list(args), "kwargs": kwargs or {}})
+def _request(
+    box: Sandbox, op: str, meta: Any, args: tuple = (), kwargs: dict | None = None, measure: bool = False
+) -> Any:
+    reply = box.request({"op": op, "value": meta, "args": list(args), "kwargs": kwargs or {}}, measure=measure)
     if "raised" in reply:
         raise _rebuild(reply)
     return reply
@@ -540,10 +563,8 @@ class _RemoteModule(torch.nn.Module):
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in params + inputs)
         meta = {"module": ident, "state": state, "training": training, "grad": grad, "measure": box.memory.measuring}
         if not grad:
-            reply = _request(box, "forward", meta, args, kwargs)["value"]
+            reply = _request(box, "forward", meta, args, kwargs, measure=meta["measure"])["value"]
             self._load_buffers(reply["buffers"])
-            if "peak" in reply:
-                box.memory.record(reply["peak"])
             return reply["out"]
         return _RemoteCall.apply(self, meta, args, kwargs, len(params), *params, *inputs)
 

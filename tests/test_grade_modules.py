@@ -121,5 +121,5 @@ def test_a_module_exercise_is_graded_through_the_mirror(graded):
 @pytest.mark.slow
 def test_the_memory_check_sees_the_answers_process(graded):
     """An answer with the right values whose far field is n × n matrices: its allocations happen in its own
-    process, which measures them for the checker (checking.peak_bytes asks it while it measures)."""
+    process, whose monitor reads the kernel's peak of it for the checker (checking.peak_bytes asks for it)."""
     assert gradebook(graded)["dense_far"]["FMMAttention"] == "wrong"
