@@ -140,8 +140,8 @@ def test_record_no_lookup_bands_are_the_test_sets(record):
 
 def test_record_bears_out_the_chapters_claims(record):
     """What chapters 8-10 read from the record, asserted on it (the chapters assert the same)."""
-    accuracy = {}
-    for run in record["runs"]:
+    accuracy = {}  # {(kind, r, N): [accuracy of seed 0, seed 1, ...]}
+    for run in sorted(record["runs"], key=lambda run: run["seed"]):
         accuracy.setdefault((run["kind"], run["r"], run["n_pairs"]), []).append(run["accuracy"])
     band = {int(n): high for n, (_, high) in record["no_lookup"].items()}
     # softmax attention learns the lookup in every cell, 4 r included
@@ -153,5 +153,16 @@ def test_record_bears_out_the_chapters_claims(record):
     # ... elu + 1 inside the no-lookup band at 4 r, the diagnostic above it
     assert max(accuracy["linear", 2, 8]) < band[8] + 0.02
     assert min(accuracy["softmax+linear", 2, 8]) > max(band[8], 0.25) + 0.03
-    # at N = r = 4 the softmax first layer helps the linear lookup
-    assert min(accuracy["softmax+linear", 4, 4]) > max(accuracy["linear", 4, 4]) + 0.1
+    # at N = r = 4 no linear lookup is exact on any seed; the softmax first layer helps on seed 0 only
+    lin, diag = accuracy["linear", 4, 4], accuracy["softmax+linear", 4, 4]
+    assert max(lin + diag) < 0.8
+    assert diag[0] > lin[0] + 0.1 and abs(diag[1] - lin[1]) < 0.1
+    # the Performer: in the no-lookup band above the bound and at r = 2; below it (r = 4, 8) on one seed of
+    # two it learns part of the lookup, always less than elu + 1 of the same size and seed where N <= 4
+    for (kind, r, n), accs in accuracy.items():
+        if kind != "performer":
+            continue
+        if n > r or r == 2:
+            assert max(accs) < band[n] + 0.03, (r, n, accs)
+        if n <= 4:
+            assert all(p < li for p, li in zip(accs, accuracy["linear", r, n], strict=True)), (r, n)
