@@ -113,12 +113,12 @@ def _check_beam(next_logits: object, ids: object, max_new_tokens: object, beam_s
 
 
 def length_penalty(length: int, alpha: float) -> float:
-    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0 (no normalisation)."""
+    """GNMT's lp(Y) = ((5 + len(Y)) / 6)^α; 1 for α = 0 (no normalisation)."""
     return ((5 + length) / 6) ** alpha
 
 
 def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
-    """argmax over the beam of log p(y | ids) / lp(|y|): (1, n) → ((1, n+m), log p)."""
+    """argmax over the beam of log p(y | ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
     _check_beam(next_logits, ids, max_new_tokens, beam_size, eos_id)
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS

@@ -79,7 +79,7 @@ def grade(
 ) -> dict[str, Path]:
     """Grade every notebook under ``submissions``; write the gradebook and reports into ``out``.
 
-    Each notebook's answers run in a sandbox of the kernel's (:mod:`homework_grader.walls`); ``isolation``
+    Each notebook's answers run in a sandbox of the kernel's (``homework_grader.walls``); ``isolation``
     ``False`` (``--no-isolation``) runs them without one, for submissions the instructor trusts.
 
     Raises :class:`UsageError` (before anything is graded) for a missing or empty folder, a homework folder with
@@ -197,7 +197,7 @@ def _grade_all(found: list, base: dict[str, Any], jobs: int, progress: bool, ini
     return results
 
 
-#: the grading process's own address space beyond the answers' limit: torch's libraries and the replies
+#: the grading process's own address space beyond the answers' limit (torch's libraries and the replies)
 GRADER_MEMORY = 8 * 2**30
 
 

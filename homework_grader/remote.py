@@ -258,7 +258,7 @@ class Sandbox:
 def _server_source(folders: list[str] | None = None) -> str:
     """What the fork server runs: isolated (``-I``: no PYTHONPATH, no user site, not the current folder), it
     imports the grader and the companion from where this process imported them (in a sandbox, from ``folders``,
-    the copy :mod:`homework_grader.walls` made), then takes those folders off its path again, so that an answer
+    the copy ``homework_grader.walls`` made), then takes those folders off its path again, so that an answer
     imports nothing more than it could before."""
     import companion
 
@@ -285,7 +285,7 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.preload: list[str] = []
-        #: the sandbox (:mod:`homework_grader.walls`): ``{"copy": folder, "sources": {...}}``, or ``None``
+        #: the sandbox (``homework_grader.walls``): ``{"copy": folder, "sources": {...}}``, or ``None``
         #: when the instructor said the submissions are trusted (``--no-isolation``)
         self.walls: dict[str, Any] | None = None
 

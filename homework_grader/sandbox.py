@@ -599,7 +599,7 @@ def zygote(sock_fd: int) -> None:
     """The fork server: import what every answer's process needs once, then fork one process per answer.
 
     Its first message comes on standard input: the modules to import, and (in a sandbox, see
-    :mod:`homework_grader.walls`) the sources of the modules that exist in no file here, imported from memory
+    ``homework_grader.walls``) the sources of the modules that exist in no file here, imported from memory
     before anything else. Each request (on the socket ``sock_fd``) brings four descriptors: the answer's two
     message pipes, its output pipe and a control socket. A monitor process is forked, which forks the answer's
     process (in a session of its own, its output on the output pipe, in its own folder), writes its pid on the

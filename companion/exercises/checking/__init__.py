@@ -40,7 +40,7 @@ at the first disagreement; ``Checker("name", cases)`` turns it into a checker.
 The package holds one concern per module, and this file only gathers their names:
 
 - ``verdicts``: the statuses, :class:`Verdict`, and the exceptions of the cases (:class:`Mismatch`,
-  :class:`NotAttempted`, :class:`Abort`);
+  :class:`NotAttempted`, ``Abort``);
 - ``checker``: :class:`Checker`, which runs the cases and turns whatever happens into a verdict;
 - ``active``: the running check (what it withholds, the stop button, where memory is measured), found by
   :func:`call` and :func:`peak_bytes`;

@@ -75,7 +75,7 @@ def call(student: Callable[..., Any], *args: Any, input: str, _changes_arguments
     ``NotImplementedError`` becomes :class:`NotAttempted` (unless it is nn.Module's complaint about a missing
     ``forward``); any other exception (``SystemExit``, ``GeneratorExit`` and the student's own
     ``BaseException`` subclasses included, and a ``KeyboardInterrupt`` that no SIGINT caused; only a harness's
-    :class:`Abort` passes through) becomes a :class:`Mismatch` that names the input and the
+    ``Abort`` passes through) becomes a :class:`Mismatch` that names the input and the
     exception. ``input`` describes the arguments. While the student's code runs, the running checker's
     reference is withheld (see :class:`~companion.exercises.checking.checker.Checker`).
 

@@ -24,7 +24,7 @@ class RemoteMemory:
     """The peaks that another process measured for the student's calls made while :func:`peak_bytes` runs.
 
     A harness that runs the student's code elsewhere makes one per checker run and passes it to
-    :meth:`~companion.exercises.checking.checker.Checker.verdict`; before each call it reads :attr:`measuring`
+    ``Checker.verdict``; before each call it reads :attr:`measuring`
     (then the other process measures the call's own peak) and hands the peak back with :meth:`record`.
     """
 

@@ -60,7 +60,7 @@ def compare(
             (``reference`` itself is withheld when it is a function of the companion).
         same_dtype: the result must have the reference's dtype exactly (float32 in, float32 out).
         ids: the result holds ids (or is a tuple with some): wherever the reference returns an int64 tensor,
-            the student's must be int64 too, not int32 (:func:`expect_long`).
+            the student's must be int64 too, not int32 (``expect_long``).
         differentiable: the result is a loss to train with: it must carry gradients, and the gradients it
             gives the parameters of every model argument and every floating-point tensor argument (each made a
             leaf that requires grad) must be the reference's.

@@ -1,5 +1,5 @@
 """What a checker says: the four statuses, the :class:`Verdict` it returns, and the exceptions its cases raise
-(:class:`Mismatch`, :class:`NotAttempted`) or let through (:class:`Abort`)."""
+(:class:`Mismatch`, :class:`NotAttempted`) or let through (``Abort``)."""
 
 from __future__ import annotations
 
