@@ -118,7 +118,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
-    """argmax over the beam of log p(y | ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
+    """argmax over the beam of log p(y|ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
     _check_beam(next_logits, ids, max_new_tokens, beam_size, eos_id)
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS
