@@ -29,7 +29,7 @@ RIGHT = {
 def encode(tokens, stoi):
     ids = []
     for token in tokens:
-        ids.append(stoi[token] if token in stoi else 0)
+        ids.append(stoi[token] if token in stoi else stoi["<unk>"])
     return torch.tensor(ids, dtype=torch.int64)
 """,
     "one_hot": """\
@@ -64,7 +64,7 @@ def cosine_similarity(u, v):
 # a second right set, vectorised differently (the JupyterLab student's)
 RIGHT_TOO = {
     "encode": "def encode(tokens, stoi):\n"
-    "    return torch.as_tensor([stoi.get(t, 0) for t in tokens], dtype=torch.long)\n",
+    '    return torch.as_tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.long)\n',
     "one_hot": "def one_hot(ids, vocab_size):\n    return (ids[:, None] == torch.arange(vocab_size)).float()\n",
     "Embedding": RIGHT["Embedding"].replace(
         "self.weight[ids]", "self.weight.index_select(0, ids.flatten()).view(*ids.shape, -1)"
