@@ -73,11 +73,11 @@ bubblewrap:
 	@bash tools/ensure-bubblewrap.sh
 
 # Everything, in order of cost: lint, freshness of generated notebooks, the book build (which executes every
-# chapter with its hidden asserts and fails on any error), then one pytest session on two workers (pytest-xdist; --dist loadscope keeps each test module and
-# each homework notebook on one worker, so the Colab simulation's chapters share one fresh environment and
-# nbval's cells one kernel): the unit tests, the slow tests (training, the second execution of every chapter
-# in the Colab simulation, the rendered-page checks of the built HTML in headless Chromium) and nbval on every
-# homework notebook.
+# chapter with its hidden asserts and fails on any error), then one pytest session on two workers: the unit
+# tests, the slow tests (training, the second execution of every chapter in the Colab simulation, the
+# rendered-page checks of the built HTML in headless Chromium) and nbval on every homework notebook. The
+# workers (pytest-xdist, --dist loadscope) take units of work longest first, as tests/conftest.py orders them:
+# a test module, a homework notebook (nbval's cells share one kernel) or one chapter of the Colab simulation.
 # The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
 # nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
 # what to run), so that a machine without it fails in seconds, not after twenty minutes; the second, the same for
@@ -91,8 +91,8 @@ test: $(STAMP)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
 	$(call timed,build,$(BIN)/jupyter-book build . -W -n --keep-going)
 	$(call timed,pdf,$(BIN)/python tools/pdf.py build && $(BIN)/python tools/pdf.py check)
-	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope tests --nbval-lax \
-		--nbval-current-env book/homework/*.ipynb --durations=12 --junitxml=_build/pytest.xml)
+	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope --no-loadscope-reorder tests --nbval-lax \
+		--nbval-current-env book/homework/*.ipynb --durations=40 --junitxml=_build/pytest.xml)
 
 constraints: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^one-hot-to-transformers' | sed 's/+cpu$$//' > constraints.txt

@@ -38,9 +38,12 @@ PREINSTALLED = ["torch", "numpy", "matplotlib", "ipykernel", "scikit-learn", "tr
 CHAPTERS = notebooks.chapters()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def colab_kernel(tmp_path_factory, root):
-    """A kernel named ``colab-sim`` in a fresh virtual environment; yields the folder that holds its spec."""
+    """A kernel named ``colab-sim`` in a fresh virtual environment; yields the folder that holds its spec.
+
+    One per pytest process (each of `make test`'s two workers runs some of the chapters, tests/conftest.py):
+    the chapters' setup cells pip-install the companion into it, so two workers never share one."""
     base = tmp_path_factory.mktemp("colab")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
