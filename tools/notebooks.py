@@ -34,18 +34,24 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import os
 import re
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import jupytext
 import nbformat
 import yaml
-from docutils.nodes import make_id
+
+if __package__ in (None, ""):  # run as a script (python tools/notebooks.py): import tools.* from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.myst.citations import Citations
+from tools.myst.parse import blocks, directive_name, headings, tokens
+from tools.myst.render import Book, Renderer
+from tools.myst.targets import Target, page_targets
+from tools.myst.targets import number as _number
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -69,8 +75,7 @@ if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
 
 NBVAL_CHECK_OUTPUT = "nbval-check-output"
 _CHECKER_CALL = re.compile(r"^(check_\w+)\(\w+\)\s*$")
-_CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?:.*?\n)?```[ \t]*$", re.MULTILINE | re.DOTALL)
-_FENCE_OPEN = re.compile(r"^(`{3,})\{(exercise-start|exercise-end|solution-start|solution-end)\}(.*)$")
+GATED = frozenset({"exercise-start", "exercise-end", "solution-start", "solution-end"})
 
 
 @dataclass(frozen=True)
@@ -159,17 +164,24 @@ def has_exercises(md: Path) -> bool:
 # ----- setup cell ----------------------------------------------------------------------------------------
 
 
+def _first_code_cell(text: str) -> tuple[int, int] | None:
+    """The lines ``[first, end)`` of the first ``{code-cell}`` of a MyST notebook, or None."""
+    found = next((t.map for t in tokens(text) if not t.level and directive_name(t) == "code-cell"), None)
+    return None if found is None else (found[0], found[1])
+
+
 def with_setup_cell(text: str) -> str:
     """``text`` (a MyST notebook) with its first code cell replaced by the canonical setup cell."""
-    match = _CODE_CELL.search(text)
-    if match is None:
+    found = _first_code_cell(text)
+    if found is None:
         raise ValueError("a chapter must contain at least one code cell: the setup cell")
-    return text[: match.start()] + setup_cell_block() + text[match.end() :]
+    lines = text.split("\n")
+    return "\n".join(lines[: found[0]] + [setup_cell_block()] + lines[found[1] :])
 
 
 def first_code_cell(text: str) -> str | None:
-    match = _CODE_CELL.search(text)
-    return None if match is None else match.group(0)
+    found = _first_code_cell(text)
+    return None if found is None else "\n".join(text.split("\n")[found[0] : found[1]])
 
 
 # ----- reader notebook -----------------------------------------------------------------------------------
@@ -212,7 +224,7 @@ def reader_notebook(md: Path) -> str:
     nb = jupytext.read(md)
     chapter = _chapter_or_none(md)
     citations = Citations(BOOK / "references.bib")
-    render = Renderer(md.parent, chapter=chapter, citations=citations)
+    render = Renderer(md.parent, _book(), chapter=chapter, citations=citations)
     out = nbformat.v4.new_notebook()
     out.metadata = copy.deepcopy(nb.metadata)
     out.metadata.pop("jupytext", None)
@@ -238,7 +250,7 @@ def reader_notebook(md: Path) -> str:
             else:
                 out.cells.append(_reader_code_cell(cell))
             continue
-        for piece in gated_pieces(cell.source):
+        for piece in blocks(cell.source, GATED):
             if isinstance(piece, str):
                 text = render.markdown(piece)
                 if solution is not None:
@@ -423,25 +435,37 @@ def homework_notebook(md: Path) -> str:
     asked = asked_names(nb)
     hidden = asked | {g for name in asked for g in GIVEAWAYS.get(name, ())}
     citations = Citations(BOOK / "references.bib")
-    render = Renderer(md.parent, chapter=chapter, citations=citations, hide=hidden)
-    in_solution = False
+    render = Renderer(md.parent, _book(), chapter=chapter, citations=citations, hide=hidden)
+    in_solution = pen_and_paper = False
     exercise = 0
-    skipped_title = False
     keep: list[str] = []
-    pen_and_paper = False
+    first = True
+
+    def add_markdown(runs: list[str]) -> None:
+        nonlocal first
+        text = _without_title("\n".join(runs)) if first else "\n".join(runs)  # the homework has its own title
+        first = False
+        text = render.markdown(text)
+        if text.strip():
+            out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
+
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            pieces, pen_and_paper = _answer_points(cell.source, pen_and_paper)
-            for piece, answer_after in pieces:
-                text, in_solution, exercise = _strip_markdown(piece, in_solution, exercise, chapter)
-                if not skipped_title:
-                    text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
-                    skipped_title = True
-                text = render.markdown(text)
-                if text.strip():
-                    out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
-                if answer_after:
+            runs: list[str] = []
+            for piece in blocks(cell.source, GATED):
+                if isinstance(piece, str):
+                    runs += [] if in_solution else [piece]
+                elif piece.name == "exercise-start":
+                    exercise += 1
+                    pen_and_paper = "pen and paper" in piece.argument.lower()
+                    runs += [] if in_solution else [exercise_heading(f"{chapter}.{exercise}", piece.argument)]
+                elif piece.name != "exercise-end":
+                    in_solution = piece.name == "solution-start"
+                elif pen_and_paper:  # a pen-and-paper question ends: a cell for the answer right after it
+                    add_markdown(runs)
+                    runs, pen_and_paper = [], False
                     out.cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL, metadata={"tags": [ANSWER_TAG]}))
+            add_markdown(runs)
             continue
         tags = list(cell.metadata.get("tags", []))
         stub = stub_from_solution(cell.source)
@@ -499,28 +523,6 @@ ANSWER_CELL = (
     "*(Double-click to write your answer here, in words and math between dollar signs: $\\partial L / \\partial E$.)*"
 )
 ANSWER_TAG = "homework-answer"
-_PEN_AND_PAPER_START = re.compile(r"^(`{3,})\{exercise-start\}(.*)$")
-_EXERCISE_END = re.compile(r"^(`{3,})\{exercise-end\}")
-
-
-def _answer_points(source: str, pending: bool) -> tuple[list[tuple[str, bool]], bool]:
-    """``source`` cut after the end of each pen-and-paper exercise: ``(piece, answer cell after it)`` pairs,
-    and whether a pen-and-paper exercise is still open at the end (its end comes in a later cell)."""
-    lines, pieces, start, i = source.split("\n"), [], 0, 0
-    while i < len(lines):
-        opened, ended = _PEN_AND_PAPER_START.match(lines[i]), _EXERCISE_END.match(lines[i])
-        if opened:
-            pending = "pen and paper" in opened.group(2).lower()
-        elif ended and pending:
-            fence, j = ended.group(1), i + 1
-            while j < len(lines) and lines[j].strip() != fence:
-                j += 1
-            pieces.append(("\n".join(lines[start : j + 1]), True))
-            start, i, pending = j + 1, j, False
-        i += 1
-    if start < len(lines) or not pieces:
-        pieces.append(("\n".join(lines[start:]), False))
-    return pieces, pending
 
 
 def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> str:
@@ -567,165 +569,27 @@ def _checker(name: str):
 
 
 def _title(nb: nbformat.NotebookNode) -> str:
+    """The chapter's title: its first top-level heading (``# Title``)."""
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            m = re.search(r"^# (.+)$", cell.source, re.MULTILINE)
-            if m:
-                return m.group(1).strip()
+            stream = tokens(cell.source)
+            found = next((text for i, text in headings(stream) if stream[i].tag == "h1"), None)
+            if found:
+                return found
     return "Chapter"
 
 
-def _strip_markdown(source: str, in_solution: bool, exercise: int, chapter: int) -> tuple[str, bool, int]:
-    """Remove solution blocks and turn gated exercise directives into headings."""
-    out: list[str] = []
-    for piece in gated_pieces(source):
-        if isinstance(piece, str):
-            if not in_solution:
-                out.append(piece)
-        elif piece.name == "exercise-start":
-            exercise += 1
-            if not in_solution:
-                out.append(exercise_heading(f"{chapter}.{exercise}", piece.argument))
-        elif piece.name in ("solution-start", "solution-end"):
-            in_solution = piece.name == "solution-start"
-    return "\n".join(out), in_solution, exercise
-
-
-# ----- MyST → the Markdown that Jupyter and Colab render ------------------------------------------------
-
-_DIRECTIVE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[ \t]*(?P<argument>.*)$")
-_PLAIN_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})")
-_OPTION = re.compile(r"^:(?P<name>[\w-]+):[ \t]*(?P<value>.*)$")
-_TARGET = re.compile(r"^\((?P<label>[^()\s]+)\)=[ \t]*$")
-_MATH_LABEL = re.compile(r"^(?P<math>.*\$\$)[ \t]*\((?P<label>[^()\s]+)\)[ \t]*$")
-_ROLE = re.compile(r"\{(?P<name>[\w:+-]+)\}`(?P<content>[^`]*)`")
-_HEADING = re.compile(r"^#{1,6} +(?P<text>.+?)\s*$")
-GATED = ("exercise-start", "exercise-end", "solution-start", "solution-end")
-ADMONITIONS = {
-    "admonition": "",
-    "note": "Note",
-    "tip": "Tip",
-    "hint": "Hint",
-    "important": "Important",
-    "seealso": "See also",
-    "attention": "Attention",
-    "caution": "Caution",
-    "warning": "Warning",
-    "danger": "Danger",
-    "error": "Error",
-}
-
-
-@dataclass(frozen=True)
-class Directive:
-    """A MyST directive: ```` ```{name} argument ````, its ``:option:`` lines, its body (not yet rendered)."""
-
-    name: str
-    argument: str
-    options: dict[str, str]
-    body: str
-
-
-@dataclass(frozen=True)
-class Verbatim:
-    """A plain code fence (```` ```python ````), copied as it is."""
-
-    text: str
-
-
-def myst_blocks(text: str) -> list[str | Directive | Verbatim]:
-    """``text`` cut into directives, plain code fences and runs of other lines (each run one string)."""
-    lines = text.split("\n")
-    out: list[str | Directive | Verbatim] = []
-    run: list[str] = []
-    i = 0
-    while i < len(lines):
-        directive = _DIRECTIVE.match(lines[i])
-        plain = None if directive else _PLAIN_FENCE.match(lines[i])
-        if directive is None and plain is None:
-            run.append(lines[i])
-            i += 1
-            continue
-        fence = (directive or plain)["fence"]
-        closing = re.compile(rf"^{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        j = next((k for k in range(i + 1, len(lines)) if closing.match(lines[k])), None)
-        if j is None:
-            raise ValueError(f"the fence {lines[i]!r} is never closed")
-        if run:
-            out.append("\n".join(run))
-            run = []
-        if directive is None:
-            out.append(Verbatim("\n".join(lines[i : j + 1])))
-        else:
-            options, body = _options(lines[i + 1 : j])
-            out.append(Directive(directive["name"], directive["argument"].strip(), options, "\n".join(body)))
-        i = j + 1
-    if run:
-        out.append("\n".join(run))
-    return out
-
-
-def _options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
-    """A directive's options (``:name: value`` lines, or a YAML block between ``---`` lines) and its body."""
-    options: dict[str, str] = {}
-    k = 0
-    if lines and lines[0].strip() == "---":
-        end = next((n for n in range(1, len(lines)) if lines[n].strip() == "---"), None)
-        if end is None:
-            raise ValueError("a directive's YAML options (---) are never closed")
-        options = {str(key): str(value) for key, value in (yaml.safe_load("\n".join(lines[1:end])) or {}).items()}
-        k = end + 1
-    while k < len(lines) and (m := _OPTION.match(lines[k])):
-        options[m["name"]] = m["value"].strip()
-        k += 1
-    body = lines[k:]
-    while body and not body[0].strip():
-        body.pop(0)
-    while body and not body[-1].strip():
-        body.pop()
-    return options, body
-
-
-def gated_pieces(source: str) -> list[str | Directive]:
-    """A markdown cell cut at sphinx-exercise's gated fences (``exercise-start`` … ``solution-end``): runs of
-    other lines, and those fences as directives (options parsed, no body)."""
-    out: list[str | Directive] = []
-    run: list[str] = []
-    lines = source.split("\n")
-    i = 0
-    while i < len(lines):
-        m = _FENCE_OPEN.match(lines[i])
-        if m is None:
-            run.append(lines[i])
-            i += 1
-            continue
-        fence, name, argument = m.groups()
-        j = i + 1  # the directive block runs to its closing fence; its options (":label:", ":class:") go with it
-        while j < len(lines) and lines[j].strip() != fence:
-            j += 1
-        if run:
-            out.append("\n".join(run))
-            run = []
-        options, _ = _options(lines[i + 1 : j])
-        out.append(Directive(name, argument.strip(), options, ""))
-        i = j + 1
-    if run:
-        out.append("\n".join(run))
-    return out
+def _without_title(text: str) -> str:
+    """``text`` without the heading it opens with, if that is the chapter's title (``# Title``)."""
+    stream = tokens(text)
+    if stream and stream[0].type == "heading_open" and stream[0].tag == "h1":
+        return "\n".join(text.split("\n")[stream[0].map[1] :])
+    return text
 
 
 def exercise_heading(number: str, title: str) -> str:
     """The heading an exercise gets in a notebook, numbered as in the book."""
     return f"### Exercise {number}" + (f" ({title})" if title else "")
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a label points in the rendered book: a page (``book/04_attention``), an anchor and a link text."""
-
-    page: str
-    anchor: str
-    text: str
 
 
 def site_url() -> str:
@@ -749,10 +613,6 @@ def _chapter_or_none(md: Path) -> int | None:
         return None
 
 
-def _number(chapter: int | None, k: int) -> str:
-    return f"{chapter}.{k}" if chapter else str(k)
-
-
 def targets() -> dict[str, Target]:
     """Every page of ``book/`` (``book/04_attention``) and every label in it, with its link text as the book
     shows it: a section's heading, "Theorem 10.2", "Exercise 4.1", "Figure 3.1", an equation's "(5.1)"."""
@@ -764,272 +624,28 @@ def targets() -> dict[str, Target]:
 def _targets(files: tuple[tuple[Path, int], ...], root: Path) -> tuple[tuple[str, Target], ...]:
     found: dict[str, Target] = {}
     for md, _ in files:
-        text = md.read_text()
         page = md.relative_to(root if md.is_relative_to(root) else md.parents[1]).with_suffix("").as_posix()
-        heading = next((m["text"] for line in text.split("\n") if (m := _HEADING.match(line))), md.stem)
-        found[page] = Target(page, "", heading)
-        chapter = _chapter_or_none(md)
-        counts: dict[str, int] = {}
-
-        def visit(blocks: list[str | Directive | Verbatim], page: str, chapter: int | None, counts: dict) -> None:
-            for block in blocks:
-                if isinstance(block, str):
-                    lines = block.split("\n")
-                    for n, line in enumerate(lines):
-                        target = _TARGET.match(line)
-                        after = [h["text"] for rest in lines[n + 1 :] if (h := _HEADING.match(rest))]
-                        if target and after:
-                            found[target["label"]] = Target(page, make_id(target["label"]), after[0])
-                    continue
-                if not isinstance(block, Directive):
-                    continue
-                kind = {"figure": "Figure", "exercise-start": "Exercise", "math": "equation"}.get(block.name)
-                if block.name.startswith("prf:") and block.name != "prf:proof":
-                    kind = block.name[4:].capitalize()
-                if kind:
-                    counts[kind] = counts.get(kind, 0) + 1
-                    label = block.options.get("label") or block.options.get("name")
-                    number = _number(chapter, counts[kind])
-                    if label and kind == "equation":
-                        found[label] = Target(page, f"equation-{make_id(label)}", f"({number})")
-                    elif label:
-                        found[label] = Target(page, make_id(label), f"{kind} {number}")
-                if block.body and block.name != "code-cell":
-                    visit(myst_blocks(block.body), page, chapter, counts)
-
-        visit(myst_blocks(text), page, chapter, counts)
+        found |= page_targets(md.read_text(), page, _chapter_or_none(md))
     return tuple(found.items())
 
 
-class Renderer:
-    """Rewrites the MyST of one chapter that Jupyter and Colab would show as raw text into plain Markdown.
-
-    - ``literalinclude`` → a Python code block holding the listing, cut by Sphinx's own reader
-      (``sphinx.directives.code.LiteralIncludeReader``: ``:pyobject:``, ``:start-at:``, ``:dedent:``, …), the
-      Sphinx roles of its docstrings (``:class:`~a.B``` → ``B``) reduced to their text; or, for an object in
-      ``hide`` (the homework), a line saying it is left out;
-    - ``prf:`` directives → "**Theorem 10.2 (title).** body", proofs "*Proof.* body ∎"; admonitions → a quoted
-      block with a bold title (a ``<details>`` block for a dropdown); figures and images → Markdown images with
-      absolute addresses; ``math`` and ``code-block`` → ``$$`` and fenced code;
-    - ``{cite}`` → "(Author, year)" (``{cite:t}`` → "Author (year)"), collected in ``citations`` for the
-      reference list; ``{doc}``, ``{ref}``, ``{numref}``, ``{eq}``, ``{prf:ref}`` → links to the rendered book
-      (``html.baseurl``), reading as the book reads; ``{math}`` → ``$…$``; other inline roles → their text;
-    - ``(label)=`` targets and ``%`` comment lines disappear.
-
-    Anything else (an unknown directive or role) is an error, so that no raw MyST reaches a notebook.
-    """
-
-    def __init__(
-        self,
-        base: Path,
-        *,
-        chapter: int | None = None,
-        citations: Citations | None = None,
-        hide: set[str] | frozenset[str] = frozenset(),
-    ) -> None:
-        self.base = base
-        self.chapter = chapter
-        self.citations = citations if citations is not None else Citations(None)
-        self.hide = frozenset(hide)
-        self.counts: dict[str, int] = {}
-        self.page = base.resolve().relative_to(ROOT).as_posix() if base.resolve().is_relative_to(ROOT) else ""
-
-    def markdown(self, text: str) -> str:
-        parts = []
-        for block in myst_blocks(text):
-            if isinstance(block, Directive):
-                parts.append(self.directive(block))
-            elif isinstance(block, Verbatim):
-                parts.append(block.text)
-            else:
-                parts.append(self.prose(block))
-        return "\n".join(parts)
-
-    def prose(self, text: str) -> str:
-        lines = []
-        for line in text.split("\n"):
-            if _TARGET.match(line) or line.startswith("%"):
-                continue
-            labelled = _MATH_LABEL.match(line)
-            lines.append(labelled["math"] if labelled else line)
-        return _ROLE.sub(lambda m: self.role(m["name"], m["content"]), "\n".join(lines))
-
-    # --- directives
-
-    def directive(self, d: Directive) -> str:
-        if d.name == "literalinclude":
-            return self.listing(d)
-        if d.name.startswith("prf:"):
-            return self.proof(d)
-        if d.name in ADMONITIONS or d.name == "dropdown":
-            return self.admonition(d)
-        if d.name in ("figure", "image"):
-            return self.image(d)
-        if d.name == "math":
-            return f"$$\n{d.body}\n$$"
-        if d.name in ("code-block", "code", "sourcecode"):
-            return f"```{d.argument}\n{d.body}\n```"
-        if d.name in ("margin", "sidebar", "epigraph", "div", "container"):
-            return self.markdown(d.body)
-        raise ValueError(f"no notebook rendering for the MyST directive {{{d.name}}}: add one to tools/notebooks.py")
-
-    def listing(self, d: Directive) -> str:
-        from sphinx.directives.code import LiteralIncludeReader
-
-        name = d.options.get("pyobject")
-        if name in self.hide:
-            return f"*(The companion's `{name}` is left out of the homework: it gives an exercise away.)*"
-        path = ROOT / d.argument[1:] if d.argument.startswith("/") else (self.base / d.argument).resolve()
-        options: dict[str, object] = {k: v for k, v in d.options.items() if k not in ("caption", "name", "class")}
-        if "dedent" in options:
-            options["dedent"] = int(options["dedent"]) if options["dedent"] else None
-        config = SimpleNamespace(source_encoding="utf-8-sig")
-        code, _ = LiteralIncludeReader(str(path), options, config).read()
-        code = _SPHINX_ROLE.sub(_role_text, code)
-        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
-        language = d.options.get("language", "python" if path.suffix == ".py" else "")
-        origin = f"# from {shown}\n" if language == "python" else ""
-        return f"```{language}\n{origin}{code.rstrip()}\n```"
-
-    def proof(self, d: Directive) -> str:
-        kind = d.name[4:]
-        body = self.markdown(d.body)
-        if kind == "proof":
-            end = "\n\n∎" if body.rstrip().endswith("$$") else " ∎"
-            return f"*Proof.* {body}{end}"
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        title = self.markdown(d.argument)
-        head = f"**{kind.capitalize()} {_number(self.chapter, self.counts[kind])}"
-        head += f" ({title}).**" if title else ".**"
-        return head + ("\n\n" if body.startswith("$$") else " ") + body
-
-    def admonition(self, d: Directive) -> str:
-        title = self.markdown(d.argument) or ADMONITIONS.get(d.name, "") or d.name.capitalize()
-        body = self.markdown(d.body)
-        if d.name == "dropdown" or "dropdown" in d.options.get("class", "").split():
-            return f"<details>\n<summary><b>{title}</b></summary>\n\n{body}\n\n</details>"
-        text = f"**{title}.** {body}"
-        if "$$" in body:  # display math cannot be quoted: Jupyter would hand the "> " to MathJax
-            return text
-        return "\n".join(f"> {line}".rstrip() for line in text.split("\n"))
-
-    def image(self, d: Directive) -> str:
-        source = d.argument
-        if not re.match(r"https?://", source):
-            path = ROOT / source[1:] if source.startswith("/") else (self.base / source).resolve()
-            repo = repository()
-            slug = repo.url.removeprefix("https://github.com/")
-            source = f"https://raw.githubusercontent.com/{slug}/{release()}/{path.relative_to(ROOT).as_posix()}"
-        caption = self.markdown(d.body) if d.name == "figure" else ""
-        alt = d.options.get("alt") or caption.split("\n")[0] or Path(source).name
-        return f"![{alt}]({source})" + (f"\n\n*{caption}*" if caption else "")
-
-    # --- roles
-
-    def role(self, name: str, content: str) -> str:
-        if name in ("cite", "cite:p", "cite:ps", "cite:t", "cite:ts"):
-            return self.citations.cite(content, textual=name.startswith("cite:t"))
-        if name == "math":
-            return f"${content}$"
-        explicit = re.fullmatch(r"(?P<text>.*?)\s*<(?P<target>[^<>]*)>", content, re.DOTALL)
-        text, target = (explicit["text"], explicit["target"]) if explicit else (None, content)
-        if name == "doc":
-            page = (
-                target[1:]
-                if target.startswith("/")
-                else os.path.normpath(f"{self.page}/{target}" if self.page else target)
-            )
-            found = targets().get(page)
-            return f"[{text or (found.text if found else target)}]({page_url(Target(page, '', ''))})"
-        if name in ("ref", "numref", "eq", "prf:ref"):
-            found = targets().get(target)
-            if found is None:  # not a label of the book (a test's text): keep the words
-                return text or target
-            shown = text or found.text
-            if name == "numref" and text and "%s" in text:
-                shown = text.replace("%s", found.text.split()[-1])
-            return f"[{shown}]({page_url(found)})"
-        if name in ("term", "abbr", "sub", "sup", "code", "kbd", "samp", "file", "command", "guilabel"):
-            plain = re.sub(r"\s*\([^)]*\)$", "", content) if name == "abbr" else content
-            return {"sub": f"<sub>{plain}</sub>", "sup": f"<sup>{plain}</sup>"}.get(name) or (
-                f"`{plain}`" if name in ("code", "kbd", "samp", "file", "command") else (text or plain)
-            )
-        raise ValueError(f"no notebook rendering for the MyST role {{{name}}}: add one to tools/notebooks.py")
+def _book() -> Book:
+    """The book as the renderer sees it: its root, its labels, the addresses of its pages and of its files."""
+    repo = repository()
+    slug = repo.url.removeprefix("https://github.com/")
+    return Book(
+        root=ROOT,
+        targets=targets,
+        page_url=page_url,
+        file_url=lambda path: f"https://raw.githubusercontent.com/{slug}/{release()}/{path}",
+    )
 
 
 def for_jupyter(
     text: str, base: Path, *, hide: set[str] | frozenset[str] = frozenset(), citations: Citations | None = None
 ) -> str:
-    """``text`` (MyST) as plain Markdown: see :class:`Renderer`."""
-    return Renderer(base, hide=hide, citations=citations).markdown(text)
-
-
-_SPHINX_ROLE = re.compile(
-    r":(?:py:)?(?:func|class|meth|attr|mod|obj|data|exc|const|ref|doc|term):`([^`<]*?)(?:\s*<[^>]*>)?`"
-)
-
-
-def _role_text(m: re.Match[str]) -> str:
-    """``:class:`~a.b.C``` → ``C``, ``:func:`a.f``` → ``a.f``."""
-    target = m.group(1)
-    return target[1:].split(".")[-1] if target.startswith("~") else target
-
-
-class Citations:
-    """The book's bibliography (``references.bib``, read by pybtex): citations as "(Author, year)", and the
-    list of the works cited, formatted by pybtex's ``unsrt`` style as on the book's bibliography page."""
-
-    def __init__(self, bib: Path | None) -> None:
-        from pybtex.database import parse_file
-
-        self.entries = parse_file(str(bib)).entries if bib is not None and bib.exists() else {}
-        self.used: list[str] = []
-
-    def label(self, key: str) -> tuple[str, str]:
-        """The authors' last names as the book cites them ("Vaswani et al.", "Rahimi and Recht") and the year."""
-        entry = self.entries.get(key)
-        if entry is None:
-            return key, "n.d."
-        people = entry.persons.get("author") or entry.persons.get("editor") or []
-        last = [" ".join(part.render_as("text") for part in p.rich_last_names) for p in people]
-        if len(last) == 1 or (len(last) == 2 and last[1] != "others"):
-            names = " and ".join(last)
-        else:
-            names = f"{last[0]} et al." if last else key
-        return names, entry.fields.get("year", "n.d.")
-
-    def cite(self, keys: str, *, textual: bool = False) -> str:
-        parts = []
-        for key in (k.strip() for k in keys.split(",") if k.strip()):
-            if key not in self.used:
-                self.used.append(key)
-            names, year = self.label(key)
-            parts.append(f"{names} ({year})" if textual else f"{names}, {year}")
-        return "; ".join(parts) if textual else f"({'; '.join(parts)})"
-
-    def reference_list(self) -> str:
-        """A Markdown list of the works cited so far, by author and year."""
-        from pybtex.plugin import find_plugin
-
-        style = find_plugin("pybtex.style.formatting", "unsrt")()
-        known = [self.entries[k] for k in self.used if k in self.entries]
-        for entry in known:  # pybtex does not read \url{...} in a note
-            for field, value in entry.fields.items():
-                entry.fields[field] = re.sub(r"\\url\{([^}]*)\}", r"\1", value)
-        formatted = {e.key: _plain_html(e.text.render_as("html")) for e in style.format_entries(known)}
-        lines = []
-        for key in sorted(self.used, key=lambda k: (self.label(k)[0].lower(), self.label(k)[1], k)):
-            lines.append(f"- {formatted[key]}" if key in formatted else f"- {key} (not in the bibliography)")
-        return "\n".join(lines)
-
-
-def _plain_html(html: str) -> str:
-    """pybtex's HTML on one line, without its (nested) ``bibtex-protected`` spans, which only mark case."""
-    while True:
-        plain = re.sub(r'<span class="bibtex-protected">([^<]*)</span>', r"\1", html)
-        if plain == html:
-            return " ".join(plain.split())
-        html = plain
+    """``text`` (MyST) as plain Markdown: see :class:`~tools.myst.render.Renderer`."""
+    return Renderer(base, _book(), hide=hide, citations=citations).markdown(text)
 
 
 # ----- sync and check ------------------------------------------------------------------------------------
