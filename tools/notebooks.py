@@ -1,27 +1,21 @@
-"""Keep the book's notebooks in step with their one source, ``book/NN_name.md``.
+"""Keep the book's notebooks in step with their one source, ``book/NN_name.md`` (a MyST notebook).
 
-Four things are generated from each chapter's MyST notebook (``make sync`` writes them, ``make check-sync`` and
-``tests/test_notebooks.py`` fail when one is stale):
+``sync`` writes, and ``check`` (CI's ``sync-check``) fails when one is stale:
 
-1. its **setup cell** (the first code cell, identical in every chapter): in Colab, ``pip install
-   git+URL@vX.Y.Z``, the repository URL from ``_config.yml`` and the release ``vX.Y.Z`` from
-   ``companion.__version__`` (read from ``companion/__init__.py``, not imported);
-2. ``repository.branch`` in ``_config.yml``, set to the same release: the ref the launch buttons open;
-3. its **reader notebook** ``book/NN_name.ipynb``, which the Colab and Binder buttons open: the chapter as the
-   book reads, in Markdown that Jupyter and Colab render (:class:`Renderer`: listings instead of
-   ``literalinclude``, "(Author, year)" citations and a reference list, formatted theorems and admonitions,
-   links to the rendered pages); exercises become headed sections and each solution a folded ``<details>``
-   block followed by its code cell, folded too; the cells the book hides (the setup cell, the asserts that check
-   the prose's claims, the code of some figures) are folded under a title and still run. It is not a jupytext
-   pair: nothing writes it but this script;
-4. its **homework notebook** ``book/homework/NN_name.ipynb``: the chapter with every solution removed, the
-   exercise directives turned into plain headings, and each exercise's stub derived from its solution cell
-   (every block between a line ``# BEGIN SOLUTION`` and a line ``# END SOLUTION`` becomes
-   ``raise NotImplementedError  # your code here``; a cell tagged ``exercise-stub`` is still accepted). The
-   homework leaves out every listing and cell that defines what an exercise asks for (and the loop versions
-   in ``GIVEAWAYS``), guards each stub with a snapshot cell before it and a restore cell after its checker so
-   that a student's experiments cannot break later cells, renders the MyST as the reader notebook does, and
-   opens with the number of exercises.
+1. each chapter's **setup cell** (its first code cell, the same in every chapter): in Colab, ``pip install``
+   the companion package from the repository (``_config.yml``) at the release ``v`` + ``companion.__version__``;
+2. ``repository.branch`` in ``_config.yml``, set to that release: the ref the launch buttons open;
+3. the **reader notebook** ``book/NN_name.ipynb`` (what the Colab and Binder buttons open): the chapter as the
+   book reads, its MyST rendered as the Markdown Jupyter and Colab show (:mod:`tools.myst`); exercises become
+   headed sections, each solution a folded ``<details>`` block and a folded code cell that still runs; the cells
+   the book hides (setup, the asserts that check the prose's claims, a figure's code) folded under a title;
+4. the **homework notebook** ``book/homework/NN_name.ipynb``: solutions out, each exercise's stub made from its
+   solution cell (:mod:`tools.homework_cells`), the listings and cells that give an exercise away left out, a
+   snapshot cell before each stub and a restore cell after its checker, an answer cell after each pen-and-paper
+   question.
+
+Both notebooks are made from jupytext's cells; the MyST inside a markdown cell is read by the book's own parser
+(myst-parser's markdown-it), so a directive, a role or a fence is found by its token, never by a pattern.
 
 Usage::
 
@@ -47,6 +41,22 @@ import yaml
 if __package__ in (None, ""):  # run as a script (python tools/notebooks.py): import tools.* from the root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tools.homework_cells import (
+    ANSWER_CELL,
+    ANSWER_TAG,
+    GIVEAWAYS,
+    NBVAL_CHECK_OUTPUT,
+    RESTORE_CELL,
+    SNAPSHOT_CELL,
+    STUB_TAG,
+    asked_names,
+    checker_call,
+    checkers,
+    introduction,
+    stub_from_solution,
+    top_level_definitions,
+    without_markers,
+)
 from tools.myst.citations import Citations
 from tools.myst.parse import blocks, directive_name, headings, tokens
 from tools.myst.render import Book, Renderer
@@ -59,7 +69,6 @@ HOMEWORK = BOOK / "homework"
 CONFIG = ROOT / "_config.yml"
 
 SETUP_TAG = "companion-setup"
-STUB_TAG = "exercise-stub"
 
 SETUP_TEMPLATE = """\
 # Setup, the same in every chapter: in Google Colab, install the book's companion package
@@ -73,8 +82,6 @@ if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
 
-NBVAL_CHECK_OUTPUT = "nbval-check-output"
-_CHECKER_CALL = re.compile(r"^(check_\w+)\(\w+\)\s*$")
 GATED = frozenset({"exercise-start", "exercise-end", "solution-start", "solution-end"})
 
 
@@ -164,24 +171,13 @@ def has_exercises(md: Path) -> bool:
 # ----- setup cell ----------------------------------------------------------------------------------------
 
 
-def _first_code_cell(text: str) -> tuple[int, int] | None:
-    """The lines ``[first, end)`` of the first ``{code-cell}`` of a MyST notebook, or None."""
-    found = next((t.map for t in tokens(text) if not t.level and directive_name(t) == "code-cell"), None)
-    return None if found is None else (found[0], found[1])
-
-
 def with_setup_cell(text: str) -> str:
     """``text`` (a MyST notebook) with its first code cell replaced by the canonical setup cell."""
-    found = _first_code_cell(text)
+    found = next((t.map for t in tokens(text) if not t.level and directive_name(t) == "code-cell"), None)
     if found is None:
         raise ValueError("a chapter must contain at least one code cell: the setup cell")
     lines = text.split("\n")
     return "\n".join(lines[: found[0]] + [setup_cell_block()] + lines[found[1] :])
-
-
-def first_code_cell(text: str) -> str | None:
-    found = _first_code_cell(text)
-    return None if found is None else "\n".join(text.split("\n")[found[0] : found[1]])
 
 
 # ----- reader notebook -----------------------------------------------------------------------------------
@@ -221,13 +217,9 @@ def reader_notebook(md: Path) -> str:
     still run (the cells after it may use what it defines); the cells the book hides (the setup cell, the asserts
     that check the prose's claims, the code of a figure) are there, folded under a title, and run.
     """
-    nb = jupytext.read(md)
+    nb, out, citations = _start(md)
     chapter = _chapter_or_none(md)
-    citations = Citations(BOOK / "references.bib")
     render = Renderer(md.parent, _book(), chapter=chapter, citations=citations)
-    out = nbformat.v4.new_notebook()
-    out.metadata = copy.deepcopy(nb.metadata)
-    out.metadata.pop("jupytext", None)
     out.metadata["colab"] = {"toc_visible": True}  # Colab opens with the table of contents shown
     pending: list[str] = []
     solution: list[str] | None = None  # the solution's text and code, shown in its <details> block
@@ -280,14 +272,9 @@ def reader_notebook(md: Path) -> str:
     if solution is not None:
         raise ValueError(f"{md.name}: a solution-start has no matching solution-end")
     flush()
-    references = citations.reference_list()
-    if references:
-        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
     hides = sum(c.cell_type == "code" and c.metadata.get("cellView") == "form" for c in out.cells) > 1  # not the setup
     out.cells.insert(1, nbformat.v4.new_markdown_cell(_reader_introduction(md, chapter, hides)))
-    for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
-        cell["id"] = f"cell-{i}"
-    return nbformat.writes(out) + "\n"
+    return _finish(out, citations)
 
 
 def _reader_code_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -329,95 +316,6 @@ def _reader_introduction(md: Path, chapter: int | None, hides: bool) -> str:
     return text
 
 
-# ----- homework notebook ---------------------------------------------------------------------------------
-
-
-SOLUTION_BEGIN = "# BEGIN SOLUTION"
-SOLUTION_END = "# END SOLUTION"
-STUB_LINE = "raise NotImplementedError  # your code here"
-
-SNAPSHOT_CELL = """\
-# Keeps the chapter's variables safe while you try your code out (see the note at the top).
-import companion.exercises.checking as _homework
-
-_homework_saved = _homework.snapshot(globals())"""
-RESTORE_CELL = "_homework.restore(globals(), _homework_saved, keep={keep!r});"
-
-
-def stub_from_solution(source: str) -> str | None:
-    """The student's stub for a solution cell: every ``# BEGIN SOLUTION`` … ``# END SOLUTION`` block replaced by
-    ``raise NotImplementedError`` at the marker's indentation; None if the cell has no markers."""
-    if SOLUTION_BEGIN not in source and SOLUTION_END not in source:
-        return None
-    out: list[str] = []
-    inside = False
-    for number, line in enumerate(source.split("\n"), 1):
-        marker = line.strip()
-        if marker == SOLUTION_BEGIN:
-            if inside:
-                raise ValueError(f"line {number}: {SOLUTION_BEGIN} inside another solution block")
-            inside = True
-            out.append(line[: len(line) - len(line.lstrip())] + STUB_LINE)
-        elif marker == SOLUTION_END:
-            if not inside:
-                raise ValueError(f"line {number}: {SOLUTION_END} without {SOLUTION_BEGIN}")
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise ValueError(f"{SOLUTION_BEGIN} without {SOLUTION_END}")
-    return "\n".join(out)
-
-
-def without_markers(source: str) -> str:
-    """A solution cell as the book's reader sees it (the markers are comments; this drops them)."""
-    return "\n".join(line for line in source.split("\n") if line.strip() not in (SOLUTION_BEGIN, SOLUTION_END))
-
-
-def top_level_definitions(source: str) -> set[str]:
-    """The functions and classes a code cell defines at its top level."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-
-
-# What a listing gives away besides the asked-for object itself: a loop version of it, or the companion's general
-# version of a function an exercise asks for under a narrower name.
-GIVEAWAYS = {
-    "skipgram_pairs": {"skipgram_pairs_loop"},
-    "scaled_dot_product_attention": {"attention_loop"},
-    "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
-    "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
-    "causal_band_mask": {"band_mask"},
-    "banded_softmax": {"banded_attention"},
-    "FMMAttention": {"fmmformer_attention", "far_field_attention"},  # chapter 9: the blend the module calls
-    "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
-    "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
-    "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
-    "linear_attention_rnn": {"causal_linear_attention_recurrent"},  # chapter 8: the recurrence itself
-    # chapter 10: the features and the module that holds them
-    "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
-}
-
-
-def asked_names(nb: nbformat.NotebookNode) -> set[str]:
-    """The names the chapter's exercises ask the student to write (defined in stubs or marked solutions)."""
-    names: set[str] = set()
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        stub = stub_from_solution(cell.source)
-        if stub is not None:
-            names |= top_level_definitions(stub)
-        elif STUB_TAG in cell.metadata.get("tags", []):
-            names |= top_level_definitions(cell.source)
-    return names
-
-
 def homework_notebook(md: Path) -> str:
     """The student notebook for chapter ``md``: solutions out, stubs in, exercises as headings.
 
@@ -426,15 +324,10 @@ def homework_notebook(md: Path) -> str:
     by one that puts back any the student's experiments replaced; citations become "(Author, year)" with a
     reference list at the end.
     """
-    nb = jupytext.read(md)
+    nb, out, citations = _start(md)
     chapter = chapter_number(md)
-    title = _title(nb)
-    out = nbformat.v4.new_notebook()
-    out.metadata = copy.deepcopy(nb.metadata)
-    out.metadata.pop("jupytext", None)
     asked = asked_names(nb)
     hidden = asked | {g for name in asked for g in GIVEAWAYS.get(name, ())}
-    citations = Citations(BOOK / "references.bib")
     render = Renderer(md.parent, _book(), chapter=chapter, citations=citations, hide=hidden)
     in_solution = pen_and_paper = False
     exercise = 0
@@ -482,10 +375,10 @@ def homework_notebook(md: Path) -> str:
         if in_solution or top_level_definitions(cell.source) & hidden:
             continue
         new = nbformat.v4.new_code_cell(cell.source)
-        checker = _CHECKER_CALL.match(cell.source)
+        checker = checker_call(cell.source)
         if checker:
             # Before the student starts, the checker must say so; nbval compares this output (CI).
-            verdict = _checker(checker.group(1)).not_attempted_message()
+            verdict = _checker(checker).not_attempted_message()
             new.outputs = [nbformat.v4.new_output("stream", name="stdout", text=verdict + "\n")]
             new.execution_count = 1  # nbval only compares the outputs of cells that were run
             tags.append(NBVAL_CHECK_OUTPUT)
@@ -498,58 +391,12 @@ def homework_notebook(md: Path) -> str:
             keep = []
     if in_solution:
         raise ValueError(f"{md.name}: a solution-start has no matching solution-end")
-    references = citations.reference_list()
-    if references:
-        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
-    checkers = sum(1 for c in out.cells if c.cell_type == "code" and _CHECKER_CALL.match(c.source))
-    out.cells.insert(0, nbformat.v4.new_markdown_cell(_introduction(title, chapter, exercise, checkers)))
-    for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
-        cell["id"] = f"cell-{i}"
-    return nbformat.writes(out) + "\n"
+    intro = introduction(_title(nb), chapter, exercise, checkers(out.cells), repository().url)
+    out.cells.insert(0, nbformat.v4.new_markdown_cell(intro))
+    return _finish(out, citations)
 
 
 # How the instructor's grader (companion-grade) reads an answer; see README, "Grading homework".
-GRADING_NOTE = (
-    "When your notebook is graded, each exercise is checked on its own: the grader takes your function or class, "
-    "the helper functions and classes it uses, your imports, and constants set to a plain value (`D = 64`); "
-    "nothing else of the notebook is run. Whatever your answer needs must therefore be inside it, not in a "
-    "variable set by another cell (`W = torch.randn(3, 3)`)."
-)
-
-# A pen-and-paper question gets a markdown cell for the answer right after it; the grader collects the cells
-# that start with "**Your answer" into the instructor's feedback.
-ANSWER_CELL = (
-    "**Your answer:**\n\n"
-    "*(Double-click to write your answer here, in words and math between dollar signs: $\\partial L / \\partial E$.)*"
-)
-ANSWER_TAG = "homework-answer"
-
-
-def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> str:
-    repo = repository()
-    plural = "s" if exercises != 1 else ""
-    return (
-        f"# Homework: {title}\n\n"
-        f"This is the student version of chapter {chapter} of the book. It has **{exercises} exercise{plural}**; "
-        f"{checkers} of them have a checker cell. Each starts from a stub that raises `NotImplementedError`: "
-        "replace the stub with your code and run the checker cell below it. It says **PASSED**, **NOT ATTEMPTED "
-        "YET**, or **WRONG** (with the input, what was expected, what came, and a hint). **You are done when "
-        "every checker says PASSED.**\n\n"
-        "Try your code out freely, in the exercise's cell or in new cells: the chapter's own cells use the "
-        "companion's reference implementations, and the cell after each checker puts back any of the chapter's "
-        "variables (`x`, `model`, `emb`, `torch`, …) that your experiments replaced, so the cells below still "
-        "run. Keep the name the exercise asks for (`def one_hot(...)`, say): the checker looks for it.\n\n"
-        f"{GRADING_NOTE}\n\n"
-        f"The full chapter, with solutions, is at {repo.url}."
-    )
-
-
-def checker_call(source: str) -> str | None:
-    """The checker's name if ``source`` is a checker cell (``check_x(x)``), else None."""
-    m = _CHECKER_CALL.match(source)
-    return m.group(1) if m else None
-
-
 def _checker(name: str):
     """The :class:`~companion.exercises.checking.Checker` called ``name`` in a ``companion.exercises`` module."""
     import importlib
@@ -648,6 +495,26 @@ def for_jupyter(
     return Renderer(base, _book(), hide=hide, citations=citations).markdown(text)
 
 
+def _start(md: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode, Citations]:
+    """Chapter ``md`` read by jupytext, an empty notebook with its metadata (not jupytext's), the bibliography."""
+    nb = jupytext.read(md)
+    out = nbformat.v4.new_notebook()
+    out.metadata = copy.deepcopy(nb.metadata)
+    out.metadata.pop("jupytext", None)
+    return nb, out, Citations(BOOK / "references.bib")
+
+
+def _finish(out: nbformat.NotebookNode, citations: Citations) -> str:
+    """``out`` with the list of the works it cites at the end and stable cell ids (an unchanged chapter gives an
+    unchanged file), as the text of an ``.ipynb``."""
+    references = citations.reference_list()
+    if references:
+        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
+    for i, cell in enumerate(out.cells):
+        cell["id"] = f"cell-{i}"
+    return nbformat.writes(out) + "\n"
+
+
 # ----- sync and check ------------------------------------------------------------------------------------
 
 
@@ -662,7 +529,7 @@ def expected_files() -> dict[Path, str]:
 
 
 def stale_setup_cells() -> list[Path]:
-    return [md for md in chapters() if first_code_cell(md.read_text()) != setup_cell_block()]
+    return [md for md in chapters() if with_setup_cell(md.read_text()) != md.read_text()]
 
 
 def stale_files() -> list[Path]:

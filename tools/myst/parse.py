@@ -17,7 +17,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-# The book's parse.myst_enable_extensions (_config.yml; tests/test_notebooks.py keeps them equal).
+# The book's parse.myst_enable_extensions (_config.yml; tests/test_myst.py keeps them equal).
 EXTENSIONS = frozenset({"amsmath", "dollarmath", "colon_fence", "deflist", "substitution"})
 FENCES = ("fence", "colon_fence")
 _OPTION = re.compile(r"^:(?P<name>[\w-]+):[ \t]*(?P<value>.*)$")

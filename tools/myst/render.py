@@ -13,19 +13,9 @@ from tools.myst.citations import Citations
 from tools.myst.parse import Directive, Verbatim, blocks, prose_parts
 from tools.myst.targets import Target, number
 
-ADMONITIONS = {
-    "admonition": "",
-    "note": "Note",
-    "tip": "Tip",
-    "hint": "Hint",
-    "important": "Important",
-    "seealso": "See also",
-    "attention": "Attention",
-    "caution": "Caution",
-    "warning": "Warning",
-    "danger": "Danger",
-    "error": "Error",
-}
+# Admonitions and the title each shows when the directive gives none.
+ADMONITIONS = {name: name.capitalize() for name in ("note", "tip", "hint", "important", "attention", "caution")}
+ADMONITIONS |= {"warning": "Warning", "danger": "Danger", "error": "Error", "seealso": "See also", "admonition": ""}
 CITE_ROLES = ("cite", "cite:p", "cite:ps", "cite:t", "cite:ts")
 LINK_ROLES = ("ref", "numref", "eq", "prf:ref")
 TEXT_ROLES = {"term": "{}", "abbr": "{}", "sub": "<sub>{}</sub>", "sup": "<sup>{}</sup>", "guilabel": "{}"}
