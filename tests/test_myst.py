@@ -58,6 +58,7 @@ def test_math_targets_and_comments(tmp_path):
 
 def test_roles_are_found_by_the_parser_not_in_code(tmp_path):
     text = "Write `{term}` before {term}`a word <glossary-word>`; see {ref}`sec-a` and {numref}`Fig. %s <fig-a>`."
+    assert render("{math}``a`b`` and {math}`c`.", tmp_path) == "$a`b$ and $c$."  # a ` inside: two around
     labels = {"sec-a": Target("book/02_x", "sec-a", "Attention"), "fig-a": Target("book/02_x", "fig-a", "Figure 2.1")}
     assert render(text, tmp_path, **labels) == (
         "Write `{term}` before a word; see [Attention](https://book/book/02_x.html#sec-a) and "

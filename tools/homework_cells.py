@@ -96,6 +96,7 @@ def asked_names(nb: nbformat.NotebookNode) -> set[str]:
     return names
 
 
+# How the instructor's grader (companion-grade) reads an answer; see README, "Grading homework".
 GRADING_NOTE = (
     "When your notebook is graded, each exercise is checked on its own: the grader takes your function or class, "
     "the helper functions and classes it uses, your imports, and constants set to a plain value (`D = 64`); "

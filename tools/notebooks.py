@@ -396,7 +396,6 @@ def homework_notebook(md: Path) -> str:
     return _finish(out, citations)
 
 
-# How the instructor's grader (companion-grade) reads an answer; see README, "Grading homework".
 def _checker(name: str):
     """The :class:`~companion.exercises.checking.Checker` called ``name`` in a ``companion.exercises`` module."""
     import importlib

@@ -3,7 +3,7 @@
 The notebooks keep the page's text as written except where MyST would show as raw text in Jupyter, so the
 blocks are slices of the page's lines: a fenced directive (```` ```{name} ```` or ``:::{name}``) becomes a
 :class:`Directive`, a plain code fence a :class:`Verbatim`, and the lines between them a run of prose (a
-``str``), whose targets, comments, equation labels and roles :func:`prose_parts` finds by token type.
+``str``), whose targets, comments, equation labels and roles the renderer finds by token type (:func:`walk`).
 """
 
 from __future__ import annotations
@@ -126,30 +126,6 @@ def walk(stream: list[Token]) -> Iterator[Token]:
     for token in stream:
         yield token
         yield from walk(token.children or [])
-
-
-@dataclass(frozen=True)
-class Prose:
-    """A run of prose as the parser sees it: the lines the book does not show (targets ``(label)=``, comments
-    ``% …``), the lines that close a labelled equation ``$$ (label)``, and the roles, in order."""
-
-    hidden: frozenset[int]
-    labelled: frozenset[int]
-    roles: tuple[tuple[str, str], ...]
-
-
-def prose_parts(text: str) -> Prose:
-    hidden: set[int] = set()
-    labelled: set[int] = set()
-    roles = []
-    for token in walk(tokens(text)):
-        if token.type in ("myst_target", "myst_line_comment"):
-            hidden.update(range(*token.map))
-        elif token.type == "math_block_label":
-            labelled.add(token.map[1] - 1)
-        elif token.type == "myst_role":
-            roles.append((token.meta["name"], token.content))
-    return Prose(frozenset(hidden), frozenset(labelled), tuple(roles))
 
 
 def headings(stream: list[Token]) -> Iterator[tuple[int, str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tools.myst.citations import Citations
-from tools.myst.parse import Directive, Verbatim, blocks, prose_parts
+from tools.myst.parse import Directive, Verbatim, blocks, tokens, walk
 from tools.myst.targets import Target, number
 
 # Admonitions and the title each shows when the directive gives none.
@@ -86,17 +86,22 @@ class Renderer:
         return "\n".join(parts)
 
     def prose(self, text: str) -> str:
-        """The lines of ``text`` the book shows, each role replaced by what it reads as."""
-        parts = prose_parts(text)
-        lines = [
-            line[: line.rindex("$$") + 2] if n in parts.labelled else line
-            for n, line in enumerate(text.split("\n"))
-            if n not in parts.hidden
-        ]
-        text, out, at = "\n".join(lines), [], 0
-        for name, content in parts.roles:
-            written = f"{{{name}}}`{content}`"
-            found = text.index(written, at)
+        """The lines of ``text`` the book shows (not its targets ``(label)=``, comments ``% …``, nor the labels
+        of its ``$$`` equations), each role replaced by what it reads as."""
+        hidden, labelled, roles = set(), set(), []
+        for token in walk(tokens(text)):
+            if token.type in ("myst_target", "myst_line_comment"):
+                hidden.update(range(*token.map))
+            elif token.type == "math_block_label":
+                labelled.add(token.map[1] - 1)
+            elif token.type == "myst_role":
+                roles.append((token.meta["name"], token.content))
+        lines = [(n, line) for n, line in enumerate(text.split("\n")) if n not in hidden]
+        text = "\n".join(line[: line.rindex("$$") + 2] if n in labelled else line for n, line in lines)
+        out, at = [], 0
+        for name, content in roles:  # in the order of the text: {name}`content` (``content`` around a `)
+            written = [f"{{{name}}}{ticks}{content}{ticks}" for ticks in ("`", "``", "```")]
+            found, written = min((text.find(w, at), w) for w in written if text.find(w, at) >= 0)
             out += [text[at:found], self.role(name, content)]
             at = found + len(written)
         return "".join(out) + text[at:]
