@@ -165,7 +165,7 @@ def homework_path(md: Path) -> Path:
 
 def has_exercises(md: Path) -> bool:
     """Whether a chapter has exercises (and so a homework notebook)."""
-    return "{exercise-start}" in md.read_text()
+    return any(directive_name(token) == "exercise-start" for token in tokens(md.read_text()) if not token.level)
 
 
 # ----- setup cell ----------------------------------------------------------------------------------------
