@@ -267,14 +267,22 @@ def test_every_pen_and_paper_question_has_an_answer_cell_right_after_it(path):
 
 
 def test_an_answer_cell_follows_a_question_that_ends_in_a_later_cell(tmp_path, monkeypatch):
-    text = (
+    monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
+    md = tmp_path / "07_sample.md"
+    md.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
         "# Title\n\n```{exercise-start} Pen and paper: a proof\n:label: ex-a\n```\n\nProve it.\n\n"
         "```{code-cell} ipython3\nx = 1\n```\n\nStill the question.\n\n```{exercise-end}\n```\n\n"
-        "```{solution-start} ex-a\n:class: dropdown\n```\n\nThe proof.\n\n```{solution-end}\n```\n\n## Next\n"
+        "```{solution-start} ex-a\n:class: dropdown\n```\n\nThe proof.\n\n```{solution-end}\n```\n\n## Next\n\n"
+        "```{exercise-start} Code\n:label: ex-b\n```\n\nWrite it.\n\n```{exercise-end}\n```\n"
     )
-    pieces, pending = notebooks._answer_points(text.split("```{code-cell}")[0], False)
-    assert pending and pieces == [(text.split("```{code-cell}")[0], False)]
-    rest = "Still the question.\n\n```{exercise-end}\n```\n\nThe rest."
-    pieces, pending = notebooks._answer_points(rest, True)
-    assert not pending and pieces == [("Still the question.\n\n```{exercise-end}\n```", True), ("\nThe rest.", False)]
-    assert notebooks._answer_points("```{exercise-start} Code\n```\n```{exercise-end}\n```", False)[0][0][1] is False
+    cells = nbformat.reads(notebooks.homework_notebook(md), as_version=4).cells[1:]  # after the introduction
+    assert [c.source for c in cells] == [
+        "### Exercise 7.1 (Pen and paper: a proof)\n\nProve it.",
+        "x = 1",
+        "Still the question.",  # the question ends here, in a later cell than it began: the answer goes here
+        notebooks.ANSWER_CELL,
+        "## Next\n\n### Exercise 7.2 (Code)\n\nWrite it.",  # a code exercise: no answer cell
+    ]
+    assert cells[3].metadata["tags"] == [notebooks.ANSWER_TAG]

@@ -1,27 +1,21 @@
-"""Keep the book's notebooks in step with their one source, ``book/NN_name.md``.
+"""Keep the book's notebooks in step with their one source, ``book/NN_name.md`` (a MyST notebook).
 
-Four things are generated from each chapter's MyST notebook (``make sync`` writes them, ``make check-sync`` and
-``tests/test_notebooks.py`` fail when one is stale):
+``sync`` writes, and ``check`` (CI's ``sync-check``) fails when one is stale:
 
-1. its **setup cell** (the first code cell, identical in every chapter): in Colab, ``pip install
-   git+URL@vX.Y.Z``, the repository URL from ``_config.yml`` and the release ``vX.Y.Z`` from
-   ``companion.__version__`` (read from ``companion/__init__.py``, not imported);
-2. ``repository.branch`` in ``_config.yml``, set to the same release: the ref the launch buttons open;
-3. its **reader notebook** ``book/NN_name.ipynb``, which the Colab and Binder buttons open: the chapter as the
-   book reads, in Markdown that Jupyter and Colab render (:class:`Renderer`: listings instead of
-   ``literalinclude``, "(Author, year)" citations and a reference list, formatted theorems and admonitions,
-   links to the rendered pages); exercises become headed sections and each solution a folded ``<details>``
-   block followed by its code cell, folded too; the cells the book hides (the setup cell, the asserts that check
-   the prose's claims, the code of some figures) are folded under a title and still run. It is not a jupytext
-   pair: nothing writes it but this script;
-4. its **homework notebook** ``book/homework/NN_name.ipynb``: the chapter with every solution removed, the
-   exercise directives turned into plain headings, and each exercise's stub derived from its solution cell
-   (every block between a line ``# BEGIN SOLUTION`` and a line ``# END SOLUTION`` becomes
-   ``raise NotImplementedError  # your code here``; a cell tagged ``exercise-stub`` is still accepted). The
-   homework leaves out every listing and cell that defines what an exercise asks for (and the loop versions
-   in ``GIVEAWAYS``), guards each stub with a snapshot cell before it and a restore cell after its checker so
-   that a student's experiments cannot break later cells, renders the MyST as the reader notebook does, and
-   opens with the number of exercises.
+1. each chapter's **setup cell** (its first code cell, the same in every chapter): in Colab, ``pip install``
+   the companion package from the repository (``_config.yml``) at the release ``v`` + ``companion.__version__``;
+2. ``repository.branch`` in ``_config.yml``, set to that release: the ref the launch buttons open;
+3. the **reader notebook** ``book/NN_name.ipynb`` (what the Colab and Binder buttons open): the chapter as the
+   book reads, its MyST rendered as the Markdown Jupyter and Colab show (:mod:`tools.myst`); exercises become
+   headed sections, each solution a folded ``<details>`` block and a folded code cell that still runs; the cells
+   the book hides (setup, the asserts that check the prose's claims, a figure's code) folded under a title;
+4. the **homework notebook** ``book/homework/NN_name.ipynb``: solutions out, each exercise's stub made from its
+   solution cell (:mod:`tools.homework_cells`), the listings and cells that give an exercise away left out, a
+   snapshot cell before each stub and a restore cell after its checker, an answer cell after each pen-and-paper
+   question.
+
+Both notebooks are made from jupytext's cells; the MyST inside a markdown cell is read by the book's own parser
+(myst-parser's markdown-it), so a directive, a role or a fence is found by its token, never by a pattern.
 
 Usage::
 
@@ -34,18 +28,40 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import os
 import re
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import jupytext
 import nbformat
 import yaml
-from docutils.nodes import make_id
+
+if __package__ in (None, ""):  # run as a script (python tools/notebooks.py): import tools.* from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.homework_cells import (
+    ANSWER_CELL,
+    ANSWER_TAG,
+    GIVEAWAYS,
+    NBVAL_CHECK_OUTPUT,
+    RESTORE_CELL,
+    SNAPSHOT_CELL,
+    STUB_TAG,
+    asked_names,
+    checker_call,
+    checkers,
+    introduction,
+    stub_from_solution,
+    top_level_definitions,
+    without_markers,
+)
+from tools.myst.citations import Citations
+from tools.myst.parse import blocks, directive_name, headings, tokens
+from tools.myst.render import Book, Renderer
+from tools.myst.targets import Target, page_targets
+from tools.myst.targets import number as _number
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -53,7 +69,6 @@ HOMEWORK = BOOK / "homework"
 CONFIG = ROOT / "_config.yml"
 
 SETUP_TAG = "companion-setup"
-STUB_TAG = "exercise-stub"
 
 SETUP_TEMPLATE = """\
 # Setup, the same in every chapter: in Google Colab, install the book's companion package
@@ -67,10 +82,7 @@ if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
 
-NBVAL_CHECK_OUTPUT = "nbval-check-output"
-_CHECKER_CALL = re.compile(r"^(check_\w+)\(\w+\)\s*$")
-_CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?:.*?\n)?```[ \t]*$", re.MULTILINE | re.DOTALL)
-_FENCE_OPEN = re.compile(r"^(`{3,})\{(exercise-start|exercise-end|solution-start|solution-end)\}(.*)$")
+GATED = frozenset({"exercise-start", "exercise-end", "solution-start", "solution-end"})
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,7 @@ def homework_path(md: Path) -> Path:
 
 def has_exercises(md: Path) -> bool:
     """Whether a chapter has exercises (and so a homework notebook)."""
-    return "{exercise-start}" in md.read_text()
+    return any(directive_name(token) == "exercise-start" for token in tokens(md.read_text()) if not token.level)
 
 
 # ----- setup cell ----------------------------------------------------------------------------------------
@@ -161,15 +173,11 @@ def has_exercises(md: Path) -> bool:
 
 def with_setup_cell(text: str) -> str:
     """``text`` (a MyST notebook) with its first code cell replaced by the canonical setup cell."""
-    match = _CODE_CELL.search(text)
-    if match is None:
+    found = next((t.map for t in tokens(text) if not t.level and directive_name(t) == "code-cell"), None)
+    if found is None:
         raise ValueError("a chapter must contain at least one code cell: the setup cell")
-    return text[: match.start()] + setup_cell_block() + text[match.end() :]
-
-
-def first_code_cell(text: str) -> str | None:
-    match = _CODE_CELL.search(text)
-    return None if match is None else match.group(0)
+    lines = text.split("\n")
+    return "\n".join(lines[: found[0]] + [setup_cell_block()] + lines[found[1] :])
 
 
 # ----- reader notebook -----------------------------------------------------------------------------------
@@ -209,13 +217,9 @@ def reader_notebook(md: Path) -> str:
     still run (the cells after it may use what it defines); the cells the book hides (the setup cell, the asserts
     that check the prose's claims, the code of a figure) are there, folded under a title, and run.
     """
-    nb = jupytext.read(md)
+    nb, out, citations = _start(md)
     chapter = _chapter_or_none(md)
-    citations = Citations(BOOK / "references.bib")
-    render = Renderer(md.parent, chapter=chapter, citations=citations)
-    out = nbformat.v4.new_notebook()
-    out.metadata = copy.deepcopy(nb.metadata)
-    out.metadata.pop("jupytext", None)
+    render = Renderer(md.parent, _book(), chapter=chapter, citations=citations)
     out.metadata["colab"] = {"toc_visible": True}  # Colab opens with the table of contents shown
     pending: list[str] = []
     solution: list[str] | None = None  # the solution's text and code, shown in its <details> block
@@ -238,7 +242,7 @@ def reader_notebook(md: Path) -> str:
             else:
                 out.cells.append(_reader_code_cell(cell))
             continue
-        for piece in gated_pieces(cell.source):
+        for piece in blocks(cell.source, GATED):
             if isinstance(piece, str):
                 text = render.markdown(piece)
                 if solution is not None:
@@ -268,14 +272,9 @@ def reader_notebook(md: Path) -> str:
     if solution is not None:
         raise ValueError(f"{md.name}: a solution-start has no matching solution-end")
     flush()
-    references = citations.reference_list()
-    if references:
-        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
     hides = sum(c.cell_type == "code" and c.metadata.get("cellView") == "form" for c in out.cells) > 1  # not the setup
     out.cells.insert(1, nbformat.v4.new_markdown_cell(_reader_introduction(md, chapter, hides)))
-    for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
-        cell["id"] = f"cell-{i}"
-    return nbformat.writes(out) + "\n"
+    return _finish(out, citations)
 
 
 def _reader_code_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -317,95 +316,6 @@ def _reader_introduction(md: Path, chapter: int | None, hides: bool) -> str:
     return text
 
 
-# ----- homework notebook ---------------------------------------------------------------------------------
-
-
-SOLUTION_BEGIN = "# BEGIN SOLUTION"
-SOLUTION_END = "# END SOLUTION"
-STUB_LINE = "raise NotImplementedError  # your code here"
-
-SNAPSHOT_CELL = """\
-# Keeps the chapter's variables safe while you try your code out (see the note at the top).
-import companion.exercises.checking as _homework
-
-_homework_saved = _homework.snapshot(globals())"""
-RESTORE_CELL = "_homework.restore(globals(), _homework_saved, keep={keep!r});"
-
-
-def stub_from_solution(source: str) -> str | None:
-    """The student's stub for a solution cell: every ``# BEGIN SOLUTION`` … ``# END SOLUTION`` block replaced by
-    ``raise NotImplementedError`` at the marker's indentation; None if the cell has no markers."""
-    if SOLUTION_BEGIN not in source and SOLUTION_END not in source:
-        return None
-    out: list[str] = []
-    inside = False
-    for number, line in enumerate(source.split("\n"), 1):
-        marker = line.strip()
-        if marker == SOLUTION_BEGIN:
-            if inside:
-                raise ValueError(f"line {number}: {SOLUTION_BEGIN} inside another solution block")
-            inside = True
-            out.append(line[: len(line) - len(line.lstrip())] + STUB_LINE)
-        elif marker == SOLUTION_END:
-            if not inside:
-                raise ValueError(f"line {number}: {SOLUTION_END} without {SOLUTION_BEGIN}")
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise ValueError(f"{SOLUTION_BEGIN} without {SOLUTION_END}")
-    return "\n".join(out)
-
-
-def without_markers(source: str) -> str:
-    """A solution cell as the book's reader sees it (the markers are comments; this drops them)."""
-    return "\n".join(line for line in source.split("\n") if line.strip() not in (SOLUTION_BEGIN, SOLUTION_END))
-
-
-def top_level_definitions(source: str) -> set[str]:
-    """The functions and classes a code cell defines at its top level."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-
-
-# What a listing gives away besides the asked-for object itself: a loop version of it, or the companion's general
-# version of a function an exercise asks for under a narrower name.
-GIVEAWAYS = {
-    "skipgram_pairs": {"skipgram_pairs_loop"},
-    "scaled_dot_product_attention": {"attention_loop"},
-    "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
-    "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
-    "causal_band_mask": {"band_mask"},
-    "banded_softmax": {"banded_attention"},
-    "FMMAttention": {"fmmformer_attention", "far_field_attention"},  # chapter 9: the blend the module calls
-    "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
-    "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
-    "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
-    "linear_attention_rnn": {"causal_linear_attention_recurrent"},  # chapter 8: the recurrence itself
-    # chapter 10: the features and the module that holds them
-    "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
-}
-
-
-def asked_names(nb: nbformat.NotebookNode) -> set[str]:
-    """The names the chapter's exercises ask the student to write (defined in stubs or marked solutions)."""
-    names: set[str] = set()
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        stub = stub_from_solution(cell.source)
-        if stub is not None:
-            names |= top_level_definitions(stub)
-        elif STUB_TAG in cell.metadata.get("tags", []):
-            names |= top_level_definitions(cell.source)
-    return names
-
-
 def homework_notebook(md: Path) -> str:
     """The student notebook for chapter ``md``: solutions out, stubs in, exercises as headings.
 
@@ -414,34 +324,41 @@ def homework_notebook(md: Path) -> str:
     by one that puts back any the student's experiments replaced; citations become "(Author, year)" with a
     reference list at the end.
     """
-    nb = jupytext.read(md)
+    nb, out, citations = _start(md)
     chapter = chapter_number(md)
-    title = _title(nb)
-    out = nbformat.v4.new_notebook()
-    out.metadata = copy.deepcopy(nb.metadata)
-    out.metadata.pop("jupytext", None)
     asked = asked_names(nb)
     hidden = asked | {g for name in asked for g in GIVEAWAYS.get(name, ())}
-    citations = Citations(BOOK / "references.bib")
-    render = Renderer(md.parent, chapter=chapter, citations=citations, hide=hidden)
-    in_solution = False
+    render = Renderer(md.parent, _book(), chapter=chapter, citations=citations, hide=hidden)
+    in_solution = pen_and_paper = False
     exercise = 0
-    skipped_title = False
     keep: list[str] = []
-    pen_and_paper = False
+    first = True
+
+    def add_markdown(runs: list[str]) -> None:
+        nonlocal first
+        text = _without_title("\n".join(runs)) if first else "\n".join(runs)  # the homework has its own title
+        first = False
+        text = render.markdown(text)
+        if text.strip():
+            out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
+
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            pieces, pen_and_paper = _answer_points(cell.source, pen_and_paper)
-            for piece, answer_after in pieces:
-                text, in_solution, exercise = _strip_markdown(piece, in_solution, exercise, chapter)
-                if not skipped_title:
-                    text = re.sub(r"\A\s*# [^\n]*\n?", "", text)  # the homework has its own title
-                    skipped_title = True
-                text = render.markdown(text)
-                if text.strip():
-                    out.cells.append(nbformat.v4.new_markdown_cell(text.strip("\n")))
-                if answer_after:
+            runs: list[str] = []
+            for piece in blocks(cell.source, GATED):
+                if isinstance(piece, str):
+                    runs += [] if in_solution else [piece]
+                elif piece.name == "exercise-start":
+                    exercise += 1
+                    pen_and_paper = "pen and paper" in piece.argument.lower()
+                    runs += [] if in_solution else [exercise_heading(f"{chapter}.{exercise}", piece.argument)]
+                elif piece.name != "exercise-end":
+                    in_solution = piece.name == "solution-start"
+                elif pen_and_paper:  # a pen-and-paper question ends: a cell for the answer right after it
+                    add_markdown(runs)
+                    runs, pen_and_paper = [], False
                     out.cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL, metadata={"tags": [ANSWER_TAG]}))
+            add_markdown(runs)
             continue
         tags = list(cell.metadata.get("tags", []))
         stub = stub_from_solution(cell.source)
@@ -458,10 +375,10 @@ def homework_notebook(md: Path) -> str:
         if in_solution or top_level_definitions(cell.source) & hidden:
             continue
         new = nbformat.v4.new_code_cell(cell.source)
-        checker = _CHECKER_CALL.match(cell.source)
+        checker = checker_call(cell.source)
         if checker:
             # Before the student starts, the checker must say so; nbval compares this output (CI).
-            verdict = _checker(checker.group(1)).not_attempted_message()
+            verdict = _checker(checker).not_attempted_message()
             new.outputs = [nbformat.v4.new_output("stream", name="stdout", text=verdict + "\n")]
             new.execution_count = 1  # nbval only compares the outputs of cells that were run
             tags.append(NBVAL_CHECK_OUTPUT)
@@ -474,78 +391,9 @@ def homework_notebook(md: Path) -> str:
             keep = []
     if in_solution:
         raise ValueError(f"{md.name}: a solution-start has no matching solution-end")
-    references = citations.reference_list()
-    if references:
-        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
-    checkers = sum(1 for c in out.cells if c.cell_type == "code" and _CHECKER_CALL.match(c.source))
-    out.cells.insert(0, nbformat.v4.new_markdown_cell(_introduction(title, chapter, exercise, checkers)))
-    for i, cell in enumerate(out.cells):  # stable ids, so regenerating an unchanged chapter changes nothing
-        cell["id"] = f"cell-{i}"
-    return nbformat.writes(out) + "\n"
-
-
-# How the instructor's grader (companion-grade) reads an answer; see README, "Grading homework".
-GRADING_NOTE = (
-    "When your notebook is graded, each exercise is checked on its own: the grader takes your function or class, "
-    "the helper functions and classes it uses, your imports, and constants set to a plain value (`D = 64`); "
-    "nothing else of the notebook is run. Whatever your answer needs must therefore be inside it, not in a "
-    "variable set by another cell (`W = torch.randn(3, 3)`)."
-)
-
-# A pen-and-paper question gets a markdown cell for the answer right after it; the grader collects the cells
-# that start with "**Your answer" into the instructor's feedback.
-ANSWER_CELL = (
-    "**Your answer:**\n\n"
-    "*(Double-click to write your answer here, in words and math between dollar signs: $\\partial L / \\partial E$.)*"
-)
-ANSWER_TAG = "homework-answer"
-_PEN_AND_PAPER_START = re.compile(r"^(`{3,})\{exercise-start\}(.*)$")
-_EXERCISE_END = re.compile(r"^(`{3,})\{exercise-end\}")
-
-
-def _answer_points(source: str, pending: bool) -> tuple[list[tuple[str, bool]], bool]:
-    """``source`` cut after the end of each pen-and-paper exercise: ``(piece, answer cell after it)`` pairs,
-    and whether a pen-and-paper exercise is still open at the end (its end comes in a later cell)."""
-    lines, pieces, start, i = source.split("\n"), [], 0, 0
-    while i < len(lines):
-        opened, ended = _PEN_AND_PAPER_START.match(lines[i]), _EXERCISE_END.match(lines[i])
-        if opened:
-            pending = "pen and paper" in opened.group(2).lower()
-        elif ended and pending:
-            fence, j = ended.group(1), i + 1
-            while j < len(lines) and lines[j].strip() != fence:
-                j += 1
-            pieces.append(("\n".join(lines[start : j + 1]), True))
-            start, i, pending = j + 1, j, False
-        i += 1
-    if start < len(lines) or not pieces:
-        pieces.append(("\n".join(lines[start:]), False))
-    return pieces, pending
-
-
-def _introduction(title: str, chapter: int, exercises: int, checkers: int) -> str:
-    repo = repository()
-    plural = "s" if exercises != 1 else ""
-    return (
-        f"# Homework: {title}\n\n"
-        f"This is the student version of chapter {chapter} of the book. It has **{exercises} exercise{plural}**; "
-        f"{checkers} of them have a checker cell. Each starts from a stub that raises `NotImplementedError`: "
-        "replace the stub with your code and run the checker cell below it. It says **PASSED**, **NOT ATTEMPTED "
-        "YET**, or **WRONG** (with the input, what was expected, what came, and a hint). **You are done when "
-        "every checker says PASSED.**\n\n"
-        "Try your code out freely, in the exercise's cell or in new cells: the chapter's own cells use the "
-        "companion's reference implementations, and the cell after each checker puts back any of the chapter's "
-        "variables (`x`, `model`, `emb`, `torch`, …) that your experiments replaced, so the cells below still "
-        "run. Keep the name the exercise asks for (`def one_hot(...)`, say): the checker looks for it.\n\n"
-        f"{GRADING_NOTE}\n\n"
-        f"The full chapter, with solutions, is at {repo.url}."
-    )
-
-
-def checker_call(source: str) -> str | None:
-    """The checker's name if ``source`` is a checker cell (``check_x(x)``), else None."""
-    m = _CHECKER_CALL.match(source)
-    return m.group(1) if m else None
+    intro = introduction(_title(nb), chapter, exercise, checkers(out.cells), repository().url)
+    out.cells.insert(0, nbformat.v4.new_markdown_cell(intro))
+    return _finish(out, citations)
 
 
 def _checker(name: str):
@@ -567,165 +415,27 @@ def _checker(name: str):
 
 
 def _title(nb: nbformat.NotebookNode) -> str:
+    """The chapter's title: its first top-level heading (``# Title``)."""
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            m = re.search(r"^# (.+)$", cell.source, re.MULTILINE)
-            if m:
-                return m.group(1).strip()
+            stream = tokens(cell.source)
+            found = next((text for i, text in headings(stream) if stream[i].tag == "h1"), None)
+            if found:
+                return found
     return "Chapter"
 
 
-def _strip_markdown(source: str, in_solution: bool, exercise: int, chapter: int) -> tuple[str, bool, int]:
-    """Remove solution blocks and turn gated exercise directives into headings."""
-    out: list[str] = []
-    for piece in gated_pieces(source):
-        if isinstance(piece, str):
-            if not in_solution:
-                out.append(piece)
-        elif piece.name == "exercise-start":
-            exercise += 1
-            if not in_solution:
-                out.append(exercise_heading(f"{chapter}.{exercise}", piece.argument))
-        elif piece.name in ("solution-start", "solution-end"):
-            in_solution = piece.name == "solution-start"
-    return "\n".join(out), in_solution, exercise
-
-
-# ----- MyST → the Markdown that Jupyter and Colab render ------------------------------------------------
-
-_DIRECTIVE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[ \t]*(?P<argument>.*)$")
-_PLAIN_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})")
-_OPTION = re.compile(r"^:(?P<name>[\w-]+):[ \t]*(?P<value>.*)$")
-_TARGET = re.compile(r"^\((?P<label>[^()\s]+)\)=[ \t]*$")
-_MATH_LABEL = re.compile(r"^(?P<math>.*\$\$)[ \t]*\((?P<label>[^()\s]+)\)[ \t]*$")
-_ROLE = re.compile(r"\{(?P<name>[\w:+-]+)\}`(?P<content>[^`]*)`")
-_HEADING = re.compile(r"^#{1,6} +(?P<text>.+?)\s*$")
-GATED = ("exercise-start", "exercise-end", "solution-start", "solution-end")
-ADMONITIONS = {
-    "admonition": "",
-    "note": "Note",
-    "tip": "Tip",
-    "hint": "Hint",
-    "important": "Important",
-    "seealso": "See also",
-    "attention": "Attention",
-    "caution": "Caution",
-    "warning": "Warning",
-    "danger": "Danger",
-    "error": "Error",
-}
-
-
-@dataclass(frozen=True)
-class Directive:
-    """A MyST directive: ```` ```{name} argument ````, its ``:option:`` lines, its body (not yet rendered)."""
-
-    name: str
-    argument: str
-    options: dict[str, str]
-    body: str
-
-
-@dataclass(frozen=True)
-class Verbatim:
-    """A plain code fence (```` ```python ````), copied as it is."""
-
-    text: str
-
-
-def myst_blocks(text: str) -> list[str | Directive | Verbatim]:
-    """``text`` cut into directives, plain code fences and runs of other lines (each run one string)."""
-    lines = text.split("\n")
-    out: list[str | Directive | Verbatim] = []
-    run: list[str] = []
-    i = 0
-    while i < len(lines):
-        directive = _DIRECTIVE.match(lines[i])
-        plain = None if directive else _PLAIN_FENCE.match(lines[i])
-        if directive is None and plain is None:
-            run.append(lines[i])
-            i += 1
-            continue
-        fence = (directive or plain)["fence"]
-        closing = re.compile(rf"^{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        j = next((k for k in range(i + 1, len(lines)) if closing.match(lines[k])), None)
-        if j is None:
-            raise ValueError(f"the fence {lines[i]!r} is never closed")
-        if run:
-            out.append("\n".join(run))
-            run = []
-        if directive is None:
-            out.append(Verbatim("\n".join(lines[i : j + 1])))
-        else:
-            options, body = _options(lines[i + 1 : j])
-            out.append(Directive(directive["name"], directive["argument"].strip(), options, "\n".join(body)))
-        i = j + 1
-    if run:
-        out.append("\n".join(run))
-    return out
-
-
-def _options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
-    """A directive's options (``:name: value`` lines, or a YAML block between ``---`` lines) and its body."""
-    options: dict[str, str] = {}
-    k = 0
-    if lines and lines[0].strip() == "---":
-        end = next((n for n in range(1, len(lines)) if lines[n].strip() == "---"), None)
-        if end is None:
-            raise ValueError("a directive's YAML options (---) are never closed")
-        options = {str(key): str(value) for key, value in (yaml.safe_load("\n".join(lines[1:end])) or {}).items()}
-        k = end + 1
-    while k < len(lines) and (m := _OPTION.match(lines[k])):
-        options[m["name"]] = m["value"].strip()
-        k += 1
-    body = lines[k:]
-    while body and not body[0].strip():
-        body.pop(0)
-    while body and not body[-1].strip():
-        body.pop()
-    return options, body
-
-
-def gated_pieces(source: str) -> list[str | Directive]:
-    """A markdown cell cut at sphinx-exercise's gated fences (``exercise-start`` … ``solution-end``): runs of
-    other lines, and those fences as directives (options parsed, no body)."""
-    out: list[str | Directive] = []
-    run: list[str] = []
-    lines = source.split("\n")
-    i = 0
-    while i < len(lines):
-        m = _FENCE_OPEN.match(lines[i])
-        if m is None:
-            run.append(lines[i])
-            i += 1
-            continue
-        fence, name, argument = m.groups()
-        j = i + 1  # the directive block runs to its closing fence; its options (":label:", ":class:") go with it
-        while j < len(lines) and lines[j].strip() != fence:
-            j += 1
-        if run:
-            out.append("\n".join(run))
-            run = []
-        options, _ = _options(lines[i + 1 : j])
-        out.append(Directive(name, argument.strip(), options, ""))
-        i = j + 1
-    if run:
-        out.append("\n".join(run))
-    return out
+def _without_title(text: str) -> str:
+    """``text`` without the heading it opens with, if that is the chapter's title (``# Title``)."""
+    stream = tokens(text)
+    if stream and stream[0].type == "heading_open" and stream[0].tag == "h1":
+        return "\n".join(text.split("\n")[stream[0].map[1] :])
+    return text
 
 
 def exercise_heading(number: str, title: str) -> str:
     """The heading an exercise gets in a notebook, numbered as in the book."""
     return f"### Exercise {number}" + (f" ({title})" if title else "")
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a label points in the rendered book: a page (``book/04_attention``), an anchor and a link text."""
-
-    page: str
-    anchor: str
-    text: str
 
 
 def site_url() -> str:
@@ -749,10 +459,6 @@ def _chapter_or_none(md: Path) -> int | None:
         return None
 
 
-def _number(chapter: int | None, k: int) -> str:
-    return f"{chapter}.{k}" if chapter else str(k)
-
-
 def targets() -> dict[str, Target]:
     """Every page of ``book/`` (``book/04_attention``) and every label in it, with its link text as the book
     shows it: a section's heading, "Theorem 10.2", "Exercise 4.1", "Figure 3.1", an equation's "(5.1)"."""
@@ -764,272 +470,48 @@ def targets() -> dict[str, Target]:
 def _targets(files: tuple[tuple[Path, int], ...], root: Path) -> tuple[tuple[str, Target], ...]:
     found: dict[str, Target] = {}
     for md, _ in files:
-        text = md.read_text()
         page = md.relative_to(root if md.is_relative_to(root) else md.parents[1]).with_suffix("").as_posix()
-        heading = next((m["text"] for line in text.split("\n") if (m := _HEADING.match(line))), md.stem)
-        found[page] = Target(page, "", heading)
-        chapter = _chapter_or_none(md)
-        counts: dict[str, int] = {}
-
-        def visit(blocks: list[str | Directive | Verbatim], page: str, chapter: int | None, counts: dict) -> None:
-            for block in blocks:
-                if isinstance(block, str):
-                    lines = block.split("\n")
-                    for n, line in enumerate(lines):
-                        target = _TARGET.match(line)
-                        after = [h["text"] for rest in lines[n + 1 :] if (h := _HEADING.match(rest))]
-                        if target and after:
-                            found[target["label"]] = Target(page, make_id(target["label"]), after[0])
-                    continue
-                if not isinstance(block, Directive):
-                    continue
-                kind = {"figure": "Figure", "exercise-start": "Exercise", "math": "equation"}.get(block.name)
-                if block.name.startswith("prf:") and block.name != "prf:proof":
-                    kind = block.name[4:].capitalize()
-                if kind:
-                    counts[kind] = counts.get(kind, 0) + 1
-                    label = block.options.get("label") or block.options.get("name")
-                    number = _number(chapter, counts[kind])
-                    if label and kind == "equation":
-                        found[label] = Target(page, f"equation-{make_id(label)}", f"({number})")
-                    elif label:
-                        found[label] = Target(page, make_id(label), f"{kind} {number}")
-                if block.body and block.name != "code-cell":
-                    visit(myst_blocks(block.body), page, chapter, counts)
-
-        visit(myst_blocks(text), page, chapter, counts)
+        found |= page_targets(md.read_text(), page, _chapter_or_none(md))
     return tuple(found.items())
 
 
-class Renderer:
-    """Rewrites the MyST of one chapter that Jupyter and Colab would show as raw text into plain Markdown.
-
-    - ``literalinclude`` → a Python code block holding the listing, cut by Sphinx's own reader
-      (``sphinx.directives.code.LiteralIncludeReader``: ``:pyobject:``, ``:start-at:``, ``:dedent:``, …), the
-      Sphinx roles of its docstrings (``:class:`~a.B``` → ``B``) reduced to their text; or, for an object in
-      ``hide`` (the homework), a line saying it is left out;
-    - ``prf:`` directives → "**Theorem 10.2 (title).** body", proofs "*Proof.* body ∎"; admonitions → a quoted
-      block with a bold title (a ``<details>`` block for a dropdown); figures and images → Markdown images with
-      absolute addresses; ``math`` and ``code-block`` → ``$$`` and fenced code;
-    - ``{cite}`` → "(Author, year)" (``{cite:t}`` → "Author (year)"), collected in ``citations`` for the
-      reference list; ``{doc}``, ``{ref}``, ``{numref}``, ``{eq}``, ``{prf:ref}`` → links to the rendered book
-      (``html.baseurl``), reading as the book reads; ``{math}`` → ``$…$``; other inline roles → their text;
-    - ``(label)=`` targets and ``%`` comment lines disappear.
-
-    Anything else (an unknown directive or role) is an error, so that no raw MyST reaches a notebook.
-    """
-
-    def __init__(
-        self,
-        base: Path,
-        *,
-        chapter: int | None = None,
-        citations: Citations | None = None,
-        hide: set[str] | frozenset[str] = frozenset(),
-    ) -> None:
-        self.base = base
-        self.chapter = chapter
-        self.citations = citations if citations is not None else Citations(None)
-        self.hide = frozenset(hide)
-        self.counts: dict[str, int] = {}
-        self.page = base.resolve().relative_to(ROOT).as_posix() if base.resolve().is_relative_to(ROOT) else ""
-
-    def markdown(self, text: str) -> str:
-        parts = []
-        for block in myst_blocks(text):
-            if isinstance(block, Directive):
-                parts.append(self.directive(block))
-            elif isinstance(block, Verbatim):
-                parts.append(block.text)
-            else:
-                parts.append(self.prose(block))
-        return "\n".join(parts)
-
-    def prose(self, text: str) -> str:
-        lines = []
-        for line in text.split("\n"):
-            if _TARGET.match(line) or line.startswith("%"):
-                continue
-            labelled = _MATH_LABEL.match(line)
-            lines.append(labelled["math"] if labelled else line)
-        return _ROLE.sub(lambda m: self.role(m["name"], m["content"]), "\n".join(lines))
-
-    # --- directives
-
-    def directive(self, d: Directive) -> str:
-        if d.name == "literalinclude":
-            return self.listing(d)
-        if d.name.startswith("prf:"):
-            return self.proof(d)
-        if d.name in ADMONITIONS or d.name == "dropdown":
-            return self.admonition(d)
-        if d.name in ("figure", "image"):
-            return self.image(d)
-        if d.name == "math":
-            return f"$$\n{d.body}\n$$"
-        if d.name in ("code-block", "code", "sourcecode"):
-            return f"```{d.argument}\n{d.body}\n```"
-        if d.name in ("margin", "sidebar", "epigraph", "div", "container"):
-            return self.markdown(d.body)
-        raise ValueError(f"no notebook rendering for the MyST directive {{{d.name}}}: add one to tools/notebooks.py")
-
-    def listing(self, d: Directive) -> str:
-        from sphinx.directives.code import LiteralIncludeReader
-
-        name = d.options.get("pyobject")
-        if name in self.hide:
-            return f"*(The companion's `{name}` is left out of the homework: it gives an exercise away.)*"
-        path = ROOT / d.argument[1:] if d.argument.startswith("/") else (self.base / d.argument).resolve()
-        options: dict[str, object] = {k: v for k, v in d.options.items() if k not in ("caption", "name", "class")}
-        if "dedent" in options:
-            options["dedent"] = int(options["dedent"]) if options["dedent"] else None
-        config = SimpleNamespace(source_encoding="utf-8-sig")
-        code, _ = LiteralIncludeReader(str(path), options, config).read()
-        code = _SPHINX_ROLE.sub(_role_text, code)
-        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
-        language = d.options.get("language", "python" if path.suffix == ".py" else "")
-        origin = f"# from {shown}\n" if language == "python" else ""
-        return f"```{language}\n{origin}{code.rstrip()}\n```"
-
-    def proof(self, d: Directive) -> str:
-        kind = d.name[4:]
-        body = self.markdown(d.body)
-        if kind == "proof":
-            end = "\n\n∎" if body.rstrip().endswith("$$") else " ∎"
-            return f"*Proof.* {body}{end}"
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        title = self.markdown(d.argument)
-        head = f"**{kind.capitalize()} {_number(self.chapter, self.counts[kind])}"
-        head += f" ({title}).**" if title else ".**"
-        return head + ("\n\n" if body.startswith("$$") else " ") + body
-
-    def admonition(self, d: Directive) -> str:
-        title = self.markdown(d.argument) or ADMONITIONS.get(d.name, "") or d.name.capitalize()
-        body = self.markdown(d.body)
-        if d.name == "dropdown" or "dropdown" in d.options.get("class", "").split():
-            return f"<details>\n<summary><b>{title}</b></summary>\n\n{body}\n\n</details>"
-        text = f"**{title}.** {body}"
-        if "$$" in body:  # display math cannot be quoted: Jupyter would hand the "> " to MathJax
-            return text
-        return "\n".join(f"> {line}".rstrip() for line in text.split("\n"))
-
-    def image(self, d: Directive) -> str:
-        source = d.argument
-        if not re.match(r"https?://", source):
-            path = ROOT / source[1:] if source.startswith("/") else (self.base / source).resolve()
-            repo = repository()
-            slug = repo.url.removeprefix("https://github.com/")
-            source = f"https://raw.githubusercontent.com/{slug}/{release()}/{path.relative_to(ROOT).as_posix()}"
-        caption = self.markdown(d.body) if d.name == "figure" else ""
-        alt = d.options.get("alt") or caption.split("\n")[0] or Path(source).name
-        return f"![{alt}]({source})" + (f"\n\n*{caption}*" if caption else "")
-
-    # --- roles
-
-    def role(self, name: str, content: str) -> str:
-        if name in ("cite", "cite:p", "cite:ps", "cite:t", "cite:ts"):
-            return self.citations.cite(content, textual=name.startswith("cite:t"))
-        if name == "math":
-            return f"${content}$"
-        explicit = re.fullmatch(r"(?P<text>.*?)\s*<(?P<target>[^<>]*)>", content, re.DOTALL)
-        text, target = (explicit["text"], explicit["target"]) if explicit else (None, content)
-        if name == "doc":
-            page = (
-                target[1:]
-                if target.startswith("/")
-                else os.path.normpath(f"{self.page}/{target}" if self.page else target)
-            )
-            found = targets().get(page)
-            return f"[{text or (found.text if found else target)}]({page_url(Target(page, '', ''))})"
-        if name in ("ref", "numref", "eq", "prf:ref"):
-            found = targets().get(target)
-            if found is None:  # not a label of the book (a test's text): keep the words
-                return text or target
-            shown = text or found.text
-            if name == "numref" and text and "%s" in text:
-                shown = text.replace("%s", found.text.split()[-1])
-            return f"[{shown}]({page_url(found)})"
-        if name in ("term", "abbr", "sub", "sup", "code", "kbd", "samp", "file", "command", "guilabel"):
-            plain = re.sub(r"\s*\([^)]*\)$", "", content) if name == "abbr" else content
-            return {"sub": f"<sub>{plain}</sub>", "sup": f"<sup>{plain}</sup>"}.get(name) or (
-                f"`{plain}`" if name in ("code", "kbd", "samp", "file", "command") else (text or plain)
-            )
-        raise ValueError(f"no notebook rendering for the MyST role {{{name}}}: add one to tools/notebooks.py")
+def _book() -> Book:
+    """The book as the renderer sees it: its root, its labels, the addresses of its pages and of its files."""
+    repo = repository()
+    slug = repo.url.removeprefix("https://github.com/")
+    return Book(
+        root=ROOT,
+        targets=targets,
+        page_url=page_url,
+        file_url=lambda path: f"https://raw.githubusercontent.com/{slug}/{release()}/{path}",
+    )
 
 
 def for_jupyter(
     text: str, base: Path, *, hide: set[str] | frozenset[str] = frozenset(), citations: Citations | None = None
 ) -> str:
-    """``text`` (MyST) as plain Markdown: see :class:`Renderer`."""
-    return Renderer(base, hide=hide, citations=citations).markdown(text)
+    """``text`` (MyST) as plain Markdown: see :class:`~tools.myst.render.Renderer`."""
+    return Renderer(base, _book(), hide=hide, citations=citations).markdown(text)
 
 
-_SPHINX_ROLE = re.compile(
-    r":(?:py:)?(?:func|class|meth|attr|mod|obj|data|exc|const|ref|doc|term):`([^`<]*?)(?:\s*<[^>]*>)?`"
-)
+def _start(md: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode, Citations]:
+    """Chapter ``md`` read by jupytext, an empty notebook with its metadata (not jupytext's), the bibliography."""
+    nb = jupytext.read(md)
+    out = nbformat.v4.new_notebook()
+    out.metadata = copy.deepcopy(nb.metadata)
+    out.metadata.pop("jupytext", None)
+    return nb, out, Citations(BOOK / "references.bib")
 
 
-def _role_text(m: re.Match[str]) -> str:
-    """``:class:`~a.b.C``` → ``C``, ``:func:`a.f``` → ``a.f``."""
-    target = m.group(1)
-    return target[1:].split(".")[-1] if target.startswith("~") else target
-
-
-class Citations:
-    """The book's bibliography (``references.bib``, read by pybtex): citations as "(Author, year)", and the
-    list of the works cited, formatted by pybtex's ``unsrt`` style as on the book's bibliography page."""
-
-    def __init__(self, bib: Path | None) -> None:
-        from pybtex.database import parse_file
-
-        self.entries = parse_file(str(bib)).entries if bib is not None and bib.exists() else {}
-        self.used: list[str] = []
-
-    def label(self, key: str) -> tuple[str, str]:
-        """The authors' last names as the book cites them ("Vaswani et al.", "Rahimi and Recht") and the year."""
-        entry = self.entries.get(key)
-        if entry is None:
-            return key, "n.d."
-        people = entry.persons.get("author") or entry.persons.get("editor") or []
-        last = [" ".join(part.render_as("text") for part in p.rich_last_names) for p in people]
-        if len(last) == 1 or (len(last) == 2 and last[1] != "others"):
-            names = " and ".join(last)
-        else:
-            names = f"{last[0]} et al." if last else key
-        return names, entry.fields.get("year", "n.d.")
-
-    def cite(self, keys: str, *, textual: bool = False) -> str:
-        parts = []
-        for key in (k.strip() for k in keys.split(",") if k.strip()):
-            if key not in self.used:
-                self.used.append(key)
-            names, year = self.label(key)
-            parts.append(f"{names} ({year})" if textual else f"{names}, {year}")
-        return "; ".join(parts) if textual else f"({'; '.join(parts)})"
-
-    def reference_list(self) -> str:
-        """A Markdown list of the works cited so far, by author and year."""
-        from pybtex.plugin import find_plugin
-
-        style = find_plugin("pybtex.style.formatting", "unsrt")()
-        known = [self.entries[k] for k in self.used if k in self.entries]
-        for entry in known:  # pybtex does not read \url{...} in a note
-            for field, value in entry.fields.items():
-                entry.fields[field] = re.sub(r"\\url\{([^}]*)\}", r"\1", value)
-        formatted = {e.key: _plain_html(e.text.render_as("html")) for e in style.format_entries(known)}
-        lines = []
-        for key in sorted(self.used, key=lambda k: (self.label(k)[0].lower(), self.label(k)[1], k)):
-            lines.append(f"- {formatted[key]}" if key in formatted else f"- {key} (not in the bibliography)")
-        return "\n".join(lines)
-
-
-def _plain_html(html: str) -> str:
-    """pybtex's HTML on one line, without its (nested) ``bibtex-protected`` spans, which only mark case."""
-    while True:
-        plain = re.sub(r'<span class="bibtex-protected">([^<]*)</span>', r"\1", html)
-        if plain == html:
-            return " ".join(plain.split())
-        html = plain
+def _finish(out: nbformat.NotebookNode, citations: Citations) -> str:
+    """``out`` with the list of the works it cites at the end and stable cell ids (an unchanged chapter gives an
+    unchanged file), as the text of an ``.ipynb``."""
+    references = citations.reference_list()
+    if references:
+        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
+    for i, cell in enumerate(out.cells):
+        cell["id"] = f"cell-{i}"
+    return nbformat.writes(out) + "\n"
 
 
 # ----- sync and check ------------------------------------------------------------------------------------
@@ -1046,7 +528,7 @@ def expected_files() -> dict[Path, str]:
 
 
 def stale_setup_cells() -> list[Path]:
-    return [md for md in chapters() if first_code_cell(md.read_text()) != setup_cell_block()]
+    return [md for md in chapters() if with_setup_cell(md.read_text()) != md.read_text()]
 
 
 def stale_files() -> list[Path]:
