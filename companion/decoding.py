@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import (
+from .validation import (
     check_token_ids,
     describe,
     require_callable,

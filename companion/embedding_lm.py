@@ -38,7 +38,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ._validate import (
+from .text import Vocabulary, tokenize
+from .validation import (
     describe,
     require_floating_tensor,
     require_ids,
@@ -53,7 +54,6 @@ from ._validate import (
     require_positive_ints,
     require_positive_number,
 )
-from .text import Vocabulary, tokenize
 
 __all__ = [
     "TOY_TEXT",

@@ -27,7 +27,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import (
+from .attention import KVCache
+from .attention import scaled_dot_product_attention as sdpa
+from .decoding import decode
+from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
+from .decoding import top_k_logits as top_k_logits
+from .decoding import top_p_logits as top_p_logits
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
+from .validation import (
     check_token_ids,
     describe,
     require_choice,
@@ -39,14 +47,6 @@ from ._validate import (
     require_positive_number,
     require_probability,
 )
-from .attention import KVCache
-from .attention import scaled_dot_product_attention as sdpa
-from .decoding import decode
-from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
-from .decoding import top_k_logits as top_k_logits
-from .decoding import top_p_logits as top_p_logits
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
-from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 
 __all__ = [
     "GPTConfig",

@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import (
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .positional import LearnedPositionalEmbedding
+from .validation import (
     check_token_ids,
     describe,
     require_heads,
@@ -30,8 +32,6 @@ from ._validate import (
     require_positive_int,
     reworded,
 )
-from .attention import MultiHeadAttention, scaled_dot_product_attention
-from .positional import LearnedPositionalEmbedding
 
 __all__ = ["repeated_segments", "AttentionOnlyTransformer", "first_and_repeat_loss"]
 

@@ -31,7 +31,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import (
+from .attention import KVCache, MultiHeadAttention
+from .attention import scaled_dot_product_attention as sdpa
+from .decoding import beam_search, decode
+from .masks import padding_to_attention_mask
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .validation import (
     check_token_ids,
     describe,
     require_choice,
@@ -44,11 +49,6 @@ from ._validate import (
     require_positive_int,
     require_probability,
 )
-from .attention import KVCache, MultiHeadAttention
-from .attention import scaled_dot_product_attention as sdpa
-from .decoding import beam_search, decode
-from .masks import padding_to_attention_mask
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
 __all__ = [
     "LayerNorm",

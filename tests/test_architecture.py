@@ -19,7 +19,7 @@ from tests.test_package_index import index
 
 PACKAGE = Path(companion.__file__).parent
 GRADER = Path(homework_grader.__file__).parent
-SHARED = {"__init__", "_validate"}  # the package's docstring and the one validation module
+SHARED = {"__init__", "validation"}  # the package's docstring and the one validation module
 
 
 def concept_modules() -> list[str]:
@@ -163,7 +163,7 @@ MODULE_LINES = 600  # a module a newcomer reads in one sitting
 
 OVER_THE_LIMIT = {  # modules still longer, each with what splitting it waits for; the test fails once one fits
     "word2vec.py": "chapter 3 shows its trainer from this file: moving the trainer into training/ changes the chapter",
-    "_validate.py": "the validation rework (fewer, orthogonal rules, checked once at the door) shortens it",
+    "validation.py": "the validation rework (fewer, orthogonal rules, checked once at the door) shortens it",
 }
 
 
@@ -211,7 +211,7 @@ def test_attention_functions_take_q_k_v_mask_by_position_and_the_rest_by_name():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# One validation module, one rule: a number argument is checked by companion._validate (require_int,
+# One validation module, one rule: a number argument is checked by companion.validation (require_int,
 # require_number, require_index, require_entries, ...), never by an `if` of its own that raises. What remains
 # below is not an argument check, and says why.
 
@@ -273,7 +273,7 @@ def inline_number_checks(source: str) -> list[str]:
 def test_number_arguments_are_checked_by_the_validation_module():
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "_validate.py":
+        if path.name == "validation.py":
             continue
         for function in inline_number_checks(path.read_text()):
             found[f"{path.relative_to(PACKAGE).as_posix()}::{function}"] = path
@@ -282,8 +282,8 @@ def test_number_arguments_are_checked_by_the_validation_module():
             found[f"{path.relative_to(GRADER.parent).as_posix()}::{function}"] = path
     new = sorted(set(found) - set(INLINE_NUMBER_CHECKS_ALLOWED))
     assert not new, (
-        f"inline number checks outside companion/_validate.py: {new}. Check the argument with a rule of "
-        "companion._validate (require_int, require_number, require_index, require_entries, ...; extend one if a "
+        f"inline number checks outside companion/validation.py: {new}. Check the argument with a rule of "
+        "companion.validation (require_int, require_number, require_index, require_entries, ...; extend one if a "
         "rule is missing), or, if it is not an argument check, add it to INLINE_NUMBER_CHECKS_ALLOWED with a reason"
     )
     stale = sorted(set(INLINE_NUMBER_CHECKS_ALLOWED) - set(found))
@@ -319,10 +319,10 @@ def _names_used(source: str) -> set[str]:
 
 
 def test_every_rule_of_the_validation_module_is_used():
-    import companion._validate as validate
+    import companion.validation as validate
 
-    sources = [p for p in [*PACKAGE.rglob("*.py"), *GRADER.rglob("*.py")] if p.name != "_validate.py"]
+    sources = [p for p in [*PACKAGE.rglob("*.py"), *GRADER.rglob("*.py")] if p.name != "validation.py"]
     used = set().union(*(_names_used(p.read_text()) for p in sources))
-    used |= _names_used((PACKAGE / "_validate.py").read_text())  # a rule that another rule calls
+    used |= _names_used((PACKAGE / "validation.py").read_text())  # a rule that another rule calls
     dead = [name for name in validate.__all__ if name not in used]
-    assert not dead, f"companion._validate exports rules that nothing uses (delete them): {dead}"
+    assert not dead, f"companion.validation exports rules that nothing uses (delete them): {dead}"

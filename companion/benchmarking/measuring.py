@@ -16,7 +16,8 @@ from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .._validate import (
+from ..attention import blocked_attention, scaled_dot_product_attention
+from ..validation import (
     describe,
     require_entries,
     require_number,
@@ -25,7 +26,6 @@ from .._validate import (
     require_positive_number,
     reworded,
 )
-from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
     "MemoryTracker",

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .._validate import describe, require_index, require_positive_int
 from ..text import BOS, EOS, PAD, UNK, Vocabulary
 from ..training import train, warmup_cosine_schedule
 from ..transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
+from ..validation import describe, require_index, require_positive_int
 
 __all__ = [
     "TEMPLATES",

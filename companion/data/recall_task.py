@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import describe, require_int, require_integer_tensor, require_positive_int, require_tensor
 from ..training import train
+from ..validation import describe, require_int, require_integer_tensor, require_positive_int, require_tensor
 
 __all__ = [
     "RecallTask",

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 
-from .._validate import check_labels, describe, require_positive_int, reworded
 from ..benchmarking import AttentionMeasurement, fit_loglog_slope
+from ..validation import check_labels, describe, require_positive_int, reworded
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_attention_cost"]
 

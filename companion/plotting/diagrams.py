@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from .._validate import describe, require_int, require_number, reworded
+from ..validation import describe, require_int, require_number, reworded
 
 __all__ = ["draw_attention_flow", "draw_multi_head_attention", "draw_transformer", "draw_rope_rotation", "draw_gpt"]
 

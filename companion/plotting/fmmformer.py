@@ -13,9 +13,9 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
-from .._validate import require_number, reworded
 from ..fmmformer import AttentionSpectrum
 from ..nbody import HBlock
+from ..validation import require_number, reworded
 
 __all__ = ["NEAR_COLOUR", "FAR_COLOUR", "plot_hmatrix_partition", "plot_singular_values", "plot_attention_spectrum"]
 

@@ -1,4 +1,4 @@
-"""The one rule for q, k, v and the mask (companion._validate.check_attention_inputs): leading dimensions
+"""The one rule for q, k, v and the mask (companion.validation.check_attention_inputs): leading dimensions
 broadcast, as in torch.matmul and PyTorch's scaled_dot_product_attention, and every attention function of the
 companion follows it. Each function is checked against itself on explicitly expanded inputs."""
 
@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from companion._validate import check_attention_inputs, check_mask, require_index, require_int, require_number
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import banded_attention, banded_attention_dense
 from companion.linear_attention import (
@@ -18,6 +17,7 @@ from companion.linear_attention import (
     linear_attention,
     quadratic_linear_attention,
 )
+from companion.validation import check_attention_inputs, check_mask, require_index, require_int, require_number
 
 FUNCTIONS = [
     scaled_dot_product_attention,
@@ -122,7 +122,7 @@ def test_scalar_checks_return_what_passes():
 
 
 def test_tensor_rules_name_what_was_expected_and_what_came():
-    from companion._validate import (
+    from companion.validation import (
         check_labels,
         check_pair,
         check_token_ids,
@@ -207,7 +207,7 @@ def test_tensor_rules_name_what_was_expected_and_what_came():
 
 
 def test_tensor_rules_return_what_passes():
-    from companion._validate import check_pair, check_token_stream, check_windowed_stream, require_entries
+    from companion.validation import check_pair, check_token_stream, check_windowed_stream, require_entries
 
     x = torch.ones(2, 3, dtype=torch.float64)
     assert require_entries(x, "x", low=1, high=1) is x
