@@ -8,8 +8,10 @@ and what came. These helpers keep those messages uniform.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import torch
@@ -17,6 +19,7 @@ import torch
 _T = TypeVar("_T")
 
 __all__ = [
+    "door",
     "describe",
     "require_tensor",
     "require_integer_tensor",
@@ -52,6 +55,31 @@ __all__ = [
     "require_keys_cover_queries",
     "reworded",
 ]
+
+
+def door(check: Callable[..., object]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """Check a public entry point's arguments once, where they come in: ``@door(check)`` calls ``check`` with the
+    call's arguments (by name, defaults filled in; ``check`` takes the names it needs) and then the function.
+
+    The function itself stays reachable as ``f.unchecked``, for internal calls and loops whose arguments the
+    caller's door has already checked (a decoding loop does not re-check its sampler's options on every step).
+    """
+    wanted = inspect.signature(check).parameters
+
+    def wrap(f: Callable[..., _T]) -> Callable[..., _T]:
+        signature = inspect.signature(f)
+
+        @functools.wraps(f)
+        def checked(*args: object, **kwargs: object) -> _T:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            check(**{name: value for name, value in bound.arguments.items() if name in wanted})
+            return f(*args, **kwargs)
+
+        checked.unchecked = f
+        return checked
+
+    return wrap
 
 
 def describe(x: object) -> str:

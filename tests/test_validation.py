@@ -220,3 +220,40 @@ def test_tensor_rules_return_what_passes():
     assert torch.equal(windows, torch.full((3,), 2)) and torch.equal(sentences, torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="empty"):
         check_token_stream(ids[:0], 2, nonempty=True)
+
+
+def test_a_door_checks_the_arguments_once_and_the_unchecked_function_skips_the_check():
+    from companion.validation import door
+
+    calls = []
+
+    def check(x, n):
+        calls.append((x, n))
+        require_int(n, "n", low=0)
+
+    @door(check)
+    def shift(x, *, n=1, unused=None):
+        """x + n."""
+        return x + n
+
+    assert shift(1) == 2 and calls == [(1, 1)]  # the default reaches the check
+    assert shift(1, n=3) == 4 and calls == [(1, 1), (1, 3)]
+    with pytest.raises(ValueError, match="n must be"):
+        shift(1, n=-1)
+    assert shift.unchecked(1, n=-1) == 0 and len(calls) == 3  # internal calls skip the door
+    assert shift.__doc__ == "x + n." and shift.__name__ == "shift"
+
+
+def test_generate_checks_its_prompt_at_its_own_door_only(monkeypatch):
+    """generate checks ids once; the shared loop it drives does not check them again."""
+    from companion import decoding, gpt
+
+    model = gpt.GPT(gpt.GPTConfig(vocab_size=11, context_length=16, n_layers=1, d_model=8, n_heads=2))
+    seen = []
+    monkeypatch.setattr(decoding, "check_token_ids", lambda *a, **k: seen.append(a))
+    out = gpt.generate(model, torch.ones(2, 3, dtype=torch.long), 4, temperature=0)
+    assert out.shape == (2, 7) and seen == []
+    with pytest.raises(ValueError, match="top_k"):
+        gpt.generate(model, torch.ones(1, 3, dtype=torch.long), 2, top_k=12)
+    with pytest.raises(ValueError, match="at least one token"):
+        gpt.generate(model, torch.ones(1, 0, dtype=torch.long), 2)
