@@ -38,7 +38,6 @@ from .validation import (
     require_int,
     require_number,
     require_positive_int,
-    reworded,
 )
 
 __all__ = [
@@ -66,8 +65,7 @@ def check_sampling_options(
 
 
 def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
-    with reworded(ValueError, f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}"):
-        logits = require_floats(logits, "logits", ndim=2)
+    logits = require_floats(logits, "logits", "(batch, vocab_size)", ndim=2)
     check_sampling_options(temperature, top_k, top_p, logits.shape[-1])
 
 
@@ -79,8 +77,7 @@ def _check_decode(
     require_positive_int(max_new_tokens, "max_new_tokens")
     for name, token in (("eos_id", eos_id), ("filler", filler)):
         if token is not None:
-            with reworded(ValueError, f"{name} must be None or a token id (an int >= 0), got {token!r}"):
-                require_int(token, name, low=0)
+            require_int(token, name, low=0, why="None or a token id")
     check_sampling_options(**sampling)
 
 

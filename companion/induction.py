@@ -30,7 +30,6 @@ from .validation import (
     require_instance,
     require_int,
     require_positive_int,
-    reworded,
 )
 
 __all__ = ["repeated_segments", "AttentionOnlyTransformer", "first_and_repeat_loss"]
@@ -51,10 +50,12 @@ def repeated_segments(
     """
     for name, value in (("batch_size", batch_size), ("length", length), ("vocab_size", vocab_size)):
         require_positive_int(value, name)
-    rule = "a tuple (lowest, highest) of ints with 1 <= lowest <= highest <= min(length, vocab_size)"
-    with reworded(ValueError, f"periods must be {rule} = {min(length, vocab_size)}, got {periods!r}"):
-        lowest, highest = require_instance(periods, tuple, "periods")
-        require_int(highest, "highest", low=require_int(lowest, "lowest", low=1), high=min(length, vocab_size))
+    why = "periods = (lowest, highest), 1 <= lowest <= highest <= min(length, vocab_size)"
+    require_int(len(require_instance(periods, tuple, "periods")), "len(periods)", low=2, high=2, why=why)
+    lowest, highest = periods
+    require_int(
+        highest, "highest", low=require_int(lowest, "lowest", low=1, why=why), high=min(length, vocab_size), why=why
+    )
     p = torch.randint(periods[0], periods[1] + 1, (batch_size,), generator=generator)
     segments = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=-1)  # a random order of V
     t = torch.arange(length)

@@ -7,11 +7,10 @@ and what came. These helpers keep those messages uniform.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import torch
@@ -53,7 +52,6 @@ __all__ = [
     "check_windowed_stream",
     "check_labels",
     "require_keys_cover_queries",
-    "reworded",
 ]
 
 
@@ -450,17 +448,6 @@ def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
         listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
         raise ValueError(f"{name} must be one of {listed}, got {value!r}")
     return value
-
-
-@contextlib.contextmanager
-def reworded(error: type[Exception], message: str) -> Iterator[None]:
-    """Raise ``error(message)`` in place of the :class:`TypeError` or :class:`ValueError` of the rules checked
-    in the block: the rule decides, and a caller whose message (and error class) users already know keeps
-    them, e.g. ``with reworded(ValueError, "n_heads must be an int from 1 to 6"): require_int(...)``."""
-    try:
-        yield
-    except (TypeError, ValueError):
-        raise error(message) from None
 
 
 def require_floats(

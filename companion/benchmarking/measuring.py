@@ -24,7 +24,6 @@ from ..validation import (
     require_positive_int,
     require_positive_ints,
     require_positive_number,
-    reworded,
 )
 
 __all__ = [
@@ -336,9 +335,8 @@ def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) ->
     rule = f"need at least 2 positive x and positive y of shape (len(xs), seeds), got {list(xs)} and {describe(ys)}"
     if x.ndim != 1 or y.ndim != 2 or y.shape[0] != len(x) or len(x) < 2:
         raise ValueError(rule)
-    with reworded(ValueError, rule):  # the logarithms need positive numbers
-        require_entries(x, "xs", low=0, low_open=True)
-        require_entries(y, "ys", low=0, low_open=True)
+    require_entries(x, "xs", low=0, low_open=True)  # the logarithms need positive numbers
+    require_entries(y, "ys", low=0, low_open=True)
     log_x = x.log()[:, None].expand_as(y).reshape(-1)
     log_y = y.log().reshape(-1)
     a = torch.stack([torch.ones_like(log_x), log_x], dim=1)  # design matrix (points, 2)
