@@ -50,6 +50,7 @@ from companion import linear_attention as la
 from companion.attention import scaled_dot_product_attention
 from companion.data import recall_task
 from companion.gpt import GPT, GPTConfig
+from companion.training import recall_recipe
 
 _spec = importlib.util.spec_from_file_location("recall_sweep", Path(__file__).with_name("recall_sweep.py"))
 recall_sweep = importlib.util.module_from_spec(_spec)
@@ -121,7 +122,7 @@ def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
     torch.set_num_threads(1)
     task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=args.keys, n_values=args.values)
     model = make_model(kind, task, r, seed, args)
-    history = recall_task.train_recall(model, task, steps=args.steps, every=args.every, seed=seed, lr=args.lr)
+    history = recall_recipe.train_recall(model, task, steps=args.steps, every=args.every, seed=seed, lr=args.lr)
     return {
         "kind": kind,
         "r": r,

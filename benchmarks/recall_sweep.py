@@ -9,7 +9,7 @@ Every run trains the model of chapters 8–10, chapter 6's :class:`companion.gpt
 configures it (2 layers of 4 heads, d = 64, d_k = 16, feed-forward width 128, rotary positions, an untied output
 layer, ReLU, PyTorch's default initialisation) from the seed's initial weights on the recall task of
 :mod:`companion.data.recall_task` (``n_pairs`` pairs, 64 keys, 16 values, so a sequence has 2·n_pairs + 2 tokens)
-with :func:`companion.data.recall_task.train_recall`; the kinds differ only in the attention function:
+with :func:`companion.data.recall_recipe.train_recall`; the kinds differ only in the attention function:
 
 - ``softmax``: exact causal softmax attention;
 - ``linear``: causal linear attention with elu + 1 features (r = d_k = 16 features per head);
@@ -60,6 +60,7 @@ from companion import training
 from companion.attention import scaled_dot_product_attention
 from companion.data import python_docs, recall_task
 from companion.gpt import GPT, GPTConfig
+from companion.training import recall_recipe
 
 KINDS = ("softmax", "linear", "band", "fmmformer", "performer")
 
@@ -139,7 +140,7 @@ def run(job: tuple[str, int, int], args: argparse.Namespace) -> dict:
     torch.set_num_threads(1)
     task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=args.keys, n_values=args.values)
     model = make_model(kind, task.vocab_size, task.seq_len, seed, args.band, args)
-    history = recall_task.train_recall(model, task, steps=args.steps, every=args.every, seed=seed)
+    history = recall_recipe.train_recall(model, task, steps=args.steps, every=args.every, seed=seed)
     start = next(h for h in history if h[0] >= 0.75 * args.steps)
     return {
         "kind": kind,

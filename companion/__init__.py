@@ -32,16 +32,17 @@
   (the Python documentation snapshot, chapter 6), :mod:`companion.data.bert_pretraining` (BERT's masked-LM and
   next-sentence data, chapter 7), :mod:`companion.data.metrics` (SQuAD, SNLI and GLUE metrics, chapter 7),
   :mod:`companion.data.span_task` (the generated span task, chapter 7), :mod:`companion.data.recall_task`
-  (associative recall and its training run, chapters 8-10);
-- :mod:`companion.training`, training recipes: the training loop and schedules (chapter 5) and
+  (associative recall, chapters 8-10);
+- :mod:`companion.training`, training recipes: the training loop and schedules (chapter 5),
+  :mod:`companion.training.date_recipe` (the dates encoder-decoder and its training, chapter 5),
   :mod:`companion.training.gpt_pretraining` (GPT's pretraining on Python's documentation, the shipped
-  checkpoint, chapter 6);
+  checkpoint, chapter 6) and :mod:`companion.training.recall_recipe` (training on recall, chapters 8-10);
 - :mod:`companion.interop`, PyTorch's layers and masks ↔ the companion's, with :mod:`companion.interop.hf_gpt`
   (Hugging Face's GPT-2 weights → the companion's GPT, chapter 6) and :mod:`companion.interop.hf_bert` (Hugging
   Face's BERT weights and model folders ↔ the companion's BERT, chapter 7);
 - :mod:`companion.benchmarking`, time and memory of attention (chapters 4, 8-10), with
   :mod:`companion.benchmarking.linear_attention` (chapter 8) and :mod:`companion.benchmarking.nbody` (chapter 9);
-- figures, in :mod:`companion.plotting` (shared ones) and its modules :mod:`companion.plotting.embeddings`
+- figures, in :mod:`companion.plotting` (shared ones) and its modules :mod:`companion.plotting.word_vectors`
   (chapters 2-3), :mod:`companion.plotting.attention` (chapters 4-5, and the cost figure of chapters 8-10) and
   :mod:`companion.plotting.diagrams` (chapters 4-5), :mod:`companion.plotting.fmmformer` (chapter 9),
   :mod:`companion.plotting.random_features` (chapter 10);

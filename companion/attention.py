@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import (
+from .validation import (
     check_attention_inputs,
     check_heads,
     check_mha_inputs,

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._validate import (
+from .validation import (
     check_attention_inputs,
     check_mask,
     require_floating_tensor,

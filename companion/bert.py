@@ -27,7 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import (
+from .masks import padding_to_attention_mask
+from .transformer import EncoderBlock, LayerNorm
+from .validation import (
     check_token_ids,
     describe,
     require_entries,
@@ -38,8 +40,6 @@ from ._validate import (
     require_positive_int,
     require_probability,
 )
-from .masks import padding_to_attention_mask
-from .transformer import EncoderBlock, LayerNorm
 
 __all__ = [
     "BertConfig",

@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from ._validate import describe, require_instance, require_int
+from .validation import describe, require_instance, require_int
 
 __all__ = [
     "GPT2_SPLIT_PATTERN",

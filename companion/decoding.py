@@ -24,40 +24,61 @@ the prompt once and then only the newest token.
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable
 
-from ._validate import (
+import torch
+from torch import Tensor
+
+from .validation import (
     check_token_ids,
     describe,
+    door,
     require_callable,
     require_floats,
     require_int,
     require_number,
     require_positive_int,
-    reworded,
 )
 
-__all__ = ["top_k_logits", "top_p_logits", "sample_next", "decode", "length_penalty", "beam_search"]
+__all__ = [
+    "top_k_logits",
+    "top_p_logits",
+    "sample_next",
+    "decode",
+    "length_penalty",
+    "beam_search",
+    "check_sampling_options",
+]
+
+NextLogits = Callable[[Tensor], Tensor]  # the ids so far (B, t) → the next token's logits (B, V)
 
 
-def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
-    with reworded(ValueError, f"logits must be a float tensor (batch, vocab_size), got {describe(logits)}"):
-        logits = require_floats(logits, "logits", ndim=2)
+def check_sampling_options(
+    temperature: object = 1.0, top_k: object = None, top_p: object = None, vocab_size: int | None = None, **_: object
+) -> None:
+    """The sampler's options, checked once by each door that samples (``top_k`` against ``vocab_size`` if known)."""
     require_number(temperature, "temperature", low=0, finite=False)
     if top_k is not None:
-        require_int(top_k, "top_k", low=1, high=logits.shape[-1], why="at most vocab_size")
+        require_int(top_k, "top_k", low=1, high=vocab_size, why="at most vocab_size" if vocab_size else "")
     if top_p is not None:
         require_number(top_p, "top_p", low=0, low_open=True, high=1)
 
 
-def _check_decode(next_logits: object, ids: object, max_new_tokens: object, eos_id: object, filler: object) -> None:
+def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
+    logits = require_floats(logits, "logits", "(batch, vocab_size)", ndim=2)
+    check_sampling_options(temperature, top_k, top_p, logits.shape[-1])
+
+
+def _check_decode(
+    next_logits: object, ids: object, max_new_tokens: object, eos_id: object, filler: object, sampling: dict
+) -> None:
     require_callable(next_logits, "next_logits", "a function from ids (B, t) to logits (B, V)")
     check_token_ids(ids, "ids", None, min_length=1, layout="(batch, t)")
     require_positive_int(max_new_tokens, "max_new_tokens")
     for name, token in (("eos_id", eos_id), ("filler", filler)):
         if token is not None:
-            with reworded(ValueError, f"{name} must be None or a token id (an int >= 0), got {token!r}"):
-                require_int(token, name, low=0)
+            require_int(token, name, low=0, why="None or a token id")
+    check_sampling_options(**sampling)
 
 
 def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -75,9 +96,9 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+@door(_check_sampling)
 def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
     """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
-    _check_sampling(logits, temperature, top_k, top_p)
     if temperature == 0:  # greedy
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
@@ -89,13 +110,13 @@ def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=No
     return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
 
 
+@door(_check_decode)
 def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **sampling):
     """x_{t+1} ~ sample_next(next_logits(x_1…x_t)): (B, n) → (B, ≤ n+max_new_tokens)."""
-    _check_decode(next_logits, ids, max_new_tokens, eos_id, filler)
     filler = eos_id if filler is None else filler
     done = torch.zeros_like(ids[:, :1], dtype=torch.bool)  # (B, 1): has written EOS
     for _ in range(max_new_tokens):
-        nxt = sample_next(next_logits(ids), **sampling)  # (B, 1)
+        nxt = sample_next(next_logits(ids), **sampling)  # (B, 1); new logits checked
         if eos_id is not None:
             nxt = nxt.masked_fill(done, filler)  # a finished sequence only fills
             done = done | (nxt == eos_id)
@@ -106,7 +127,7 @@ def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **samp
 
 
 def _check_beam(next_logits: object, ids: object, max_new_tokens: object, beam_size: object, eos_id: object) -> None:
-    _check_decode(next_logits, ids, max_new_tokens, eos_id, None)
+    _check_decode(next_logits, ids, max_new_tokens, eos_id, None, {})
     if ids.shape[0] != 1:
         raise ValueError(f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}")
     require_positive_int(beam_size, "beam_size")
@@ -117,9 +138,9 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
+@door(_check_beam)
 def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
     """argmax over the beam of log p(y|ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
-    _check_beam(next_logits, ids, max_new_tokens, beam_size, eos_id)
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS
     for _ in range(max_new_tokens):

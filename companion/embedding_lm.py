@@ -38,7 +38,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ._validate import (
+from . import decoding
+from .text import Vocabulary, tokenize
+from .validation import (
     describe,
     require_floating_tensor,
     require_ids,
@@ -53,7 +55,6 @@ from ._validate import (
     require_positive_ints,
     require_positive_number,
 )
-from .text import Vocabulary, tokenize
 
 __all__ = [
     "TOY_TEXT",
@@ -246,13 +247,14 @@ def generate(
         raise ValueError("start must hold at least one token id, got an empty tensor")
     require_index_range(start, "start", model.vocab_size)
     require_int(n_tokens, "n_tokens", low=0)
+    require_number(temperature, "temperature", low=0, finite=False)
+    if n_tokens == 0:
+        return start.long().clone()
     g = None if seed is None else torch.Generator().manual_seed(seed)
-    out = start.long().tolist()
-    with torch.no_grad():
-        for _ in range(n_tokens):
-            p = next_token_probabilities(model(torch.tensor([out[-1]])), temperature)[0]
-            out.append(int(torch.multinomial(p, 1, generator=g)) if temperature > 0 else int(p.argmax()))
-    return torch.tensor(out, dtype=torch.long)
+    next_logits = lambda ids: model(ids[0, -1:])  # (1, t) → (1, V): order 1, the last token only
+    with torch.no_grad():  # the shared loop and sampler, checked above
+        ids = decoding.decode.unchecked(next_logits, start.long()[None], n_tokens, temperature=temperature, generator=g)
+    return ids[0]
 
 
 def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import (
+from .validation import (
     check_pair,
     require_floating_tensor,
     require_ids,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validate import (
+from .validation import (
     check_labels,
     require_floating_tensor,
     require_floats,

@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import describe, require_callable, require_floating_tensor, require_number, require_positive_int
 from .attention import scaled_dot_product_attention
 from .banded_attention import DEFAULT_BANDWIDTH, band_mask, band_matrix, banded_attention, banded_attention_dense
 from .linear_attention import DEFAULT_EPS, FeatureMap, elu_plus_one, linear_attention, numerical_rank
+from .validation import describe, require_callable, require_floating_tensor, require_number, require_positive_int
 
 __all__ = [
     "elu_plus_one",

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ._validate import (
+from .validation import (
     check_token_stream,
     describe,
     require_choice,

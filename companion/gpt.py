@@ -27,7 +27,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import (
+from .attention import KVCache
+from .attention import scaled_dot_product_attention as sdpa
+from .decoding import check_sampling_options, decode
+from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
+from .decoding import top_k_logits as top_k_logits
+from .decoding import top_p_logits as top_p_logits
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
+from .validation import (
     check_token_ids,
     describe,
     require_choice,
@@ -39,14 +47,6 @@ from ._validate import (
     require_positive_number,
     require_probability,
 )
-from .attention import KVCache
-from .attention import scaled_dot_product_attention as sdpa
-from .decoding import decode
-from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
-from .decoding import top_k_logits as top_k_logits
-from .decoding import top_p_logits as top_p_logits
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
-from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 
 __all__ = [
     "GPTConfig",
@@ -201,11 +201,12 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
-def _check_generate(model: object, ids: object, max_new_tokens: object, eos_id: object) -> None:
+def _check_generate(model: object, ids: object, max_new_tokens: object, eos_id: object, options: dict) -> None:
     require_instance(model, GPT, "model")
     vocab_size, context_length = model.config.vocab_size, model.config.context_length
-    check_token_ids(ids, "ids", vocab_size)  # an empty prompt: decode says so
+    check_token_ids(ids, "ids", vocab_size, min_length=1, layout="(batch, t)")
     require_positive_int(max_new_tokens, "max_new_tokens")
+    check_sampling_options(**options, vocab_size=vocab_size)
     if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(
             f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
@@ -239,8 +240,8 @@ def generate(
     columns) once every sequence has. The model is in eval mode during the call; n + max_new_tokens must not
     exceed the context length T.
     """
-    _check_generate(model, ids, max_new_tokens, eos_id)
     options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    _check_generate(model, ids, max_new_tokens, eos_id, options)  # once: the loop below does not re-check
     caches = model.new_caches() if use_cache else None
 
     def next_logits(ids: Tensor) -> Tensor:  # (B, t) → (B, V)
@@ -250,4 +251,4 @@ def generate(
         return model(new, caches)[:, -1]
 
     with eval_mode(model):
-        return decode(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)
+        return decode.unchecked(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)

@@ -21,17 +21,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import (
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .positional import LearnedPositionalEmbedding
+from .validation import (
     check_token_ids,
     describe,
     require_heads,
     require_instance,
     require_int,
     require_positive_int,
-    reworded,
 )
-from .attention import MultiHeadAttention, scaled_dot_product_attention
-from .positional import LearnedPositionalEmbedding
 
 __all__ = ["repeated_segments", "AttentionOnlyTransformer", "first_and_repeat_loss"]
 
@@ -51,10 +50,12 @@ def repeated_segments(
     """
     for name, value in (("batch_size", batch_size), ("length", length), ("vocab_size", vocab_size)):
         require_positive_int(value, name)
-    rule = "a tuple (lowest, highest) of ints with 1 <= lowest <= highest <= min(length, vocab_size)"
-    with reworded(ValueError, f"periods must be {rule} = {min(length, vocab_size)}, got {periods!r}"):
-        lowest, highest = require_instance(periods, tuple, "periods")
-        require_int(highest, "highest", low=require_int(lowest, "lowest", low=1), high=min(length, vocab_size))
+    why = "periods = (lowest, highest), 1 <= lowest <= highest <= min(length, vocab_size)"
+    require_int(len(require_instance(periods, tuple, "periods")), "len(periods)", low=2, high=2, why=why)
+    lowest, highest = periods
+    require_int(
+        highest, "highest", low=require_int(lowest, "lowest", low=1, why=why), high=min(length, vocab_size), why=why
+    )
     p = torch.randint(periods[0], periods[1] + 1, (batch_size,), generator=generator)
     segments = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=-1)  # a random order of V
     t = torch.arange(length)

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._validate import (
+from .validation import (
     check_attention_inputs,
     check_mask,
     describe,

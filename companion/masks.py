@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import (
+from .validation import (
     require_bool_mask,
     require_int,
     require_integer_tensor,

@@ -34,7 +34,8 @@ from typing import Literal
 
 import torch
 
-from ._validate import (
+from .linear_attention import numerical_rank
+from .validation import (
     describe,
     require_callable,
     require_choice,
@@ -44,7 +45,6 @@ from ._validate import (
     require_number,
     require_positive_int,
 )
-from .linear_attention import numerical_rank
 
 __all__ = [
     "Kernel",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ._validate import (
+from .validation import (
     check_sequence,
     require_floating_tensor,
     require_integer_tensor,

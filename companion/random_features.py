@@ -43,7 +43,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ._validate import (
+from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
+from .validation import (
     check_attention_inputs,
     check_pair,
     describe,
@@ -54,7 +55,6 @@ from ._validate import (
     require_number,
     require_positive_int,
 )
-from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
 
 __all__ = [
     "KERNELS",

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._validate import require_floats, require_int, require_number, require_positive_int
+from .validation import require_floats, require_int, require_number, require_positive_int
 
 __all__ = [
     "shared_features",

@@ -15,7 +15,7 @@ from typing import overload
 
 import torch
 
-from ._validate import describe, require_choice, require_index, require_int
+from .validation import describe, require_choice, require_index, require_int
 
 __all__ = ["UNK", "PAD", "BOS", "EOS", "CLS", "SEP", "MASK", "tokenize", "Vocabulary"]
 

@@ -31,7 +31,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import (
+from .attention import KVCache, MultiHeadAttention
+from .attention import scaled_dot_product_attention as sdpa
+from .decoding import beam_search, decode
+from .masks import padding_to_attention_mask
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .validation import (
     check_token_ids,
     describe,
     require_choice,
@@ -44,11 +49,6 @@ from ._validate import (
     require_positive_int,
     require_probability,
 )
-from .attention import KVCache, MultiHeadAttention
-from .attention import scaled_dot_product_attention as sdpa
-from .decoding import beam_search, decode
-from .masks import padding_to_attention_mask
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
 __all__ = [
     "LayerNorm",
@@ -361,9 +361,8 @@ def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) ->
     with eval_mode(model):
         memory = model.encode(src)  # once
         logits = lambda y: model.decode(y, memory, src)[:, -1]  # (B, 1 + t) → (B, V)
-        return decode(
-            logits, bos, max_new_tokens, eos_id=eos_id, filler=filler, temperature=0
-        )  # temperature 0: the argmax
+        greedy = dict(eos_id=eos_id, filler=filler, temperature=0)  # 0: the argmax
+        return decode.unchecked(logits, bos, max_new_tokens, **greedy)  # checked above
 
 
 def _check_beam_decode(model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:

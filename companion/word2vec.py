@@ -70,7 +70,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ._validate import (
+from .text import Vocabulary
+from .validation import (
     check_integer_tensors,
     check_negative_sampling,
     check_windowed_stream,
@@ -88,7 +89,6 @@ from ._validate import (
     require_probability,
     require_tensor,
 )
-from .text import Vocabulary
 
 __all__ = [
     "build_vocab",

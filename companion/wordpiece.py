@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ._validate import describe, require_int
+from .validation import describe, require_int
 
 __all__ = ["SPECIAL_TOKENS", "basic_tokenize", "wordpiece", "WordPieceTokenizer", "load_vocab"]
 

@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from companion._validate import require_number
+from companion.validation import require_number
 
 from .chapters import Chapter, default_homework_dir, load_chapters
 

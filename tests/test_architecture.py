@@ -19,7 +19,7 @@ from tests.test_package_index import index
 
 PACKAGE = Path(companion.__file__).parent
 GRADER = Path(homework_grader.__file__).parent
-SHARED = {"__init__", "_validate"}  # the package's docstring and the one validation module
+SHARED = {"__init__", "validation"}  # the package's docstring and the one validation module
 
 
 def concept_modules() -> list[str]:
@@ -66,13 +66,19 @@ def test_no_concept_module_imports_machinery():
         bad = machinery_imports((PACKAGE / f"{module}.py").read_text())
         if bad:
             offenders[module] = bad
-    assert not offenders, f"concept modules import machinery (move the code into the sub-package): {offenders}"
+    assert not offenders, (
+        f"concept modules import machinery (move the code into the sub-package; "
+        f"CONTRIBUTING.md#where-a-thing-lives): {offenders}"
+    )
 
 
 def test_the_top_level_holds_the_concepts_and_nothing_else():
     indexed = {m for modules in index().values() for m in modules}
     stray = sorted(set(concept_modules()) - indexed)
-    assert not stray, f"top-level modules the chapter index does not name as concepts (machinery? move it): {stray}"
+    assert not stray, (
+        f"top-level modules the chapter index does not name as concepts (machinery? move it; "
+        f"CONTRIBUTING.md#where-a-thing-lives): {stray}"
+    )
     assert set(machinery_packages()) == {
         "benchmarking",
         "data",
@@ -109,7 +115,7 @@ def test_the_companion_never_imports_the_grader():
     mentions = [
         p.name for p in PACKAGE.rglob("*.py") if any(m.startswith("homework_grader") for m in _absolute_imports(p))
     ]
-    assert not mentions, f"companion modules import the grader: {mentions}"
+    assert not mentions, f"companion modules import the grader (CONTRIBUTING.md#where-a-thing-lives): {mentions}"
     modules = companion_modules()
     assert len(modules) > 40 and "companion.exercises.checking" in modules
     script = (
@@ -122,7 +128,9 @@ def test_the_companion_never_imports_the_grader():
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=PACKAGE.parent
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]", f"importing the companion imported the grader: {done.stdout}"
+    assert done.stdout.strip() == "[]", (
+        f"importing the companion imported the grader (CONTRIBUTING.md#where-a-thing-lives): {done.stdout}"
+    )
     grader = {m for p in GRADER.rglob("*.py") for m in _absolute_imports(p)}
     assert "companion.exercises.checking" in grader  # the direction that is allowed, and used
 
@@ -151,7 +159,10 @@ def test_package_init_files_only_gather_names():
         bad = reexport_only_violations(path.read_text())
         if bad:
             found[path.relative_to(PACKAGE).as_posix()] = bad
-    assert not found, f"code in __init__.py files (move it into a named module and re-export it): {found}"
+    assert not found, (
+        f"code in __init__.py files (move it into a named module and re-export it; "
+        f"CONTRIBUTING.md#where-a-thing-lives): {found}"
+    )
     assert reexport_only_violations("def f():\n    pass\nx = 1\nimport torch\n") == [
         "line 1: FunctionDef",
         "line 3: Assign",
@@ -163,7 +174,7 @@ MODULE_LINES = 600  # a module a newcomer reads in one sitting
 
 OVER_THE_LIMIT = {  # modules still longer, each with what splitting it waits for; the test fails once one fits
     "word2vec.py": "chapter 3 shows its trainer from this file: moving the trainer into training/ changes the chapter",
-    "_validate.py": "the validation rework (fewer, orthogonal rules, checked once at the door) shortens it",
+    "validation.py": "the validation rework (fewer, orthogonal rules, checked once at the door) shortens it",
 }
 
 
@@ -171,9 +182,15 @@ def test_no_module_is_longer_than_a_sitting():
     lengths = {p.relative_to(PACKAGE).as_posix(): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     long = {name: n for name, n in lengths.items() if n > MODULE_LINES}
     new = sorted(set(long) - set(OVER_THE_LIMIT))
-    assert not new, f"modules over {MODULE_LINES} lines (split them by concern): { {k: long[k] for k in new} }"
+    assert not new, (
+        f"modules over {MODULE_LINES} lines (split them by concern; "
+        f"CONTRIBUTING.md#module-size): { {k: long[k] for k in new} }"
+    )
     fits = sorted(set(OVER_THE_LIMIT) - set(long))
-    assert not fits, f"modules that fit in {MODULE_LINES} lines now (remove them from OVER_THE_LIMIT): {fits}"
+    assert not fits, (
+        f"modules that fit in {MODULE_LINES} lines now (remove them from OVER_THE_LIMIT; "
+        f"CONTRIBUTING.md#module-size): {fits}"
+    )
 
 
 def test_the_check_sees_every_form_of_import():
@@ -206,12 +223,12 @@ def test_attention_functions_take_q_k_v_mask_by_position_and_the_rest_by_name():
         params = list(inspect.signature(getattr(module, name)).parameters.values())
         by_position = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         assert by_position in (["q", "k", "v", "mask"], ["q", "k", "v"], ["q", "k"], ["q", "k", "v", "state"]), (
-            f"{module.__name__}.{name} takes {by_position} by position"
+            f"{module.__name__}.{name} takes {by_position} by position (CONTRIBUTING.md#signatures-and-line-width)"
         )
 
 
 # ----------------------------------------------------------------------------------------------------------
-# One validation module, one rule: a number argument is checked by companion._validate (require_int,
+# One validation module, one rule: a number argument is checked by companion.validation (require_int,
 # require_number, require_index, require_entries, ...), never by an `if` of its own that raises. What remains
 # below is not an argument check, and says why.
 
@@ -273,7 +290,7 @@ def inline_number_checks(source: str) -> list[str]:
 def test_number_arguments_are_checked_by_the_validation_module():
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "_validate.py":
+        if path.name == "validation.py":
             continue
         for function in inline_number_checks(path.read_text()):
             found[f"{path.relative_to(PACKAGE).as_posix()}::{function}"] = path
@@ -282,14 +299,18 @@ def test_number_arguments_are_checked_by_the_validation_module():
             found[f"{path.relative_to(GRADER.parent).as_posix()}::{function}"] = path
     new = sorted(set(found) - set(INLINE_NUMBER_CHECKS_ALLOWED))
     assert not new, (
-        f"inline number checks outside companion/_validate.py: {new}. Check the argument with a rule of "
-        "companion._validate (require_int, require_number, require_index, require_entries, ...; extend one if a "
-        "rule is missing), or, if it is not an argument check, add it to INLINE_NUMBER_CHECKS_ALLOWED with a reason"
+        f"inline number checks outside companion/validation.py: {new}. Check the argument with a rule of "
+        "companion.validation (require_int, require_number, require_index, require_entries, ...; extend one if a "
+        "rule is missing), or, if it is not an argument check, add it to INLINE_NUMBER_CHECKS_ALLOWED with a reason "
+        "(CONTRIBUTING.md#validation-at-the-door)"
     )
     stale = sorted(set(INLINE_NUMBER_CHECKS_ALLOWED) - set(found))
-    assert not stale, f"allowed inline number checks that no longer exist (remove them from the list): {stale}"
+    assert not stale, (
+        f"allowed inline number checks that no longer exist (remove them from the list; "
+        f"CONTRIBUTING.md#validation-at-the-door): {stale}"
+    )
     concepts = [key for key in found if "/" not in key.split("::")[0]]
-    assert not concepts, f"a concept module checks a number inline: {concepts}"
+    assert not concepts, f"a concept module checks a number inline (CONTRIBUTING.md#validation-at-the-door): {concepts}"
 
 
 def test_the_number_check_finder_sees_each_form():
@@ -319,10 +340,13 @@ def _names_used(source: str) -> set[str]:
 
 
 def test_every_rule_of_the_validation_module_is_used():
-    import companion._validate as validate
+    import companion.validation as validate
 
-    sources = [p for p in [*PACKAGE.rglob("*.py"), *GRADER.rglob("*.py")] if p.name != "_validate.py"]
+    sources = [p for p in [*PACKAGE.rglob("*.py"), *GRADER.rglob("*.py")] if p.name != "validation.py"]
     used = set().union(*(_names_used(p.read_text()) for p in sources))
-    used |= _names_used((PACKAGE / "_validate.py").read_text())  # a rule that another rule calls
+    used |= _names_used((PACKAGE / "validation.py").read_text())  # a rule that another rule calls
     dead = [name for name in validate.__all__ if name not in used]
-    assert not dead, f"companion._validate exports rules that nothing uses (delete them): {dead}"
+    assert not dead, (
+        f"companion.validation exports rules that nothing uses (delete them; "
+        f"CONTRIBUTING.md#validation-at-the-door): {dead}"
+    )

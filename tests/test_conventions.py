@@ -133,7 +133,7 @@ def test_every_figure_has_alt_text(root):
     missing = [f"{chapter} cell {index}" for chapter, index, metadata in cells if len(alt_text(metadata)) < MIN_ALT]
     assert not missing, (
         f"figure cells without alt text of at least {MIN_ALT} characters (add ':mystnb:' / ':  image:' / "
-        f"':    alt: \"...\"' to the cell's options): {missing}"
+        f"':    alt: \"...\"' to the cell's options; CONTRIBUTING.md#adding-a-chapter): {missing}"
     )
     alts = [alt_text(metadata) for _, _, metadata in cells]
     assert len(set(alts)) == len(alts), "two figures share one alt text"
@@ -180,4 +180,4 @@ def test_no_pretence_of_static_typing(root):
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if "type: ignore" in line
     ]
-    assert not pragmas, pragmas
+    assert not pragmas, f"type-checker pragmas (CONTRIBUTING.md#signatures-and-line-width): {pragmas}"

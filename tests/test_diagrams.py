@@ -45,7 +45,7 @@ def test_multi_head_draws_one_row_per_head(n_heads):
 
 @pytest.mark.parametrize("bad", [0, 7, 2.0, True, "3"])
 def test_multi_head_rejects_a_bad_number_of_heads(bad):
-    with pytest.raises(ValueError, match="n_heads must be an int from 1 to 6"):
+    with pytest.raises((TypeError, ValueError), match=r"n_heads.*\(what fits on the page\), got"):
         diagrams.draw_multi_head_attention(bad)
 
 
@@ -85,7 +85,7 @@ def test_rope_legend_shows_the_same_score_for_the_same_offset():
         ({"vector": (0.0, 0.0)}, ValueError, "vector must be a non-zero pair"),
         ({"query": (1.0, 2.0, 3.0)}, ValueError, "query must be a non-zero pair"),
         ({"theta": "25"}, TypeError, "theta must be a finite number"),
-        ({"theta": math.inf}, TypeError, "theta must be a finite number"),
+        ({"theta": math.inf}, ValueError, "theta.*got inf"),
     ],
 )
 def test_rope_rejects_bad_input(kwargs, error, message):

@@ -221,7 +221,7 @@ def test_every_exercise_has_stub_solution_and_checker(md):
             assert "raise NotImplementedError" in stub.source, label
         assert ex["solutions"], f"{label}: the solution needs at least one code cell"
         assert ex["after"] is not None and re.match(r"check_\w+\(\w+\)\s*$", ex["after"].source), (
-            f"{label}: the cell after the solution must call a checker"
+            f"{label}: the cell after the solution must call a checker (CONTRIBUTING.md#adding-an-exercise)"
         )
 
 
@@ -522,7 +522,9 @@ def test_reader_notebook_runs_every_cell_of_the_chapter_and_folds_what_the_book_
     chapter = [c for c in jupytext.read(md).cells if c.cell_type == "code"]
     reader = nbformat.read(notebooks.reader_path(md), as_version=4)
     code = [c for c in reader.cells if c.cell_type == "code"]
-    assert [_reader_code(c) for c in code] == [notebooks.without_markers(c.source) for c in chapter]
+    assert [_reader_code(c) for c in code] == [notebooks.without_markers(c.source) for c in chapter], (
+        "the reader notebook is stale: run python tools/notebooks.py sync (CONTRIBUTING.md#the-two-commands)"
+    )
     solutions = md.read_text().count("{solution-start}")
     details = [c for c in reader.cells if c.cell_type == "markdown" and c.source.startswith("<details>")]
     assert len(details) == solutions

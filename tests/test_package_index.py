@@ -32,7 +32,10 @@ def test_every_chapter_is_indexed_with_the_modules_it_uses():
         text = chapters[number - 1].read_text()
         assert modules, number
         missing = [m for m in modules if not uses(text, m)]
-        assert not missing, f"the index lists {missing} under chapter {number} ({chapters[number - 1].name})"
+        assert not missing, (
+            f"the index lists {missing} under chapter {number} ({chapters[number - 1].name}; "
+            f"CONTRIBUTING.md#adding-a-chapter)"
+        )
 
 
 def test_the_check_fails_on_a_module_under_the_wrong_chapter():

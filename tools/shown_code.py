@@ -14,8 +14,8 @@ Every ``literalinclude`` of a Python object in ``book/*.md`` (``:pyobject:``, wi
 
 The **share** of an object is computation / (lines − blank): the part of what the reader reads that is the
 mathematics (blank lines are not read). ``problems()`` lists what breaks the book's rule for shown code (see
-``CURRICULUM.md``): a total share under ``MIN_SHARE``, an object over ``MAX_LINES`` lines, a line wider than
-``MAX_COLUMNS``, a tool pragma. ``tests/test_shown_code.py`` fails on any of them.
+``CONTRIBUTING.md``, section Shown code): a total share under ``MIN_SHARE``, an object over ``MAX_LINES``
+lines, a line wider than ``MAX_COLUMNS``, a tool pragma. ``tests/test_shown_code.py`` fails on any of them.
 
 Usage::
 
@@ -38,6 +38,7 @@ BOOK = ROOT / "book"
 MIN_SHARE = 0.60
 MAX_LINES = 40
 MAX_COLUMNS = 88
+GUIDE = "The rules and why: CONTRIBUTING.md#shown-code"
 PRAGMAS = ("# type: ignore", "# fmt: skip", "# fmt: off", "# noqa", "# pragma")
 CLASSES = ("docstring", "signature", "validation", "comment", "blank", "computation")
 

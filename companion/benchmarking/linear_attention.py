@@ -14,7 +14,6 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from .._validate import require_positive_int
 from ..linear_attention import (
     FeatureMap,
     causal_linear_attention_chunked,
@@ -26,6 +25,7 @@ from ..linear_attention import (
     linear_attention_step,
     quadratic_linear_attention,
 )
+from ..validation import require_positive_int
 from .measuring import time_call
 
 __all__ = [

@@ -16,16 +16,15 @@ from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .._validate import (
+from ..attention import blocked_attention, scaled_dot_product_attention
+from ..validation import (
     describe,
     require_entries,
     require_number,
     require_positive_int,
     require_positive_ints,
     require_positive_number,
-    reworded,
 )
-from ..attention import blocked_attention, scaled_dot_product_attention
 
 __all__ = [
     "MemoryTracker",
@@ -336,9 +335,8 @@ def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) ->
     rule = f"need at least 2 positive x and positive y of shape (len(xs), seeds), got {list(xs)} and {describe(ys)}"
     if x.ndim != 1 or y.ndim != 2 or y.shape[0] != len(x) or len(x) < 2:
         raise ValueError(rule)
-    with reworded(ValueError, rule):  # the logarithms need positive numbers
-        require_entries(x, "xs", low=0, low_open=True)
-        require_entries(y, "ys", low=0, low_open=True)
+    require_entries(x, "xs", low=0, low_open=True)  # the logarithms need positive numbers
+    require_entries(y, "ys", low=0, low_open=True)
     log_x = x.log()[:, None].expand_as(y).reshape(-1)
     log_y = y.log().reshape(-1)
     a = torch.stack([torch.ones_like(log_x), log_x], dim=1)  # design matrix (points, 2)

@@ -9,8 +9,8 @@ from typing import Literal
 
 import torch
 
-from .._validate import require_positive_int
 from ..nbody import cell_potential, default_n_cells, direct_potential, relative_error
+from ..validation import require_positive_int
 from .measuring import time_call
 
 __all__ = ["NBodyMeasurement", "measure_nbody"]

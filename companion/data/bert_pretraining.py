@@ -22,8 +22,8 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from .._validate import describe, require_index, require_integer_tensor, require_number, require_positive_int
 from ..bert import IGNORE_INDEX
+from ..validation import describe, require_index, require_integer_tensor, require_number, require_positive_int
 
 __all__ = ["IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs"]
 

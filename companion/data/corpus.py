@@ -34,8 +34,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .._validate import describe, require_int
 from ..evaluation import AnalogyQuestion
+from ..validation import describe, require_int
 
 __all__ = [
     "WIKIPEDIA_FILE",

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .._validate import describe, require_instance, require_number
+from ..validation import describe, require_instance, require_number
 
 __all__ = [
     "normalize_answer",

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import describe, require_positive_int
 from ..bert import bert_inputs
+from ..validation import describe, require_positive_int
 
 __all__ = ["EVENTS", "SpanExample", "make_span_examples", "span_inputs"]
 

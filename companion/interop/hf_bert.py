@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .._validate import describe
 from ..bert import BertConfig, BertEncoder, BertForPreTraining
+from ..validation import describe
 from ..wordpiece import WordPieceTokenizer
 
 __all__ = [

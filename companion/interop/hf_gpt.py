@@ -17,8 +17,8 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from .._validate import describe
 from ..gpt import GPT, GPTConfig
+from ..validation import describe
 
 __all__ = ["gpt_config_from_hf", "gpt_state_dict_from_hf", "gpt_from_hf"]
 

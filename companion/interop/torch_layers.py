@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import describe, require_bool_mask, require_tensor
 from ..attention import MultiHeadAttention
 from ..transformer import DecoderBlock, EncoderBlock, LayerNorm
+from ..validation import describe, require_bool_mask, require_tensor
 
 __all__ = [
     "mha_from_torch",

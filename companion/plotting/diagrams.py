@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from .._validate import describe, require_int, require_number, reworded
+from ..validation import describe, require_int, require_number
 
 __all__ = ["draw_attention_flow", "draw_multi_head_attention", "draw_transformer", "draw_rope_rotation", "draw_gpt"]
 
@@ -96,8 +96,7 @@ def draw_multi_head_attention(
 ) -> Axes:
     """``n_heads`` heads side by side: each projects X with its own slices of W_Q, W_K, W_V and attends; the
     outputs are concatenated and mixed by W_O."""
-    with reworded(ValueError, f"n_heads must be an int from 1 to 6 (what fits on the page), got {n_heads!r}"):
-        require_int(n_heads, "n_heads", low=1, high=6)
+    require_int(n_heads, "n_heads", low=1, high=6, why="what fits on the page")
     height = 1.6 * n_heads + 1.2
     ax = _new_axes(ax, (10, 0.75 * height + 0.7))
     middle = height / 2
@@ -270,8 +269,7 @@ def draw_rope_rotation(
     for name, v in (("vector", vector), ("query", query), ("key", key)):
         if v.shape != (2,) or not np.all(np.isfinite(v)) or not np.any(v):
             raise ValueError(f"{name} must be a non-zero pair of finite numbers, got {v.tolist()}")
-    with reworded(TypeError, f"theta must be a finite number (radians), got {describe(theta)}"):
-        require_number(theta, "theta")
+    require_number(theta, "theta")  # radians
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 5))
     left, right = axes

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 
-from .._validate import describe
+from ..validation import describe
 
 __all__ = ["plot_vectors_2d", "heatmap"]
 

@@ -13,9 +13,9 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
-from .._validate import require_number, reworded
 from ..fmmformer import AttentionSpectrum
 from ..nbody import HBlock
+from ..validation import require_number
 
 __all__ = ["NEAR_COLOUR", "FAR_COLOUR", "plot_hmatrix_partition", "plot_singular_values", "plot_attention_spectrum"]
 
@@ -89,8 +89,7 @@ def plot_singular_values(
     if not spectra or not all(isinstance(s, torch.Tensor) and s.ndim == 1 for s in spectra.values()):
         raise TypeError("spectra must map names to 1-D tensors of singular values")
     ax = _axes(ax, (6.0, 4.0))
-    with reworded(ValueError, f"floor must be a positive number or None, got {floor!r}"):
-        floor = None if floor is None else require_number(floor, "floor", low=0, low_open=True, finite=False)
+    floor = None if floor is None else require_number(floor, "floor", low=0, low_open=True, finite=False)
     lowest = torch.finfo(torch.float64).tiny if floor is None else float(floor)
     for name, sigma in spectra.items():
         sigma = sigma.detach().double().cpu().clamp_min(lowest)  # exact zeros cannot be drawn on a log scale

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
-from .._validate import describe, require_entries
+from ..validation import describe, require_entries
 
 __all__ = ["exact_readout_fraction", "plot_recall_bound"]
 

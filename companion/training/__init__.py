@@ -7,7 +7,9 @@ Every model of the book trains with :func:`train`::
 ``loss_fn(model, batch)`` returns a scalar loss, so the same loop serves the encoder–decoder of chapter 5,
 the GPT of chapter 6, the BERT of chapter 7 and anything else: only the loss function changes.
 
-GPT's pretraining recipe (chapter 6) is :mod:`companion.training.gpt_pretraining`.
+The recipes (a model, its data and its training run) live beside the loop: the dates encoder-decoder of chapter 5
+(:mod:`companion.training.date_recipe`), GPT's pretraining (chapter 6, :mod:`companion.training.gpt_pretraining`)
+and associative recall (chapters 8-10, :mod:`companion.training.recall_recipe`).
 """
 
 from .loop import train, train_step, transformer_schedule, warmup_cosine_schedule

@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from .._validate import require_ndim, require_number, require_positive_int, require_positive_ints
 from ..bpe import BPETokenizer
 from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
+from ..validation import require_ndim, require_number, require_positive_int, require_positive_ints
 from .loop import train, warmup_cosine_schedule
 
 __all__ = [

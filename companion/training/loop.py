@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._validate import describe, require_int, require_positive_int
+from ..validation import describe, require_int, require_positive_int
 
 __all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
 

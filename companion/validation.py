@@ -7,9 +7,10 @@ and what came. These helpers keep those messages uniform.
 
 from __future__ import annotations
 
-import contextlib
+import functools
+import inspect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import torch
@@ -17,6 +18,7 @@ import torch
 _T = TypeVar("_T")
 
 __all__ = [
+    "door",
     "describe",
     "require_tensor",
     "require_integer_tensor",
@@ -50,8 +52,32 @@ __all__ = [
     "check_windowed_stream",
     "check_labels",
     "require_keys_cover_queries",
-    "reworded",
 ]
+
+
+def door(check: Callable[..., object]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """Check a public entry point's arguments once, where they come in: ``@door(check)`` calls ``check`` with the
+    call's arguments (by name, defaults filled in; ``check`` takes the names it needs) and then the function.
+
+    The function itself stays reachable as ``f.unchecked``, for internal calls and loops whose arguments the
+    caller's door has already checked (a decoding loop does not re-check its sampler's options on every step).
+    """
+    wanted = inspect.signature(check).parameters
+
+    def wrap(f: Callable[..., _T]) -> Callable[..., _T]:
+        signature = inspect.signature(f)
+
+        @functools.wraps(f)
+        def checked(*args: object, **kwargs: object) -> _T:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            check(**{name: value for name, value in bound.arguments.items() if name in wanted})
+            return f(*args, **kwargs)
+
+        checked.unchecked = f
+        return checked
+
+    return wrap
 
 
 def describe(x: object) -> str:
@@ -422,17 +448,6 @@ def require_choice(value: _T, name: str, choices: Sequence[_T]) -> _T:
         listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
         raise ValueError(f"{name} must be one of {listed}, got {value!r}")
     return value
-
-
-@contextlib.contextmanager
-def reworded(error: type[Exception], message: str) -> Iterator[None]:
-    """Raise ``error(message)`` in place of the :class:`TypeError` or :class:`ValueError` of the rules checked
-    in the block: the rule decides, and a caller whose message (and error class) users already know keeps
-    them, e.g. ``with reworded(ValueError, "n_heads must be an int from 1 to 6"): require_int(...)``."""
-    try:
-        yield
-    except (TypeError, ValueError):
-        raise error(message) from None
 
 
 def require_floats(

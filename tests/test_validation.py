@@ -1,4 +1,4 @@
-"""The one rule for q, k, v and the mask (companion._validate.check_attention_inputs): leading dimensions
+"""The one rule for q, k, v and the mask (companion.validation.check_attention_inputs): leading dimensions
 broadcast, as in torch.matmul and PyTorch's scaled_dot_product_attention, and every attention function of the
 companion follows it. Each function is checked against itself on explicitly expanded inputs."""
 
@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from companion._validate import check_attention_inputs, check_mask, require_index, require_int, require_number
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import banded_attention, banded_attention_dense
 from companion.linear_attention import (
@@ -18,6 +17,7 @@ from companion.linear_attention import (
     linear_attention,
     quadratic_linear_attention,
 )
+from companion.validation import check_attention_inputs, check_mask, require_index, require_int, require_number
 
 FUNCTIONS = [
     scaled_dot_product_attention,
@@ -122,14 +122,13 @@ def test_scalar_checks_return_what_passes():
 
 
 def test_tensor_rules_name_what_was_expected_and_what_came():
-    from companion._validate import (
+    from companion.validation import (
         check_labels,
         check_pair,
         check_token_ids,
         check_windowed_stream,
         require_entries,
         require_floats,
-        reworded,
     )
 
     cases = [
@@ -199,15 +198,13 @@ def test_tensor_rules_name_what_was_expected_and_what_came():
     for call, error, message in cases:
         with pytest.raises(error, match=message):
             call()
-    with pytest.raises(ValueError, match="^n_heads must be from 1 to 6$"):  # the rule decides, the words stay
-        with reworded(ValueError, "n_heads must be from 1 to 6"):
-            require_int("3", "n_heads", low=1, high=6)
-    with reworded(ValueError, "never raised"):
-        assert require_int(3, "n_heads", low=1, high=6) == 3
+    with pytest.raises(ValueError, match=r"n_heads.*\(what fits on the page\), got 7"):  # why= says the reason
+        require_int(7, "n_heads", low=1, high=6, why="what fits on the page")
+    assert require_int(3, "n_heads", low=1, high=6) == 3
 
 
 def test_tensor_rules_return_what_passes():
-    from companion._validate import check_pair, check_token_stream, check_windowed_stream, require_entries
+    from companion.validation import check_pair, check_token_stream, check_windowed_stream, require_entries
 
     x = torch.ones(2, 3, dtype=torch.float64)
     assert require_entries(x, "x", low=1, high=1) is x
@@ -220,3 +217,40 @@ def test_tensor_rules_return_what_passes():
     assert torch.equal(windows, torch.full((3,), 2)) and torch.equal(sentences, torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="empty"):
         check_token_stream(ids[:0], 2, nonempty=True)
+
+
+def test_a_door_checks_the_arguments_once_and_the_unchecked_function_skips_the_check():
+    from companion.validation import door
+
+    calls = []
+
+    def check(x, n):
+        calls.append((x, n))
+        require_int(n, "n", low=0)
+
+    @door(check)
+    def shift(x, *, n=1, unused=None):
+        """x + n."""
+        return x + n
+
+    assert shift(1) == 2 and calls == [(1, 1)]  # the default reaches the check
+    assert shift(1, n=3) == 4 and calls == [(1, 1), (1, 3)]
+    with pytest.raises(ValueError, match="n must be"):
+        shift(1, n=-1)
+    assert shift.unchecked(1, n=-1) == 0 and len(calls) == 3  # internal calls skip the door
+    assert shift.__doc__ == "x + n." and shift.__name__ == "shift"
+
+
+def test_generate_checks_its_prompt_at_its_own_door_only(monkeypatch):
+    """generate checks ids once; the shared loop it drives does not check them again."""
+    from companion import decoding, gpt
+
+    model = gpt.GPT(gpt.GPTConfig(vocab_size=11, context_length=16, n_layers=1, d_model=8, n_heads=2))
+    seen = []
+    monkeypatch.setattr(decoding, "check_token_ids", lambda *a, **k: seen.append(a))
+    out = gpt.generate(model, torch.ones(2, 3, dtype=torch.long), 4, temperature=0)
+    assert out.shape == (2, 7) and seen == []
+    with pytest.raises(ValueError, match="top_k"):
+        gpt.generate(model, torch.ones(1, 3, dtype=torch.long), 2, top_k=12)
+    with pytest.raises(ValueError, match="at least one token"):
+        gpt.generate(model, torch.ones(1, 0, dtype=torch.long), 2)

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from companion.plotting import embeddings as pe
+from companion.plotting import word_vectors as pe
 
 
 @pytest.fixture(autouse=True)

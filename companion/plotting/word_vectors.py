@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 
-from .._validate import describe, require_int
+from ..validation import describe, require_int
 from .figures import _as_numpy as _numpy
 
 __all__ = ["plot_lm_tables", "pca_2d", "plot_projection", "plot_loss", "plot_word2vec_network"]
