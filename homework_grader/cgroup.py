@@ -132,7 +132,8 @@ def create(memory_bytes: int, pids: int = PIDS) -> tuple[Cgroup | None, str]:
         try:
             (folder / "pids.max").write_text(f"{pids}\n")
             (folder / "memory.max").write_text(f"{memory_bytes}\n")
-            (folder / "memory.swap.max").write_text("0\n") if (folder / "memory.swap.max").exists() else None
+            if (folder / "memory.swap.max").exists():
+                (folder / "memory.swap.max").write_text("0\n")
             group.reset()
             group.peak()
         except (OSError, ValueError, IndexError) as e:

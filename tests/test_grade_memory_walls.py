@@ -301,3 +301,47 @@ def test_an_earlier_answer_leaves_nothing_for_a_later_one(book):
     nor through a process left behind."""
     assert book["stashes_for_later"]["elu_plus_one"] == "passed", book["stashes_for_later"]
     assert book["stashes_for_later"][NAME] == "wrong", book["stashes_for_later"]
+
+
+CHILD_AND_FORKS = """\
+import os, time
+
+if os.fork() == 0:
+    block = bytearray(64 * 2**20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1  # resident, in a child
+    os._exit(0)
+os.wait()
+made = 0
+try:
+    for _ in range(100):
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        made += 1
+except OSError:
+    pass
+print(made)
+"""
+
+
+def test_the_control_group_counts_a_child_and_limits_tasks():
+    """The group's peak, reset and read from outside, counts 64 MiB written by a forked child of the process that
+    joined it; its pids limit stops a loop of forks."""
+    import subprocess
+    import sys
+
+    from homework_grader import cgroup
+
+    group, why = cgroup.create(2**30, pids=16)
+    if group is None:
+        pytest.skip(why)
+    try:
+        base = group.reset()
+        argv = cgroup.wrap(group, [sys.executable, "-I", "-c", CHILD_AND_FORKS])
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert group.peak() - base >= 64 * 2**20, (base, group.peak())
+        assert 0 < int(run.stdout) < 16, run
+    finally:
+        group.remove()
+    assert not any(folder.exists() for folder in group.dirs.values())
