@@ -345,3 +345,24 @@ def test_the_control_group_counts_a_child_and_limits_tasks():
     finally:
         group.remove()
     assert not any(folder.exists() for folder in group.dirs.values())
+
+
+def build_copies(folder, count: int) -> None:
+    """``count`` solved chapter-8 notebooks: the book's solutions, except ``linear_attention`` (each right style
+    above, or quadratic) and ``linear_attention_rnn`` (right, every state, right, off by one), in turn."""
+    import test_grade_models
+    from test_grade_chapters_8_10 import RNN, RNN_EVERY_STATE, RNN_OFF_BY_ONE
+
+    test_grade_models.STYLES = {
+        NAME: [*HONEST.values(), "import torch\n" + QUADRATIC],
+        "linear_attention_rnn": [RNN, RNN_EVERY_STATE, RNN, RNN_OFF_BY_ONE],
+    }
+    test_grade_models.build_copies(folder, "08", count)
+
+
+if __name__ == "__main__":  # python tests/test_grade_memory_walls.py FOLDER COUNT: a chapter-8 class to grade by hand
+    import sys
+    from pathlib import Path
+
+    build_copies(Path(sys.argv[1]), int(sys.argv[2]))
+    print(f"{sys.argv[2]} notebooks of chapter 08 in {sys.argv[1]}")
