@@ -130,8 +130,10 @@ def grade(
     ]
     with tempfile.TemporaryDirectory(prefix="companion-grader-") as scratch:
         sandbox = _walls(Path(scratch), chapters, names) if isolation else None
-        base["isolation"] = "bubblewrap" if isolation else "none (--no-isolation: the submissions are trusted)"
+        base["isolation"] = _isolation() if isolation else "none (--no-isolation: the submissions are trusted)"
         memory = int(memory_gb * 2**30)
+        if sandbox is not None:
+            sandbox["memory_bytes"] = memory  # the control group's limit: the answer's, plus the fork server's
         results = _grade_all(found, base, jobs, progress, (preload, sandbox, memory))
     # here every grading process has ended, each after its fork server and every answer's process
     root = submissions if submissions.is_dir() else submissions.parent
@@ -174,6 +176,21 @@ def _walls(scratch: Path, chapters: list[Chapter], names: set[str]) -> dict[str,
             "trust, pass --no-isolation"
         )
     return {"copy": str(scratch), "sources": sources}
+
+
+def _isolation() -> str:
+    """What the summary says of the sandbox: bubblewrap, and whether each has a control group (see
+    :mod:`homework_grader.cgroup`)."""
+    from . import cgroup
+
+    group, why = cgroup.create(2**30)
+    if group is None:
+        return (
+            f"bubblewrap; no control group ({why}): a memory check reads the answer's own process (which could "
+            "reset it), and its processes are not counted"
+        )
+    group.remove()
+    return f"bubblewrap and a control group per notebook (memory measured and limited, at most {cgroup.PIDS} tasks)"
 
 
 def _grade_all(found: list, base: dict[str, Any], jobs: int, progress: bool, initargs: tuple) -> list:

@@ -11,7 +11,8 @@ carries gradient comes back attached to the grader's copy of the model, its grad
 that cannot be sent as data (a lambda, an object of a class of the checker's own that is no model) gives an
 error verdict that says so: nothing is ever checked in the answer's process. A memory check
 (:func:`companion.exercises.checking.peak_bytes`) is measured by the kernel, from outside the answer's process:
-while it runs, the monitor of that process resets its peak resident memory before each call and reads it after.
+while it runs, the grader resets the peak of the sandbox's control group before each call and reads it after (where
+there is no control group, the monitor of the answer's process does the same with that process's resident memory).
 Whatever happens, the process and everything it started are killed (its process group) before this returns.
 """
 
@@ -36,7 +37,7 @@ import torch
 
 from companion.exercises.checking import Abort, RemoteMemory
 
-from . import walls, wire
+from . import cgroup, walls, wire
 from .sandbox import defining_modules
 
 #: the checkers share the grader's random generator (each forks and seeds it): one checker at a time
@@ -178,19 +179,29 @@ class Sandbox:
         return self.request(message, measure=self.memory.measuring)
 
     def request(self, message: dict[str, Any], measure: bool = False) -> dict[str, Any]:
-        """Send one request and return the reply. With ``measure`` (a checker measures memory), the monitor
-        resets the kernel's peak of the answer's process before the request is sent and reads it once the reply
-        has come: the call's peak is how far the process's resident memory rose above its size at the reset,
-        counted by the kernel outside the answer's process, whatever its code does to its own Python."""
-        base = self._kernel(b"r") if measure else None
+        """Send one request and return the reply. With ``measure`` (a checker measures memory), the kernel's
+        peak is reset before the request is sent and read once the reply has come: the call's peak is how far
+        the memory rose above the usage at the reset. In a sandbox with a control group
+        (:mod:`homework_grader.cgroup`) the grader resets and reads the group's figures itself, and they count
+        every process and thread of the sandbox; else the monitor does, for the answer's process alone (its
+        resident memory, which that process could reset itself)."""
+        group = ZYGOTE.cgroup if self.isolated else None
+        base = (self._group(group, True) if group else self._kernel(b"r")) if measure else None
         self._send(message, self.deadline, strict=True)
         reply = self._receive(self.deadline)
         if measure:
-            top = self._kernel(b"p")
+            top = self._group(group, False) if group else self._kernel(b"p")
             if base is None or top is None:
                 raise Stopped("error", "the grader could not read the memory of the answer's process")
             self.memory.record(max(0, top - base))
         return reply
+
+    @staticmethod
+    def _group(group: cgroup.Cgroup, reset: bool) -> int | None:
+        try:
+            return group.reset() if reset else group.peak()
+        except (OSError, ValueError, IndexError):
+            return None
 
     def _kernel(self, asked: bytes) -> int | None:
         """Ask the monitor for the kernel's figure of the answer's process (``r``: reset the peak, the present
@@ -271,6 +282,8 @@ def _server_source(folders: list[str] | None = None) -> str:
 
 
 _SERVER = _server_source()
+#: a sandbox's memory beyond its answer's limit: the fork server (Python, torch) and its memory file systems
+SERVER_BYTES = 2 * 2**30
 
 
 class Zygote:
@@ -288,6 +301,9 @@ class Zygote:
         #: the sandbox (``homework_grader.walls``): ``{"copy": folder, "sources": {...}}``, or ``None``
         #: when the instructor said the submissions are trusted (``--no-isolation``)
         self.walls: dict[str, Any] | None = None
+        #: the sandbox's control group (``homework_grader.cgroup``), where one could be made
+        self.cgroup: cgroup.Cgroup | None = None
+        self.no_cgroup = ""  # why none could
 
     def fork(self, request: dict[str, Any], fds: list[int]) -> None:
         with self.lock:
@@ -308,6 +324,9 @@ class Zygote:
             boot = _server_source([walls.INSIDE])
             argv = [*walls.command(Path(self.walls["copy"])), sys.executable, "-I", "-c", boot, "--zygote", fd]
             first |= {"sources": self.walls["sources"], "isolated": True}
+            self.cgroup, self.no_cgroup = cgroup.create(int(self.walls.get("memory_bytes", 0)) + SERVER_BYTES)
+            if self.cgroup is not None:
+                argv = cgroup.wrap(self.cgroup, argv)
         else:
             argv = [sys.executable, "-I", "-c", _SERVER, "--zygote", fd]
         env = {
@@ -350,6 +369,9 @@ class Zygote:
                 pass
             self.proc.wait()
             self.proc = None
+        if self.cgroup is not None:
+            self.cgroup.remove()  # (what is left of the sandbox is killed)
+            self.cgroup = None
 
 
 ZYGOTE = Zygote()

@@ -709,7 +709,8 @@ def _empty(folder: str) -> None:
 
 
 def _memory(pid: int, reset: bool) -> str:
-    """The kernel's figures for the answer's process ``pid``, read from outside it: with ``reset``, its peak
+    """The kernel's figures for the answer's process ``pid``, read from outside it (where the sandbox has no
+    control group of its own, see :mod:`homework_grader.cgroup`): with ``reset``, its peak
     resident memory is set back to its present size (``5`` written to ``/proc/PID/clear_refs``) and that size
     (``VmRSS``) is returned; else its peak since then (``VmHWM``). In bytes, or ``-`` where the kernel says
     nothing (an ended process, a system without ``/proc``)."""

@@ -12,6 +12,9 @@ before any answer runs, and exist nowhere in its file system); a ``/proc`` of it
 one empty writable ``/tmp`` (a memory file system of bounded size, emptied after each answer). The submissions,
 the results, the book's sources and every other file of the machine are absent, not merely refused.
 
+Where the grader may make one, the sandbox runs in a control group of its own (:mod:`homework_grader.cgroup`),
+which counts its memory for the memory checks and limits its memory and its number of processes.
+
 :func:`probe` runs one such sandbox once per grading run; where it fails (no ``bwrap``, or a kernel that refuses
 the namespaces) the grader refuses to grade unless told the submissions are trusted (``--no-isolation``).
 """

@@ -7,7 +7,8 @@ routes of its class: reading a classmate's notebook, the book's chapter or the r
 ``os.open`` with ``dir_fd``, ``mmap``, ``cat`` in a subprocess, ``/proc/self/root`` and ``/proc/1/root``, a
 symbolic link, a search of the whole file system); writing a classmate's notebook, the installed package or the
 results; signalling every process it can find (``/proc``, ``pidfd_send_signal``, ``kill(-1)``); starting
-processes that outlive it; sending replies too large; raising an exception that forges a heading. With what it
+processes that outlive it; a fork bomb and a flood of threads (stopped by the sandbox's pids limit, as the
+answer's own error); sending replies too large; raising an exception that forges a heading. With what it
 finds it computes the attention; without, it returns its input (wrong). Beside them, honest answers in several
 styles and classmates whose right answers the attackers try to copy or destroy. No attack may earn a point or
 change another row.
@@ -357,6 +358,40 @@ def {NAME}(x):
     return attention.attention_loop(s, s, x)
 """
 
+# a fork bomb and a flood of threads, each bounded (300) so that a machine without a pids limit survives the test
+FORK_BOMB = f"""{COMMON}
+
+def {NAME}(x, _defined=strip_hook()):
+    import time
+
+    made = 0
+    try:
+        for _ in range(300):
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            made += 1
+    except OSError as e:
+        raise RuntimeError(f"forked {{made}} before the kernel said no") from e
+    return x
+"""
+
+THREAD_FLOOD = f"""\
+import threading
+import time
+
+
+def {NAME}(x):
+    made = 0
+    try:
+        for _ in range(300):
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+            made += 1
+    except RuntimeError as e:
+        raise RuntimeError(f"started {{made}} threads before the kernel said no") from e
+    return x
+"""
+
 ATTACKS = {
     "reads_classmates": attack(READ_CLASSMATE),
     "reads_book": attack(READ_BOOK),
@@ -366,6 +401,8 @@ ATTACKS = {
     "writes_results": attack(WRITE_RESULTS),
     "signals_everyone": attack(SIGNALS),
     "outlives_grading": attack(OUTLIVE),
+    "fork_bomb": FORK_BOMB,
+    "thread_flood": THREAD_FLOOD,
     "huge_tensor": HUGE_TENSOR,
     "huge_json": HUGE_JSON,
     "forged_heading": FORGED_HEADING,
@@ -468,6 +505,19 @@ def test_each_attacker_named_in_its_own_row(graded):
     assert rows["signals_everyone"][NAME] in ("wrong", "error"), rows["signals_everyone"]
     others = [s for s in rows if s not in ATTACKS]
     assert all(rows[s]["problems"] == "" for s in others), {s: rows[s]["problems"] for s in others}
+
+
+def test_a_fork_bomb_is_its_own_error(graded):
+    """With a control group per sandbox, a fork bomb and a flood of threads stop at its pids limit, inside the
+    answer (its own error, which names the count); the classmates graded beside it pass (above)."""
+    from homework_grader import cgroup
+
+    if "control group per notebook" not in (graded["out"] / "summary.md").read_text():
+        pytest.skip("no control group could be made here: the processes of a sandbox are not counted")
+    for student, made in (("fork_bomb", "forked"), ("thread_flood", "started")):
+        text = (graded["out"] / "feedback" / f"{student}.md").read_text()
+        count = int(text.split(f"{made} ", 1)[1].split()[0])
+        assert 0 < count < cgroup.PIDS and "before the kernel said no" in text, text
 
 
 def headings(markdown: str) -> list[str]:
