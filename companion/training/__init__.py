@@ -7,7 +7,8 @@ Every model of the book trains with :func:`train`::
 ``loss_fn(model, batch)`` returns a scalar loss, so the same loop serves the encoder–decoder of chapter 5,
 the GPT of chapter 6, the BERT of chapter 7 and anything else: only the loss function changes.
 
-GPT's pretraining recipe (chapter 6) is :mod:`companion.training.gpt_pretraining`.
+GPT's pretraining recipe (chapter 6) is :mod:`companion.training.gpt_pretraining`; its windows of (input, target)
+pairs are :mod:`companion.training.windows`.
 """
 
 from .loop import train, train_step, transformer_schedule, warmup_cosine_schedule
