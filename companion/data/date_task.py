@@ -361,9 +361,13 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
 
 
 def train_date_model(
-    config: DateTaskConfig | None = None, *, progress: bool = True
+    config: DateTaskConfig | None = None,
+    *,
+    progress: bool = True,
+    on_step: Callable[[EncoderDecoder, int, float], None] | None = None,
 ) -> tuple[EncoderDecoder, DateDataset, list[float]]:
-    """Make the data, build and train the model: (model, data, losses), in eval mode."""
+    """Make the data, build and train the model: (model, data, losses), in eval mode. ``on_step(model, step,
+    loss)`` is called after every step (e.g. :class:`~companion.training.averaging.LastCheckpoints`)."""
     c = config if config is not None else date_task_config()
     data = make_date_dataset(c.n_train, c.n_test, seed=c.seed, level=c.level)
     torch.manual_seed(c.seed)
@@ -387,6 +391,7 @@ def train_date_model(
         seed=c.seed,
         progress=progress,
         description="dates",
+        callback=None if on_step is None else lambda step, loss: on_step(model, step, loss),
     )
     model.eval()
     return model, data, history

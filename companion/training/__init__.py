@@ -11,6 +11,14 @@ GPT's pretraining recipe (chapter 6) is :mod:`companion.training.gpt_pretraining
 pairs are :mod:`companion.training.windows`.
 """
 
+from .averaging import LastCheckpoints, average_state_dicts
 from .loop import train, train_step, transformer_schedule, warmup_cosine_schedule
 
-__all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
+__all__ = [
+    "train",
+    "train_step",
+    "warmup_cosine_schedule",
+    "transformer_schedule",
+    "LastCheckpoints",
+    "average_state_dicts",
+]
