@@ -5,7 +5,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from companion.training import gpt_pretraining
-from companion.training.windows import NextTokenWindows
+from companion.training.windows import NextTokenWindows, sliding_windows
 
 
 def loop_windows(stream: list[int], n: int, s: int) -> list[tuple[list[int], list[int]]]:
@@ -31,6 +31,8 @@ def test_windows_match_a_loop(size, n, s):
     starts = [stream.tolist().index(x[0]) for x, _ in expected]  # the ids are distinct
     assert starts == list(range(0, len(expected) * s, s))  # stride s from the start of the stream
     assert starts[-1] + n + 1 > size - s  # one more stride would not fit: the windows cover the stream
+    inputs, targets = sliding_windows(stream, n, s)  # all at once, by unfold
+    assert inputs.tolist() == [x for x, _ in expected] and targets.tolist() == [y for _, y in expected]
 
 
 def test_a_dataloader_batches_inputs_and_targets_of_shape_b_by_n():
