@@ -55,3 +55,15 @@ def test_last_checkpoints_keeps_copies_every_few_steps():
     torch.testing.assert_close(averaged["weight"], (seen[6] + seen[8] + seen[10]) / 3)
     with pytest.raises((TypeError, ValueError), match="keep"):
         training.LastCheckpoints(keep=0, every=2)
+
+
+def test_train_date_model_hands_every_step_to_on_step():
+    from companion.data import date_task
+
+    config = date_task.date_task_config(n_train=64, n_test=8, steps=4, warmup_steps=1, batch_size=8)
+    keeper = training.LastCheckpoints(keep=5, every=2)
+    model, _, history = date_task.train_date_model(config, progress=False, on_step=keeper)
+    assert list(keeper.steps) == [2, 4] and len(history) == 4
+    final = model.state_dict()
+    assert all(torch.equal(keeper.state_dicts[-1][k], final[k]) for k in final)
+    assert not all(torch.equal(keeper.state_dicts[0][k], final[k]) for k in final)

@@ -30,15 +30,20 @@ class LastCheckpoints:
             self.steps.append(step + 1)
 
 
-def average_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The element-wise mean of every floating-point tensor of ``state_dicts`` (same keys and shapes); any
-    other tensor (a step counter, an integer buffer) is taken from the last one."""
+def _same_keys(state_dicts: Sequence[dict]) -> Sequence[dict]:
     if not state_dicts:
         raise ValueError("state_dicts is empty: nothing to average")
-    last = state_dicts[-1]
-    if any(d.keys() != last.keys() for d in state_dicts):
+    if any(d.keys() != state_dicts[-1].keys() for d in state_dicts):
         raise ValueError("the state dicts have different keys: checkpoints of different models?")
-    return {
-        k: torch.stack([d[k] for d in state_dicts]).mean(dim=0) if v.is_floating_point() else v.clone()
-        for k, v in last.items()
-    }
+    return state_dicts
+
+
+def average_state_dicts(state_dicts: Sequence[dict]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the checkpoints (same keys and shapes)."""
+    averaged = {}
+    for key, value in _same_keys(state_dicts)[-1].items():
+        if value.is_floating_point():  # a weight: its mean over the checkpoints
+            averaged[key] = torch.stack([d[key] for d in state_dicts]).mean(dim=0)
+        else:  # an integer buffer (a step counter): the last checkpoint's
+            averaged[key] = value.clone()
+    return averaged
