@@ -295,7 +295,6 @@ check_sliding_windows = compare(
     atol=0,
     rtol=0,
     ids=True,
-    withhold=["companion.training.windows.NextTokenWindows"],
 )
 
 
