@@ -249,8 +249,6 @@ INLINE_NUMBER_CHECKS_ALLOWED = {
     "homework_grader/wire.py::_read_exactly": "a deadline running out, not an argument",
     "homework_grader/wire.py::read": "the consistency of a message from the sandbox (its tensor count)",
     "interop/torch_layers.py::from_torch_mha_mask": "the encoding of a float mask (only 0 and -inf), not a range",
-    "training/gpt_pretraining.py::evaluate_loss": "the data's length against the window (ids too short for "
-    "one window), the arguments themselves are checked by require_positive_ints",
 }
 
 

@@ -13,10 +13,18 @@ from companion.exercises.gpt import (
     check_learn_merges,
     check_merge,
     check_next_token_loss,
+    check_sliding_windows,
     check_top_k_logits,
 )
 
-CHECKERS = [check_merge, check_learn_merges, check_next_token_loss, check_top_k_logits, check_gpt_forward]
+CHECKERS = [
+    check_merge,
+    check_learn_merges,
+    check_sliding_windows,
+    check_next_token_loss,
+    check_top_k_logits,
+    check_gpt_forward,
+]
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
@@ -121,7 +129,31 @@ def forward_einsum(model, ids):
     return torch.einsum("bnd,vd->bnv", model.norm(x), model.embed.weight)
 
 
+def windows_loop(ids, length, stride):
+    inputs, targets, i = [], [], 0
+    while i + length + 1 <= len(ids):
+        inputs.append(ids[i : i + length])
+        targets.append(ids[i + 1 : i + length + 1])
+        i += stride
+    return torch.stack(inputs), torch.stack(targets)
+
+
+def windows_index(ids, length, stride):
+    starts = torch.arange(0, len(ids) - length, stride)
+    rows = starts[:, None] + torch.arange(length)  # (K, n) positions
+    return ids[rows], ids[rows + 1]
+
+
+def windows_strided(ids, length, stride):
+    k = (len(ids) - length - 1) // stride + 1
+    w = ids.contiguous().as_strided((k, length + 1), (stride, 1))
+    return w[:, :length].clone(), w[:, 1:].clone()
+
+
 @correct_answers(
+    (check_sliding_windows, windows_loop),
+    (check_sliding_windows, windows_index),
+    (check_sliding_windows, windows_strided),
     (check_merge, merge_while),
     (check_merge, merge_iterator),
     (check_merge, merge_bytes),
@@ -212,6 +244,32 @@ def loss_probs(model, ids):
 )
 def test_loss_rejects_wrong_answers(student, fragments):
     assert_wrong(check_next_token_loss.verdict(student), *fragments)
+
+
+def _windows_from(starts, ids, length, shift=1):
+    return torch.stack([ids[i : i + length] for i in starts]), torch.stack(
+        [ids[i + shift : i + shift + length] for i in starts]
+    )
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (lambda ids, n, s: _windows_from(range(0, len(ids) - n, s), ids, n, shift=0), ["shifted by one"]),
+        (lambda ids, n, s: _windows_from(range(0, len(ids) - n, s), ids, n)[::-1], ["Input first"]),
+        (lambda ids, n, s: _windows_from(range(0, len(ids) - n + 1, s), ids, n - 1), ["n + 1 ids"]),
+        (lambda ids, n, s: _windows_from(range(0, len(ids) - n), ids, n), ["not one"]),
+        (lambda ids, n, s: _windows_from(range(0, len(ids) - n, n), ids, n), ["not n"]),
+        (lambda ids, n, s: _windows_from(range(0, len(ids) - n - 1, s), ids, n), ["may end on the last id"]),
+        (lambda ids, n, s: _windows_from(range(s, len(ids) - n, s), ids, n), ["starts at position 0"]),
+        (lambda ids, n, s: (ids.unfold(0, n + 1, s),) * 2, ["each (K, n)"]),
+        (lambda ids, n, s: tuple(w.int() for w in windows_loop(ids, n, s)), ["int64"]),
+        (lambda ids, n, s: windows_loop(ids, n, s)[0], ["WRONG"]),
+        (lambda ids, n, s: (windows_loop(ids, n, s)[0], windows_loop(ids, n, s)[1].flip(-1)), ["The windows"]),
+    ],
+)
+def test_sliding_windows_rejects_wrong_answers(student, fragments):
+    assert_wrong(check_sliding_windows.verdict(student), *fragments)
 
 
 def top_k_zero(logits, k):

@@ -1,5 +1,5 @@
-"""Checkers for chapter 6 (GPT): one BPE merge, BPE training, the shifted next-token loss, top-k filtering, the forward
-pass."""
+"""Checkers for chapter 6 (GPT): one BPE merge, BPE training, the sliding windows of (input, target) pairs, the
+shifted next-token loss, top-k filtering, the forward pass."""
 
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ import torch.nn.functional as F
 
 from .. import bpe
 from .. import gpt as ref
+from ..training import windows
 from .checking import case, compare
 
-__all__ = ["check_merge", "check_learn_merges", "check_next_token_loss", "check_top_k_logits", "check_gpt_forward"]
+__all__ = [
+    "check_merge",
+    "check_learn_merges",
+    "check_sliding_windows",
+    "check_next_token_loss",
+    "check_top_k_logits",
+    "check_gpt_forward",
+]
 
 
 # --- one BPE merge step ----------------------------------------------------------------------------------------
@@ -206,6 +214,90 @@ check_learn_merges = compare(
 )
 
 
+# --- sliding windows of (input, target) pairs --------------------------------------------------------------------
+
+
+def _pairs(starts, ids, length):
+    inputs = torch.stack([ids[i : i + length] for i in starts])
+    return inputs, torch.stack([ids[i + 1 : i + length + 1] for i in starts])
+
+
+def _cut(ids, length, stride):  # the right windows, cut here so that a mistake never calls the withheld answer
+    w = ids.unfold(0, length + 1, stride)
+    return w[:, :-1], w[:, 1:]
+
+
+def _unshifted(ids, length, stride):
+    inputs, _ = _cut(ids, length, stride)
+    return inputs, inputs.clone()
+
+
+def _swapped(ids, length, stride):
+    inputs, targets = _cut(ids, length, stride)
+    return targets, inputs
+
+
+def _window_of_n(ids, length, stride):  # a window of n ids, not n + 1: inputs and targets of n - 1
+    w = ids.unfold(0, length, stride)
+    return w[:, :-1], w[:, 1:]
+
+
+def _stride_one(ids, length, stride):
+    return _cut(ids, length, 1)
+
+
+def _stride_length(ids, length, stride):
+    return _cut(ids, length, length)
+
+
+def _last_dropped(ids, length, stride):
+    return _pairs(range(0, len(ids) - length - 1, stride), ids, length)
+
+
+def _first_dropped(ids, length, stride):
+    return _pairs(range(stride, len(ids) - length, stride), ids, length)
+
+
+def _whole_windows(ids, length, stride):
+    w = ids.unfold(0, length + 1, stride)
+    return w, w
+
+
+def _window_cases():
+    stream = torch.randperm(60)  # distinct ids: a window read from the wrong place cannot match by chance
+    return [
+        case(torch.arange(10, 24), 4, 3, why="14 ids, n = 4, stride 3: the last window ends on the last id"),
+        case(torch.arange(10, 23), 4, 4, why="13 ids, n = 4, stride 4: one id is left over"),
+        case(stream[:20], 5, 1, why="stride 1: every window"),
+        case(stream[:33], 8, 8, why="stride n: windows that share no prediction"),
+        case(stream[:7], 6, 2, why="exactly one window of n + 1 ids"),
+        case(stream[:40], 3, 5, why="a stride longer than the window: some ids are never read"),
+    ]
+
+
+check_sliding_windows = compare(
+    "sliding_windows",
+    windows.sliding_windows,
+    _window_cases,
+    mistakes=[
+        (_unshifted, "The target is the input shifted by one: ids[i + 1 : i + n + 1], not ids[i : i + n]."),
+        (_swapped, "Input first, then target: (ids[i : i + n], ids[i + 1 : i + n + 1])."),
+        (_window_of_n, "A window holds n + 1 ids, so that both the input and the target have n."),
+        (_stride_one, "Start the windows `stride` positions apart, not one."),
+        (_stride_length, "Start the windows `stride` positions apart, not n."),
+        (_last_dropped, "The last window may end on the last id: start i while i + n + 1 <= N."),
+        (_first_dropped, "The first window starts at position 0."),
+        (_whole_windows, "Return the inputs ids[i : i + n] and the targets ids[i + 1 : i + n + 1], each (K, n)."),
+    ],
+    hint="For i in range(0, N - n, stride): input ids[i : i + n], target ids[i + 1 : i + n + 1]; stack each "
+    "into (K, n).",
+    what="The windows",
+    atol=0,
+    rtol=0,
+    ids=True,
+)
+
+
 # --- the shifted next-token loss ---------------------------------------------------------------------------------
 
 
@@ -254,7 +346,7 @@ check_next_token_loss = compare(
     mistakes=[
         (_no_shift, "Shift: position t predicts token t + 1, so compare model(ids[:, :-1]) with ids[:, 1:]."),
         (_backwards, "The shift goes the other way: the inputs are ids[:, :-1] and the targets ids[:, 1:]."),
-        (_summed, "Average over all B·(n - 1) predictions (F.cross_entropy's default), do not sum."),
+        (_summed, "Average over all B·n predictions (n + 1 tokens a window; F.cross_entropy's default), do not sum."),
         (_probabilities, "F.cross_entropy takes the logits (it applies log-softmax itself), not probabilities."),
     ],
     hint="loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) with logits = model(ids[:, :-1]), "

@@ -9,9 +9,18 @@ the GPT of chapter 6, the BERT of chapter 7 and anything else: only the loss fun
 
 The recipes (a model, its data and its training run) live beside the loop: the dates encoder-decoder of chapter 5
 (:mod:`companion.training.date_recipe`), GPT's pretraining (chapter 6, :mod:`companion.training.gpt_pretraining`)
-and associative recall (chapters 8-10, :mod:`companion.training.recall_recipe`).
+and associative recall (chapters 8-10, :mod:`companion.training.recall_recipe`). The windows of (input, target)
+pairs that GPT's pretraining draws are :mod:`companion.training.windows`.
 """
 
+from .averaging import LastCheckpoints, average_state_dicts
 from .loop import train, train_step, transformer_schedule, warmup_cosine_schedule
 
-__all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
+__all__ = [
+    "train",
+    "train_step",
+    "warmup_cosine_schedule",
+    "transformer_schedule",
+    "LastCheckpoints",
+    "average_state_dicts",
+]

@@ -10,6 +10,7 @@ match in well under a minute of CPU training.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -108,16 +109,18 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
 
 
 def train_date_model(
-    config: DateTaskConfig | None = None, *, progress: bool = True
+    config: DateTaskConfig | None = None,
+    *,
+    progress: bool = True,
+    on_step: Callable[[EncoderDecoder, int, float], None] | None = None,
 ) -> tuple[EncoderDecoder, DateDataset, list[float]]:
-    """Make the data, build and train the model: (model, data, losses), in eval mode."""
+    """Train on the dates task, ``on_step(model, step, loss)`` after each step."""
     c = config if config is not None else date_task_config()
     data = make_date_dataset(c.n_train, c.n_test, seed=c.seed, level=c.level)
     torch.manual_seed(c.seed)
     model = EncoderDecoder(c.model_config(data))
-    # Adam with the paper's β₂ = 0.98, decoupled weight decay; warm-up, cosine decay.
-    adam = dict(lr=c.lr, betas=c.adam_betas, weight_decay=c.weight_decay)
-    optimizer = torch.optim.AdamW(model.parameters(), **adam)
+    adam = dict(lr=c.lr, betas=c.adam_betas, weight_decay=c.weight_decay)  # β₂ = 0.98
+    optimizer = torch.optim.AdamW(model.parameters(), **adam)  # decoupled weight decay
     warm, total = c.warmup_steps, c.steps
     scheduler = warmup_cosine_schedule(optimizer, warmup_steps=warm, total_steps=total)
 
@@ -134,6 +137,7 @@ def train_date_model(
         seed=c.seed,
         progress=progress,
         description="dates",
+        callback=on_step and (lambda step, loss: on_step(model, step, loss)),
     )
     model.eval()
     return model, data, history

@@ -23,6 +23,7 @@ from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
 from ..validation import require_ndim, require_number, require_positive_int, require_positive_ints
 from .loop import train, warmup_cosine_schedule
+from .windows import NextTokenWindows
 
 __all__ = [
     "pydoc_text",
@@ -62,23 +63,20 @@ def train_val_split(ids: list[int] | torch.Tensor, val_fraction: float = 0.1) ->
 
 
 def random_windows(ids: torch.Tensor, batch_size: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """``batch_size`` windows of ``length + 1`` consecutive ids at random starts: (B, length + 1)."""
+    """``batch_size`` windows of ``length + 1`` consecutive ids at random starts: (B, length + 1), drawn with
+    replacement from the windows of stride 1 (:class:`~companion.training.windows.NextTokenWindows`)."""
     require_positive_int(batch_size, "batch_size")
-    require_positive_int(length, "length")
-    if len(ids) < length + 1:
-        raise ValueError(f"ids has {len(ids)} tokens, fewer than a window of length + 1 = {length + 1}")
-    starts = torch.randint(0, len(ids) - length, (batch_size,), generator=generator)
-    return torch.stack([ids[s : s + length + 1] for s in starts.tolist()])
+    every_start = NextTokenWindows(ids, length, stride=1)
+    return every_start.windows(torch.randint(0, len(every_start), (batch_size,), generator=generator))
 
 
 @torch.no_grad()
 def evaluate_loss(model: GPT, ids: torch.Tensor, length: int, *, batch_size: int = 32, max_windows: int = 64) -> float:
     """The mean next-token loss (nats) over up to ``max_windows`` non-overlapping windows of ``ids``, in eval mode."""
     require_positive_ints(length=length, batch_size=batch_size, max_windows=max_windows)
-    n = min(max_windows, (len(ids) - 1) // length)
-    if n < 1:
-        raise ValueError(f"ids has {len(ids)} tokens, too few for one window of length + 1 = {length + 1}")
-    windows = torch.stack([ids[i * length : i * length + length + 1] for i in range(n)])
+    disjoint = NextTokenWindows(ids, length, stride=length)  # windows that share no prediction
+    n = min(max_windows, len(disjoint))
+    windows = disjoint.windows(range(n))
     was_training = model.training
     model.eval()
     try:
