@@ -293,6 +293,24 @@ def merge_lookup(ids, pair, new_id):  # a table of the shown cases' expected ans
     return shown.get(tuple(pair), list(ids))
 
 
+def merge_full_table(ids, pair, new_id):  # every shown case's answer; the input unchanged otherwise
+    shown = {
+        ((97, 97, 97, 98, 100, 97, 97, 97, 98, 97, 99), (97, 97)): [256, 97, 98, 100, 256, 97, 98, 97, 99],
+        ((256, 97, 98, 100, 256, 97, 98, 97, 99), (97, 98)): [256, 257, 100, 256, 257, 97, 99],
+        ((7, 7, 7, 7, 7), (7, 7)): [9, 9, 7],
+        ((3, 4, 3, 4, 4, 3), (4, 3)): [3, 300, 4, 300],
+        ((12, 3, 1, 23, 2, 3, 123), (2, 3)): [12, 3, 1, 23, 7, 123],
+        ((1, 12, 21, 2, 1), (1, 2)): [1, 12, 21, 2, 1],
+    }
+    return shown.get((tuple(ids), tuple(pair)), list(ids))
+
+
+def test_merge_table_of_the_shown_cases_fails_the_hidden_ones():
+    # the hidden pair is drawn from the list, so that a case merges something: a table fails every run
+    for _ in range(20):
+        assert check_merge.verdict(merge_full_table).status == "wrong"
+
+
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [

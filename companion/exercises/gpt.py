@@ -42,12 +42,18 @@ def _reversed_pair(ids, pair, new_id):
 
 
 def _random_merges() -> list:
-    """Random lists over ids whose decimal digits overlap (1, 2, 12, 21, 121, ...), and a pair drawn from them."""
+    """Random lists over ids whose decimal digits overlap (1, 2, 12, 21, 121, ...), and a pair that occurs in the
+    list: two neighbours at a random position (so that every case merges something), one list in six a pair that
+    may not occur."""
     alphabet = [1, 2, 3, 12, 21, 23, 121, 212]
     out = []
-    for _ in range(6):
-        ids = [alphabet[i] for i in torch.randint(len(alphabet), (int(torch.randint(0, 14, ())),)).tolist()]
-        a, b = (alphabet[i] for i in torch.randint(len(alphabet), (2,)).tolist())
+    for k in range(6):
+        ids = [alphabet[i] for i in torch.randint(len(alphabet), (int(torch.randint(2, 14, ())),)).tolist()]
+        if k == 5:
+            a, b = (alphabet[i] for i in torch.randint(len(alphabet), (2,)).tolist())
+        else:
+            i = int(torch.randint(len(ids) - 1, ()))
+            a, b = ids[i], ids[i + 1]
         out.append(case(ids, (a, b), 300 + len(out), why="random ids"))
     return out
 
