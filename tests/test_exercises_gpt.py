@@ -9,16 +9,9 @@ import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
 from companion import bpe, gpt
-from companion.exercises import gpt as exercises_gpt
-from companion.exercises.gpt import (
-    check_gpt_forward,
-    check_kv_attention_step,
-    check_learn_merges,
-    check_merge,
-    check_next_token_loss,
-    check_top_k_logits,
-    check_top_p_logits,
-)
+from companion.exercises import generation
+from companion.exercises.generation import check_kv_attention_step, check_top_k_logits, check_top_p_logits
+from companion.exercises.gpt import check_gpt_forward, check_learn_merges, check_merge, check_next_token_loss
 
 CHECKERS = [
     check_merge,
@@ -768,10 +761,10 @@ def test_kv_reference_step_equals_the_full_recomputation_at_every_position():
     W_q, W_k, W_v = (torch.randn(m, 6, dtype=torch.float64) for m in (4, 4, 3))
     K, V = torch.zeros(2, 0, 4, dtype=torch.float64), torch.zeros(2, 0, 3, dtype=torch.float64)
     for t in range(7):  # the full recomputation by hand: position t attends to 0 … t
-        y, K, V = exercises_gpt._kv_reference(X[:, t], W_q, W_k, W_v, K, V)
+        y, K, V = generation._kv_reference(X[:, t], W_q, W_k, W_v, K, V)
         for b in range(2):
             scores = torch.stack([(X[b, t] @ W_q.T) @ (X[b, j] @ W_k.T) for j in range(t + 1)]) / 2.0
             expected = sum(w * (X[b, j] @ W_v.T) for j, w in enumerate(torch.softmax(scores, 0)))
             assert torch.allclose(y[b], expected, atol=1e-12)
-    full = exercises_gpt._full_attention(X, W_q, W_k, W_v)
+    full = generation._full_attention(X, W_q, W_k, W_v)
     assert torch.allclose(full[:, -1], y, atol=1e-12)
