@@ -88,12 +88,13 @@ def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the fewest likeliest tokens whose probabilities sum to ≥ p; others -inf."""
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    """Keep the fewest likeliest tokens of mass ≥ p, and ties; the rest -inf."""
+    sorted_logits = torch.sort(logits, dim=-1, descending=True).values
     probs = torch.softmax(sorted_logits, dim=-1)
     before = probs.cumsum(dim=-1) - probs  # the mass of the more likely tokens
-    drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= p)
-    return logits.masked_fill(drop, float("-inf"))
+    n_kept = (before < p).sum(dim=-1, keepdim=True)  # (..., 1): up to mass p
+    last = sorted_logits.gather(-1, n_kept - 1)  # the smallest logit kept
+    return logits.masked_fill(logits < last, float("-inf"))
 
 
 @door(_check_sampling)

@@ -13,7 +13,7 @@ import torch
 import companion.gpt
 import companion.transformer
 from companion import decoding
-from companion.decoding import beam_search, decode, length_penalty, sample_next
+from companion.decoding import beam_search, decode, length_penalty, sample_next, top_p_logits
 from companion.gpt import GPT, GPTConfig, generate
 from companion.transformer import EncoderDecoder, TransformerConfig, beam_decode, greedy_decode
 
@@ -308,3 +308,23 @@ def test_length_penalty_is_gnmts_and_changes_the_choice():
 def test_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_top_p_logits_against_a_sorted_loop_ties_included():
+    """The nucleus by hand: add the probabilities from the largest down until they reach p; every token whose
+    probability is at least the last one added stays (so a tie with it stays too)."""
+    g = torch.Generator().manual_seed(0)
+    for integers in (False, True):
+        logits = torch.randint(-3, 4, (40, 9), generator=g).double() if integers else torch.randn(40, 9, generator=g)
+        for p in (0.05, 0.3, 0.5, 0.77, 0.9, 1.0):
+            got = top_p_logits(logits, p)
+            for row, out in zip(logits, got, strict=True):
+                probs = torch.softmax(row, dim=-1)
+                total = 0.0
+                for last in sorted(probs.tolist(), reverse=True):
+                    total += last
+                    if total >= p - 1e-12:
+                        break
+                keep = probs >= last - 1e-12
+                assert torch.equal(out, row.masked_fill(~keep, float("-inf"))), (row, p)
+    assert torch.equal(top_p_logits(torch.tensor([[2.0, 2.0, 0.0]]), 0.1), torch.tensor([[2.0, 2.0, float("-inf")]]))

@@ -9,10 +9,15 @@ import pytest
 import torch
 from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub
 
-from companion import wordpiece
-from companion.data import bert_pretraining, metrics
-from companion.exercises.bert import check_bert_embeddings, check_mlm_masking, check_squad_f1, check_wordpiece
-from companion.transformer import LayerNorm
+from companion import bert, wordpiece
+from companion.data import metrics
+from companion.exercises.bert import (
+    check_best_span,
+    check_pair_inputs,
+    check_span_head_loss,
+    check_squad_f1,
+    check_wordpiece,
+)
 
 # --- correct answers, each written independently of the checker's reference -----------------------------------
 
@@ -38,42 +43,6 @@ def wordpiece_loop(word, vocab):
         pieces.append(piece)
         i = j
     return pieces
-
-
-def mlm_with_indexing(ids, chosen, u, random_ids, mask_id):
-    inputs, labels = ids.clone(), torch.full_like(ids, -100)
-    labels[chosen] = ids[chosen]
-    inputs[chosen & (u < 0.8)] = mask_id
-    rnd = chosen & (u >= 0.8) & (u < 0.9)
-    inputs[rnd] = random_ids[rnd]
-    return inputs, labels
-
-
-def mlm_loop(ids, chosen, u, random_ids, mask_id):
-    inputs, labels = ids.tolist(), ids.tolist()
-    for b in range(ids.shape[0]):
-        for t in range(ids.shape[1]):
-            if not chosen[b, t]:
-                labels[b][t] = -100
-            elif u[b, t] < 0.8:
-                inputs[b][t] = mask_id
-            elif u[b, t] < 0.9:
-                inputs[b][t] = int(random_ids[b, t])
-    return torch.tensor(inputs), torch.tensor(labels)
-
-
-def embeddings_with_layer_norm_module(ids, token_types, E, P, T, gamma, beta):
-    norm = LayerNorm(E.shape[1], eps=1e-12)
-    with torch.no_grad():
-        norm.weight.copy_(gamma)
-        norm.bias.copy_(beta)
-        return norm(E[ids] + P[: ids.shape[1]].unsqueeze(0) + T[token_types])
-
-
-def embeddings_with_torch(ids, token_types, E, P, T, gamma, beta):
-    positions = torch.arange(ids.shape[1]).expand_as(ids)
-    x = torch.nn.functional.embedding(ids, E) + P[positions] + torch.nn.functional.embedding(token_types, T)
-    return torch.nn.functional.layer_norm(x, (E.shape[1],), gamma, beta, eps=1e-12)
 
 
 def squad_f1_by_hand(prediction, gold):
@@ -133,10 +102,6 @@ def squad_f1_translate(prediction, gold):
     (check_wordpiece, wordpiece_prefixes),
     (check_wordpiece, wordpiece_recursive),
     (check_wordpiece, wordpiece_loop),
-    (check_mlm_masking, mlm_with_indexing),
-    (check_mlm_masking, mlm_loop),
-    (check_bert_embeddings, embeddings_with_layer_norm_module),
-    (check_bert_embeddings, embeddings_with_torch),
     (check_squad_f1, squad_f1_translate),
     (check_squad_f1, squad_f1_by_hand),
     (check_squad_f1, squad_f1_regex),
@@ -145,23 +110,12 @@ def test_correct_answers_pass(checker, student):
     assert_passes(checker, student)
 
 
-@pytest.mark.parametrize("checker", [check_wordpiece, check_mlm_masking, check_bert_embeddings, check_squad_f1])
+@pytest.mark.parametrize(
+    "checker", [check_wordpiece, check_pair_inputs, check_squad_f1, check_span_head_loss, check_best_span]
+)
 def test_stub_is_not_attempted_and_a_crash_is_reported(checker):
     assert checker.verdict(stub).status == "not attempted"
     assert_wrong(checker.verdict(raises_boom), "raised RuntimeError: boom")
-
-
-def test_mlm_masking_agrees_with_the_companions_masking():
-    """The exercise's rule is the one bert_pretraining.mask_tokens applies: the same draws give the same result."""
-    ids = torch.randint(5, 100, (4, 30), generator=torch.Generator().manual_seed(0))
-    inputs, labels = bert_pretraining.mask_tokens(ids, 100, 4, [0, 1, 2, 3], generator=torch.Generator().manual_seed(1))
-    g = torch.Generator().manual_seed(1)  # replay mask_tokens' draws
-    chosen = torch.rand(ids.shape, generator=g) < 0.15
-    u = torch.rand(ids.shape, generator=g)
-    candidates = torch.arange(5, 100)
-    random_ids = candidates[torch.randint(len(candidates), ids.shape, generator=g)]
-    ours = mlm_loop(ids, chosen, u, random_ids, 4)
-    assert torch.equal(ours[0], inputs) and torch.equal(ours[1], labels)
 
 
 # --- wrong answers: each is told what is wrong --------------------------------------------------------------
@@ -222,75 +176,171 @@ def test_wordpiece_mistakes(student, fragment):
     assert_wrong(check_wordpiece.verdict(student), fragment)
 
 
-def mlm_labels_everywhere(ids, chosen, u, random_ids, mask_id):
-    inputs, _ = mlm_with_indexing(ids, chosen, u, random_ids, mask_id)
-    return inputs, ids.clone()
+# --- pair_inputs and span_head_loss -------------------------------------------------------------------------
 
 
-def mlm_labels_zero(ids, chosen, u, random_ids, mask_id):
-    inputs, labels = mlm_with_indexing(ids, chosen, u, random_ids, mask_id)
-    return inputs, torch.where(chosen, labels, torch.zeros_like(labels))
+def pair_while(a, b, cls_id, sep_id, max_len):
+    a, b = list(a), list(b)
+    a_longer = len(a) > len(b)
+    while len(a) + len(b) > max_len - 3:
+        if len(a) > len(b) or (len(a) == len(b) and not a_longer):
+            a = a[:-1]
+        else:
+            b = b[:-1]
+    ids = [cls_id, *a, sep_id, *b, sep_id]
+    return torch.tensor(ids), torch.tensor([0] * (len(a) + 2) + [1] * (len(b) + 1))
 
 
-def mlm_mask_all(ids, chosen, u, random_ids, mask_id):
-    _, labels = mlm_with_indexing(ids, chosen, u, random_ids, mask_id)
-    return torch.where(chosen, torch.full_like(ids, mask_id), ids), labels
+def pair_closed_form(a, b, cls_id, sep_id, max_len):  # the lengths first, then one slice each
+    room, la, lb = max_len - 3, len(a), len(b)
+    if la + lb > room:
+        short = min(la, lb, room // 2)
+        long_ = room - short
+        if la > lb:
+            la, lb = long_, short
+        elif lb > la or la == lb:  # on a tie (or a started shorter), a gets the smaller half
+            la, lb = short, long_
+    ids = torch.tensor([cls_id, *a[:la], sep_id, *b[:lb], sep_id], dtype=torch.long)
+    types = (torch.arange(len(ids)) >= la + 2).long()
+    return ids, types
 
 
-def mlm_random_in_top_band(ids, chosen, u, random_ids, mask_id):
-    inputs, labels = ids.clone(), torch.where(chosen, ids, torch.full_like(ids, -100))
-    inputs[chosen & (u < 0.8)] = mask_id
-    inputs[chosen & (u >= 0.9)] = random_ids[chosen & (u >= 0.9)]
-    return inputs, labels
+def pair_token_by_token(a, b, cls_id, sep_id, max_len):
+    keep_a, keep_b = len(a), len(b)
+    a_started_longer = keep_a > keep_b
+    for _ in range(max(len(a) + len(b) - (max_len - 3), 0)):
+        if keep_a > keep_b or (keep_a == keep_b and not a_started_longer):
+            keep_a -= 1
+        else:
+            keep_b -= 1
+    ids, types = [cls_id], [0]
+    for x in a[:keep_a]:
+        ids.append(x)
+        types.append(0)
+    ids.append(sep_id)
+    types.append(0)
+    for x in [*b[:keep_b], sep_id]:
+        ids.append(x)
+        types.append(1)
+    return torch.tensor(ids, dtype=torch.long), torch.tensor(types, dtype=torch.long)
 
 
-def mlm_off_by_boundary(ids, chosen, u, random_ids, mask_id):
-    inputs, labels = ids.clone(), torch.where(chosen, ids, torch.full_like(ids, -100))
-    inputs[chosen & (u <= 0.8)] = mask_id  # u = 0.8 belongs to the random band
-    rnd = chosen & (u > 0.8) & (u < 0.9)
-    inputs[rnd] = random_ids[rnd]
-    return inputs, labels
+def span_loss_log_softmax(h, W, b, starts, ends, context_mask):
+    logits = torch.einsum("bnd,kd->bnk", h, W) + b
+    logp = torch.log_softmax(logits.masked_fill(~context_mask[..., None], float("-inf")), dim=1)
+    rows = torch.arange(h.shape[0])
+    return -(logp[rows, starts, 0] + logp[rows, ends, 1]).mean() / 2
+
+
+def span_loss_linear(h, W, b, starts, ends, context_mask):  # a large negative number instead of -inf
+    start, end = torch.nn.functional.linear(h, W, b).unbind(-1)
+    start = torch.where(context_mask, start, torch.full_like(start, -1e9))
+    end = torch.where(context_mask, end, torch.full_like(end, -1e9))
+    ce = torch.nn.functional.cross_entropy
+    return 0.5 * ce(start, starts) + 0.5 * ce(end, ends)
+
+
+def span_loss_loop(h, W, b, starts, ends, context_mask):  # logsumexp over the context only; the bias cancels
+    total = 0.0
+    for k in range(h.shape[0]):
+        inside = h[k][context_mask[k]]  # (context, d)
+        for row, gold in ((0, starts[k]), (1, ends[k])):
+            scores = inside @ W[row]
+            position = int(gold) - int(context_mask[k].nonzero()[0])
+            total = total + torch.logsumexp(scores, 0) - scores[position]
+    return total / (2 * h.shape[0])
+
+
+@correct_answers(
+    (check_pair_inputs, pair_while),
+    (check_pair_inputs, pair_closed_form),
+    (check_pair_inputs, pair_token_by_token),
+    (check_span_head_loss, span_loss_log_softmax),
+    (check_span_head_loss, span_loss_linear),
+    (check_span_head_loss, span_loss_loop),
+)
+def test_new_builds_pass(checker, student):
+    assert_passes(checker, student)
+
+
+def _pair_with(*, b_first=False, a_on_tie=False, room=3, front=False, first_sep_type=0, second_sep=True, ids32=False):
+    def student(a, b, cls_id, sep_id, max_len):
+        a, b = list(a), list(b)
+        a_longer = len(a) > len(b)
+        while len(a) + len(b) > max(max_len - room, 0):
+            if b_first:
+                take_a = not b
+            elif a_on_tie:
+                take_a = len(a) >= len(b)
+            else:
+                take_a = len(a) > len(b) or (len(a) == len(b) and not a_longer)
+            part = a if take_a else b
+            del part[0 if front else -1]
+        ids = [cls_id, *a, sep_id, *b] + ([sep_id] if second_sep else [])
+        types = [0] * (len(a) + 1) + [first_sep_type] + [1] * (len(ids) - len(a) - 2)
+        dtype = torch.int32 if ids32 else torch.long
+        return torch.tensor(ids, dtype=dtype), torch.tensor(types, dtype=dtype)
+
+    return student
 
 
 @pytest.mark.parametrize(
-    ("student", "fragment"),
+    ("student", "fragments"),
     [
-        (mlm_labels_everywhere, "-100 (ignored by the loss)"),
-        (mlm_labels_zero, "not 0 (a real id)"),
-        (mlm_mask_all, "Only 80 %"),
-        (mlm_random_in_top_band, "0.8 <= u < 0.9"),
-        (mlm_off_by_boundary, "(inputs, labels)"),
-        (lambda ids, chosen, u, r, m: ids, "(inputs, labels)"),
+        (_pair_with(b_first=True), ["longest first"]),
+        (_pair_with(a_on_tie=True), ["shorter at the start loses"]),
+        (_pair_with(room=2), ["three special tokens"]),
+        (_pair_with(room=0), ["max_len - 3 together"]),
+        (_pair_with(front=True), ["from the end of a part"]),
+        (_pair_with(first_sep_type=1), ["the first [SEP] included"]),
+        (_pair_with(second_sep=False), ["second [SEP]"]),
+        (_pair_with(ids32=True), ["int32"]),
+        (lambda a, b, c, s, m: torch.tensor([c, *a, s, *b, s]), ["(ids, types)"]),  # no truncation, no types
+        (lambda a, b, c, s, m: _pair_with()(a, b, c, s, m)[0], ["(ids, types)"]),
+        (lambda a, b, c, s, m: bert.bert_inputs([(a, b)], c, s, 0, m), ["write this one yourself"]),
     ],
 )
-def test_mlm_masking_mistakes(student, fragment):
-    assert_wrong(check_mlm_masking.verdict(student), fragment)
+def test_pair_inputs_mistakes(student, fragments):
+    assert_wrong(check_pair_inputs.verdict(student), *fragments)
 
 
-def embeddings_without_types(ids, token_types, E, P, T, gamma, beta):
-    return embeddings_with_torch(ids, torch.zeros_like(token_types), E, P, T - T[0], gamma, beta)
+def _span_with(*, mask="both", fill=float("-inf"), swap=False, pair=2, batch="mean", probs=False, invert=False,
+               detach=False):  # fmt: skip
+    def student(h, W, b, starts, ends, context_mask):
+        logits = h @ W.T + b
+        start, end = (logits[..., 1], logits[..., 0]) if swap else (logits[..., 0], logits[..., 1])
+        outside = context_mask if invert else ~context_mask
+        if mask in ("both", "start"):
+            start = start.masked_fill(outside, fill)
+        if mask in ("both", "end"):
+            end = end.masked_fill(outside, fill)
+        if probs:
+            start, end = start.softmax(-1), end.softmax(-1)
+        ce = torch.nn.functional.cross_entropy
+        loss = (ce(start, starts, reduction=batch) + ce(end, ends, reduction=batch)) / pair
+        return loss.detach() if detach else loss
 
-
-def embeddings_without_norm(ids, token_types, E, P, T, gamma, beta):
-    return E[ids] + P[: ids.shape[1]] + T[token_types]
-
-
-def embeddings_from_position_one(ids, token_types, E, P, T, gamma, beta):
-    x = E[ids] + P[1 : ids.shape[1] + 1] + T[token_types]
-    return torch.nn.functional.layer_norm(x, (E.shape[1],), gamma, beta, eps=1e-12)
+    return student
 
 
 @pytest.mark.parametrize(
-    ("student", "fragment"),
+    ("student", "fragments"),
     [
-        (embeddings_without_types, "token-type"),
-        (embeddings_without_norm, "normalises the sum with LayerNorm"),
-        (embeddings_from_position_one, "Positions start at 0"),
-        (lambda ids, tt, E, P, T, g, b: E[ids], "The embeddings"),
+        (_span_with(mask="none"), ["to -inf before the softmax"]),
+        (_span_with(fill=0.0), ["not 0"]),
+        (_span_with(mask="start"), ["end logits outside the context too"]),
+        (_span_with(mask="end"), ["start logits outside the context too"]),
+        (_span_with(swap=True), ["Row 0 of W"]),
+        (_span_with(pair=1), ["(L_start + L_end) / 2"]),
+        (_span_with(batch="sum"), ["Average over the batch"]),
+        (_span_with(probs=True), ["not probabilities"]),
+        (_span_with(invert=True), ["The loss"]),
+        (_span_with(detach=True), ["The loss"]),
+        (lambda h, W, b, s, e, m: bert.span_loss(*bert.SpanHead(2)(h[..., :2]), s, e), ["write this one yourself"]),
     ],
 )
-def test_bert_embeddings_mistakes(student, fragment):
-    assert_wrong(check_bert_embeddings.verdict(student), fragment)
+def test_span_head_loss_mistakes(student, fragments):
+    assert_wrong(check_span_head_loss.verdict(student), *fragments)
 
 
 def squad_no_normalisation(prediction, gold):
@@ -370,15 +420,6 @@ def squad_unnormalised_lookup(prediction, gold):  # a table of the shown cases, 
     )
 
 
-def embeddings_default_eps(ids, token_types, E, P, T, gamma, beta):
-    x = E[ids] + P[: ids.shape[1]] + T[token_types]
-    return torch.nn.functional.layer_norm(x, (E.shape[1],), gamma, beta)  # eps = 1e-5
-
-
-def mlm_float32(ids, chosen, u, random_ids, mask_id):  # compares a float32 copy of u: 0.8 rounds up
-    return mlm_with_indexing(ids, chosen, u.float(), random_ids, mask_id)
-
-
 @pytest.mark.parametrize(
     ("checker", "student", "fragments"),
     [
@@ -390,7 +431,6 @@ def mlm_float32(ids, chosen, u, random_ids, mask_id):  # compares a float32 copy
         (check_squad_f1, squad_split_on_punctuation, ["don't stop"]),
         (check_squad_f1, squad_one_empty_is_one, ["only the prediction is empty"]),
         (check_squad_f1, squad_unnormalised_lookup, ["The F1"]),
-        (check_bert_embeddings, embeddings_default_eps, ["nearly constant rows", "eps = 1e-12"]),
     ],
 )
 def test_issue_17_gaps_are_closed(checker, student, fragments):
@@ -400,12 +440,6 @@ def test_issue_17_gaps_are_closed(checker, student, fragments):
 def test_wordpiece_off_by_one_does_not_get_an_unrelated_hint():
     verdict = check_wordpiece.verdict(wordpiece_end_off_by_one)
     assert verdict.status == "wrong" and "looked up with the prefix" not in (verdict.hint or "")
-
-
-def test_mlm_boundaries_are_exact_and_shown():
-    verdict = check_mlm_masking.verdict(lambda ids, chosen, u, r, m: (ids, ids))
-    assert_wrong(verdict, "u = tensor(", "0.8000", "0.9000")
-    assert check_mlm_masking.verdict(mlm_float32).passed  # float32 or float64, the bands come out the same
 
 
 def test_the_block_parameters_question_states_the_count():

@@ -555,13 +555,13 @@ def _pairs_int16_contexts(ids, window):
     return ids[i[keep]], ids[j[keep]].to(torch.int16)
 
 
-def _mlm_int32(ids, chosen, u, random_ids, mask_id):
-    inputs, labels = ids.clone(), torch.full_like(ids, -100)
-    labels[chosen] = ids[chosen]
-    inputs[chosen & (u < 0.8)] = mask_id
-    rnd = chosen & (u >= 0.8) & (u < 0.9)
-    inputs[rnd] = random_ids[rnd]
-    return inputs.int(), labels.int()
+def _pair_int32(a, b, cls_id, sep_id, max_len):
+    a, b = list(a), list(b)
+    a_was_longer = len(a) > len(b)
+    while len(a) + len(b) > max_len - 3:
+        (a if len(a) > len(b) or (len(a) == len(b) and not a_was_longer) else b).pop()
+    ids = [cls_id, *a, sep_id, *b, sep_id]
+    return torch.tensor(ids, dtype=torch.int32), torch.tensor([0] * (len(a) + 2) + [1] * (len(b) + 1))
 
 
 def _best_span_int32(start_logits, end_logits, context_mask, max_len):
@@ -577,11 +577,11 @@ def _best_span_int32(start_logits, end_logits, context_mask, max_len):
 
 
 def _id_checkers():
-    from companion.exercises.bert import check_best_span, check_mlm_masking
+    from companion.exercises.bert import check_best_span, check_pair_inputs
     from companion.exercises.word2vec import check_skipgram_pairs
     from companion.exercises.words_to_vectors import check_encode
 
-    return {"encode": check_encode, "pairs": check_skipgram_pairs, "mlm": check_mlm_masking, "span": check_best_span}
+    return {"encode": check_encode, "pairs": check_skipgram_pairs, "pair": check_pair_inputs, "span": check_best_span}
 
 
 @pytest.mark.parametrize(
@@ -593,7 +593,7 @@ def _id_checkers():
         ("encode", _encode_uint8, "got uint8"),
         ("pairs", _pairs_int32, "got int32"),
         ("pairs", _pairs_int16_contexts, "got int16"),
-        ("mlm", _mlm_int32, "got int32"),
+        ("pair", _pair_int32, "got int32"),
         ("span", _best_span_int32, "got int32"),
     ],
 )

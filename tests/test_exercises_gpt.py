@@ -1,5 +1,6 @@
 """Chapter 6's checkers: independently written correct answers pass, typical wrong ones get their hint."""
 
+import math
 from itertools import pairwise
 
 import pytest
@@ -8,13 +9,14 @@ import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
 from companion import bpe, gpt
+from companion.exercises import generation
+from companion.exercises.generation import check_kv_attention_step, check_top_k_logits, check_top_p_logits
 from companion.exercises.gpt import (
     check_gpt_forward,
     check_learn_merges,
     check_merge,
     check_next_token_loss,
     check_sliding_windows,
-    check_top_k_logits,
 )
 
 CHECKERS = [
@@ -23,7 +25,9 @@ CHECKERS = [
     check_sliding_windows,
     check_next_token_loss,
     check_top_k_logits,
+    check_top_p_logits,
     check_gpt_forward,
+    check_kv_attention_step,
 ]
 
 
@@ -351,6 +355,24 @@ def merge_lookup(ids, pair, new_id):  # a table of the shown cases' expected ans
     return shown.get(tuple(pair), list(ids))
 
 
+def merge_full_table(ids, pair, new_id):  # every shown case's answer; the input unchanged otherwise
+    shown = {
+        ((97, 97, 97, 98, 100, 97, 97, 97, 98, 97, 99), (97, 97)): [256, 97, 98, 100, 256, 97, 98, 97, 99],
+        ((256, 97, 98, 100, 256, 97, 98, 97, 99), (97, 98)): [256, 257, 100, 256, 257, 97, 99],
+        ((7, 7, 7, 7, 7), (7, 7)): [9, 9, 7],
+        ((3, 4, 3, 4, 4, 3), (4, 3)): [3, 300, 4, 300],
+        ((12, 3, 1, 23, 2, 3, 123), (2, 3)): [12, 3, 1, 23, 7, 123],
+        ((1, 12, 21, 2, 1), (1, 2)): [1, 12, 21, 2, 1],
+    }
+    return shown.get((tuple(ids), tuple(pair)), list(ids))
+
+
+def test_merge_table_of_the_shown_cases_fails_the_hidden_ones():
+    # the hidden pair is drawn from the list, so that a case merges something: a table fails every run
+    for _ in range(20):
+        assert check_merge.verdict(merge_full_table).status == "wrong"
+
+
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
@@ -638,3 +660,168 @@ def test_learn_merges_shows_a_failing_hidden_case_with_its_seed():
 
     verdict = check_learn_merges.verdict(lookup)
     assert_wrong(verdict, "a hidden random case, seed", "random words")
+
+
+# --- top-p filtering and one step with the key/value cache ---------------------------------------------------------
+
+
+def top_p_loop(logits, p):  # row by row, the probabilities added from the largest down
+    out = logits.clone()
+    for row in out.reshape(-1, out.shape[-1]):
+        probs = torch.softmax(row, dim=-1)
+        total = 0.0
+        for value in sorted(probs.tolist(), reverse=True):
+            total += value
+            if total >= p:
+                break
+        row[probs < value] = float("-inf")
+    return out
+
+
+def top_p_threshold(logits, p):
+    values = logits.sort(dim=-1, descending=True).values
+    probs = values.softmax(dim=-1)
+    kept = probs.cumsum(dim=-1) - probs < p
+    threshold = values.masked_fill(~kept, float("inf")).amin(dim=-1, keepdim=True)
+    return torch.where(logits >= threshold, logits, float("-inf"))
+
+
+def top_p_mass_above(logits, p):  # a token stays when the tokens strictly more likely hold less than p
+    probs = logits.softmax(dim=-1)
+    above = (probs[..., None, :] * (probs[..., None, :] > probs[..., :, None])).sum(dim=-1)
+    return logits.masked_fill(above >= p, float("-inf"))
+
+
+def kv_step_einsum(x, W_q, W_k, W_v, K, V):
+    q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    K, V = torch.cat([K, k[:, None]], dim=1), torch.cat([V, v[:, None]], dim=1)
+    w = torch.softmax(torch.einsum("bd,btd->bt", q, K) / math.sqrt(W_k.shape[0]), dim=-1)
+    return torch.einsum("bt,btd->bd", w, V), K, V
+
+
+def kv_step_sdpa(x, W_q, W_k, W_v, K, V):
+    K = torch.cat([K, (x @ W_k.T).unsqueeze(1)], dim=1)
+    V = torch.cat([V, (x @ W_v.T).unsqueeze(1)], dim=1)
+    y = F.scaled_dot_product_attention((x @ W_q.T).unsqueeze(1), K, V)
+    return y.squeeze(1), K, V
+
+
+def kv_step_loop(x, W_q, W_k, W_v, K, V):
+    K = torch.cat([K, F.linear(x, W_k)[:, None]], dim=1)
+    V = torch.cat([V, F.linear(x, W_v)[:, None]], dim=1)
+    ys = []
+    for b in range(x.shape[0]):
+        q = F.linear(x[b], W_q)
+        scores = torch.stack([q @ K[b, j] for j in range(K.shape[1])]) / W_q.shape[0] ** 0.5
+        weights = scores.exp() / scores.exp().sum()
+        ys.append(sum(weights[j] * V[b, j] for j in range(K.shape[1])))
+    return torch.stack(ys), K, V
+
+
+@correct_answers(
+    (check_top_p_logits, top_p_loop),
+    (check_top_p_logits, top_p_threshold),
+    (check_top_p_logits, top_p_mass_above),
+    (check_kv_attention_step, kv_step_einsum),
+    (check_kv_attention_step, kv_step_sdpa),
+    (check_kv_attention_step, kv_step_loop),
+)
+def test_new_builds_pass(checker, student):
+    assert_passes(checker, student)
+
+
+def _top_p_with(*, boundary=True, ties=True, ascending=False, on_logits=False, fill=float("-inf"), unsorted=False):
+    def student(logits, p):
+        values, order = logits.sort(dim=-1, descending=not ascending)
+        mass = values if on_logits else values.softmax(dim=-1)
+        if unsorted:
+            values, order = logits, torch.arange(logits.shape[-1]).expand_as(logits)
+            mass = logits.softmax(dim=-1)
+        kept = (mass.cumsum(dim=-1) - (mass if boundary else 0)) < p
+        kept[..., 0] = True
+        if ties and not unsorted:
+            big = float("-inf") if ascending else float("inf")
+            edge = values.masked_fill(~kept, big)
+            edge = edge.amax(-1, keepdim=True) if ascending else edge.amin(-1, keepdim=True)
+            keep = logits <= edge if ascending else logits >= edge
+        else:
+            keep = torch.zeros_like(kept).scatter(-1, order, kept)
+        return logits.masked_fill(~keep, fill)
+
+    return student
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_top_p_with(boundary=False), ["makes the sum reach p"]),
+        (_top_p_with(ties=False), ["tied with the last one kept"]),
+        (_top_p_with(ascending=True), ["most likely token down"]),
+        (_top_p_with(on_logits=True), ["not logits"]),
+        (_top_p_with(fill=0.0), ["-inf", "not 0"]),
+        (_top_p_with(unsorted=True), ["Sort first"]),
+        (lambda x, p: x.masked_fill(x.softmax(-1) < 1 - p, float("-inf")), ["The filtered logits"]),
+        (lambda x, p: top_p_threshold(x, p).softmax(-1), ["not probabilities"]),
+        (lambda x, p: gpt.top_k_logits(x, max(1, round(p * x.shape[-1]))), ["The filtered logits"]),
+        (lambda x, p: gpt.top_p_logits(x, p), ["the companion's own"]),
+    ],
+)
+def test_top_p_rejects_wrong_answers(student, fragments):
+    assert_wrong(check_top_p_logits.verdict(student), *fragments)
+
+
+def _kv_with(*, scale="d_k", append=True, query="q", value="v", returned="new", prepend=False):
+    def student(x, W_q, W_k, W_v, K, V):
+        q, k = x @ (W_k if query == "k" else W_q).T, x @ W_k.T
+        v = x @ (W_k if value == "k" else W_v).T
+        parts_k, parts_v = [K, k[:, None]], [V, v[:, None]]
+        K_new = torch.cat(parts_k[::-1] if prepend else parts_k, dim=1)
+        V_new = torch.cat(parts_v[::-1] if prepend else parts_v, dim=1)
+        keys, values = (K_new, V_new) if append else (K, V)
+        scores = torch.einsum("bd,btd->bt", q, keys)
+        scores = scores / {"d_k": math.sqrt(W_q.shape[0]), "d": math.sqrt(x.shape[-1]), "none": 1.0}[scale]
+        y = torch.einsum("bt,btd->bd", scores.softmax(-1), values)
+        return (y, K_new, V_new) if returned == "new" else (y, K, V)
+
+    return student
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_kv_with(scale="none"), ["√d_k"]),
+        (_kv_with(scale="d"), ["not √d"]),
+        (_kv_with(append=False), ["attends to itself too"]),
+        (_kv_with(returned="old"), ["the next step needs them"]),
+        (_kv_with(query="k"), ["not the key"]),
+        (_kv_with(value="k"), ["raised RuntimeError"]),  # d_v ≠ d_k: the cache of values cannot grow
+        (_kv_with(prepend=True), ["at the end"]),
+        (lambda x, Wq, Wk, Wv, K, V: kv_step_einsum(x, Wq, Wk, Wv, K, V)[0], ["(y, K, V)"]),
+        (lambda x, Wq, Wk, Wv, K, V: (kv_step_einsum(x, Wq, Wk, Wv, K, V)[0], K.clone(), V.clone()), ["(y, K, V)"]),
+    ],
+)
+def test_kv_step_rejects_wrong_answers(student, fragments):
+    assert_wrong(check_kv_attention_step.verdict(student), *fragments)
+
+
+def test_a_step_that_ignores_its_cache_fails_the_chained_steps():
+    def no_history(x, W_q, W_k, W_v, K, V):  # right for the given caches, but keeps no cache of its own
+        y, K_new, V_new = kv_step_einsum(x, W_q, W_k, W_v, K, V)
+        return y, K_new[:, -1:], V_new[:, -1:]
+
+    assert_wrong(check_kv_attention_step.verdict(no_history))
+
+
+def test_kv_reference_step_equals_the_full_recomputation_at_every_position():
+    torch.manual_seed(0)
+    X = torch.randn(2, 7, 6, dtype=torch.float64)
+    W_q, W_k, W_v = (torch.randn(m, 6, dtype=torch.float64) for m in (4, 4, 3))
+    K, V = torch.zeros(2, 0, 4, dtype=torch.float64), torch.zeros(2, 0, 3, dtype=torch.float64)
+    for t in range(7):  # the full recomputation by hand: position t attends to 0 … t
+        y, K, V = generation._kv_reference(X[:, t], W_q, W_k, W_v, K, V)
+        for b in range(2):
+            scores = torch.stack([(X[b, t] @ W_q.T) @ (X[b, j] @ W_k.T) for j in range(t + 1)]) / 2.0
+            expected = sum(w * (X[b, j] @ W_v.T) for j, w in enumerate(torch.softmax(scores, 0)))
+            assert torch.allclose(y[b], expected, atol=1e-12)
+    full = generation._full_attention(X, W_q, W_k, W_v)
+    assert torch.allclose(full[:, -1], y, atol=1e-12)

@@ -73,7 +73,8 @@ GIVEAWAYS = {
     "causal_band_mask": {"band_mask"},
     "banded_softmax": {"banded_attention"},
     "FMMAttention": {"fmmformer_attention", "far_field_attention"},  # chapter 9: the blend the module calls
-    "bert_embeddings": {"BertEmbeddings"},  # chapter 7: the answer as a module
+    "pair_inputs": {"truncate_pair"},  # chapter 7: the truncation rule
+    "span_head_loss": {"SpanHead", "span_loss"},  # chapter 7: the head and the unmasked loss
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
     "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
     "linear_attention_rnn": {"causal_linear_attention_recurrent"},  # chapter 8: the recurrence itself

@@ -5,9 +5,11 @@ checker                     what the student writes
 ==========================  =========================================================================================
 ``check_wordpiece``         ``wordpiece(word, vocab) -> list[str]``: greedy longest match, ``##`` continuations,
                             ``["[UNK]"]`` when the word cannot be split completely
-``check_mlm_masking``       ``mlm_masking(ids, chosen, u, random_ids, mask_id) -> (inputs, labels)``: 80/10/10
-``check_bert_embeddings``   ``bert_embeddings(ids, token_types, E, P, E_type, gamma, beta) -> (B, n, d)``
+``check_pair_inputs``       ``pair_inputs(a, b, cls_id, sep_id, max_len) -> (ids, types)``: longest-first
+                            truncation, ``[CLS] a [SEP] b [SEP]`` and its token types
 ``check_squad_f1``          ``squad_f1(prediction, gold) -> float``: F1 of the bags of normalised tokens
+``check_span_head_loss``    ``span_head_loss(h, W, b, starts, ends, context_mask) -> loss``: the span
+                            head's logits, masked outside the context, and their cross-entropy
 ``check_best_span``         ``best_span(start_logits, end_logits, context_mask, max_len) -> (B, 2)``: the best
                             start ≤ end within the context, at most ``max_len`` tokens long
 ==========================  =========================================================================================
@@ -19,13 +21,14 @@ import string
 from collections import Counter
 
 import torch
+import torch.nn.functional as F
 
 from .. import bert
 from .. import wordpiece as wp
 from ..data import metrics
 from .checking import case, compare
 
-__all__ = ["check_wordpiece", "check_mlm_masking", "check_bert_embeddings", "check_squad_f1", "check_best_span"]
+__all__ = ["check_wordpiece", "check_pair_inputs", "check_squad_f1", "check_span_head_loss", "check_best_span"]
 
 
 # --- WordPiece ----------------------------------------------------------------------------------------------
@@ -108,140 +111,100 @@ check_wordpiece = compare(
 )
 
 
-# --- masked-LM masking --------------------------------------------------------------------------------------
+# --- BERT's input for a pair: truncation, [CLS] and [SEP], token types ----------------------------------------
 
 
-def _mlm_reference(ids, chosen, u, random_ids, mask_id):
-    inputs = torch.where(chosen & (u < 0.8), torch.full_like(ids, mask_id), ids)
-    inputs = torch.where(chosen & (u >= 0.8) & (u < 0.9), random_ids, inputs)
-    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
-    return inputs, labels
+def _pair_reference(a, b, cls_id, sep_id, max_len):
+    a, b = bert.truncate_pair(a, b, max_len - 3)
+    ids = torch.tensor([cls_id, *a, sep_id, *b, sep_id], dtype=torch.long)
+    types = torch.tensor([0] * (len(a) + 2) + [1] * (len(b) + 1), dtype=torch.long)
+    return ids, types
 
 
-def _mlm_variant(ids, chosen, u, random_ids, mask_id, *, labels_everywhere=False, ignore=-100, all_masked=False,
-                 random_high=False):  # fmt: skip
-    if all_masked:
-        inputs = torch.where(chosen, torch.full_like(ids, mask_id), ids)
-    else:
-        inputs = torch.where(chosen & (u < 0.8), torch.full_like(ids, mask_id), ids)
-        band = (u >= 0.9) if random_high else ((u >= 0.8) & (u < 0.9))
-        inputs = torch.where(chosen & band, random_ids, inputs)
-    labels = ids.clone() if labels_everywhere else torch.where(chosen, ids, torch.full_like(ids, ignore))
-    return inputs, labels
+def _pair_variant(a, b, cls_id, sep_id, max_len, *, rule="longest", room=3, front=False, types="ab", second_sep=True):
+    """The pair's input with one rule changed: the typical mistakes of :data:`check_pair_inputs`."""
+    a, b = list(a), list(b)
+    a_was_longer = len(a) > len(b)
+    while len(a) + len(b) > max(max_len - room, 0):
+        if rule == "b_first":  # BERT's original script: always from b
+            take_a = not b
+        elif rule == "a_on_tie":
+            take_a = len(a) >= len(b)
+        else:
+            take_a = len(a) > len(b) or (len(a) == len(b) and not a_was_longer)
+        part = a if take_a else b
+        part.pop(0) if front else part.pop()
+    tail = [sep_id] if second_sep else []
+    ids = [cls_id, *a, sep_id, *b, *tail]
+    n_a = len(a) + 2 if types == "ab" else len(a) + 1
+    return torch.tensor(ids, dtype=torch.long), torch.tensor([0] * n_a + [1] * (len(ids) - n_a), dtype=torch.long)
 
 
-def _mlm_cases() -> list:
+def _pair_case(n_a, n_b, max_len, why=""):
+    a, b = torch.randint(5, 100, (n_a,)).tolist(), torch.randint(5, 100, (n_b,)).tolist()
+    return case(a, b, 1, 2, max_len, why=why or f"a of {n_a} ids, b of {n_b}, max_len {max_len}")
+
+
+def _pair_cases() -> list:
+    return [
+        case([7, 8, 9], [10, 11], 101, 102, 16, why="it fits: nothing is dropped"),
+        case([7, 8, 9], [10, 11], 101, 102, 8, why="exactly max_len = 8 tokens: nothing is dropped"),
+        case([7, 8, 9, 10, 11, 12], [20, 21], 101, 102, 8, why="a is longer: its last tokens go"),
+        case([7, 8], [20, 21, 22, 23, 24, 25, 26], 101, 102, 9, why="b is longer: its last tokens go"),
+        case([7, 8, 9, 10, 11], [20, 21, 22], 101, 102, 8,
+             why="a goes down to b's length, then the tie: b loses (a was the longer at the start)"),
+        case([7, 8, 9], [20, 21, 22, 23, 24], 101, 102, 8,
+             why="b goes down to a's length, then the tie: a loses (a was the shorter at the start)"),
+        case([7, 8, 9, 10], [20, 21, 22, 23], 101, 102, 8, why="equal lengths at the start: a loses first"),
+        case([], [20, 21, 22], 101, 102, 6, why="an empty a"),
+        _pair_case(12, 30, 20),
+    ]  # fmt: skip
+
+
+def _random_pairs() -> list:
     out = []
-    for shape, mask_id in (((2, 10), 4), ((1, 30), 103), ((3, 7), 1)):
-        ids = torch.randint(5, 200, shape)
-        chosen = torch.rand(shape) < 0.5
-        u = torch.rand(shape, dtype=torch.float64)
-        u[0, :4] = torch.tensor([0.79, 0.8, 0.9, 0.89], dtype=torch.float64)  # the boundaries of the bands
-        chosen[0, :4] = True
-        out.append(case(ids, chosen, u, torch.randint(5, 200, shape), mask_id, why=f"shape {shape}"))
+    for _ in range(6):
+        n_a, n_b = int(torch.randint(0, 15, ())), int(torch.randint(0, 15, ()))
+        out.append(_pair_case(n_a, n_b, int(torch.randint(3, n_a + n_b + 5, ()))))
     return out
 
 
-check_mlm_masking = compare(
-    "mlm_masking",
-    _mlm_reference,
-    _mlm_cases,
+check_pair_inputs = compare(
+    "pair_inputs",
+    _pair_reference,
+    _pair_cases,
+    hidden=_random_pairs,
     ids=True,
+    withhold=["companion.bert.truncate_pair", "companion.bert.bert_inputs"],
     mistakes=[
         (
-            lambda *a: _mlm_variant(*a, labels_everywhere=True),
-            "The labels are -100 (ignored by the loss) at every position that was not chosen.",
+            lambda *x: _pair_variant(*x, rule="b_first"),
+            "Take tokens from the longer part (BERT's original script always cut b; this exercise follows "
+            "longest first).",
         ),
         (
-            lambda *a: _mlm_variant(*a, ignore=0),
-            "Positions that were not chosen get the label -100, cross-entropy's ignore_index, not 0 (a real id).",
+            lambda *x: _pair_variant(*x, rule="a_on_tie"),
+            "On a tie the part that was the shorter at the start loses the token (a only if a was not longer).",
         ),
+        (lambda *x: _pair_variant(*x, room=2), "Leave room for three special tokens: [CLS] and two [SEP]."),
         (
-            lambda *a: _mlm_variant(*a, all_masked=True),
-            "Only 80 % of the chosen positions become [MASK] (u < 0.8); 10 % get a random id, 10 % stay as they are.",
+            lambda *x: _pair_variant(*x, room=0),
+            "The whole input, [CLS] and both [SEP] included, has at most max_len tokens: truncate a and b to "
+            "max_len - 3 together.",
         ),
+        (lambda *x: _pair_variant(*x, front=True), "Drop tokens from the end of a part, not from its start."),
         (
-            lambda *a: _mlm_variant(*a, random_high=True),
-            "The random id goes where 0.8 <= u < 0.9; where u >= 0.9 the token stays unchanged.",
+            lambda *x: _pair_variant(*x, types="a_only"),
+            "Token type 0 covers [CLS] a [SEP], the first [SEP] included; type 1 covers b [SEP].",
         ),
+        (lambda *x: _pair_variant(*x, second_sep=False), "End the input with a second [SEP] after b."),
     ],
-    hint="inputs: mask_id where chosen and u < 0.8, random_ids where chosen and 0.8 <= u < 0.9, ids elsewhere; "
-    "labels: ids where chosen, -100 elsewhere.",
-    what="(inputs, labels)",
+    hint="While len(a) + len(b) > max_len - 3, pop the last token of the longer part (on a tie: of the part that "
+    "was the shorter at the start, a if they started equal); ids = [cls] + a + [sep] + b + [sep], types 0 for "
+    "the first len(a) + 2 positions and 1 for the rest, both torch.long.",
+    what="(ids, types)",
     atol=0,
     rtol=0,
-)
-
-
-# --- BERT's embedding layer ---------------------------------------------------------------------------------
-
-
-def _embeddings_variant(
-    ids, token_types, E, P, E_type, gamma, beta, *, types=True, norm=True, offset=0, axis=-1, eps=1e-12
-):
-    x = E[ids] + P[offset : offset + ids.shape[1]] + (E_type[token_types] if types else 0)
-    if not norm:
-        return x
-    mean = x.mean(axis, keepdim=True)
-    var = x.var(axis, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
-
-
-def _embeddings_reference(ids, token_types, E, P, E_type, gamma, beta):
-    return _embeddings_variant(ids, token_types, E, P, E_type, gamma, beta)
-
-
-def _embeddings_cases() -> list:
-    out = []
-    for B, n, V, d, n_pos in ((2, 5, 11, 8, 9), (1, 9, 30, 16, 9), (3, 1, 7, 4, 4)):
-        out.append(
-            case(
-                torch.randint(V, (B, n)),
-                torch.randint(2, (B, n)),
-                torch.randn(V, d),
-                torch.randn(n_pos, d),
-                torch.randn(2, d),
-                1 + 0.5 * torch.randn(d),
-                0.5 * torch.randn(d),
-                why=f"B={B}, n={n}, vocabulary {V}, d={d}",
-            )
-        )
-    d = 8  # nearly constant rows: their variance (1e-10) is far below 1e-5, so the LayerNorm's eps decides
-    E = 1.0 + 1e-5 * torch.randn(5, d, dtype=torch.float64)
-    zeros = torch.zeros(4, d, dtype=torch.float64)
-    small = case(
-        torch.randint(5, (2, 3)), torch.zeros(2, 3, dtype=torch.long), E, zeros, zeros[:2], zeros[0] + 1, zeros[0],
-        why="float64, nearly constant rows (variance ~1e-10): eps = 1e-12 matters",
-    )  # fmt: skip
-    return [*out, small]
-
-
-check_bert_embeddings = compare(
-    "bert_embeddings",
-    _embeddings_reference,
-    _embeddings_cases,
-    withhold=["companion.bert.BertEmbeddings.forward"],
-    mistakes=[
-        (
-            lambda *a: _embeddings_variant(*a, types=False),
-            "Add the token-type (segment) embedding E_type[token_types] too.",
-        ),
-        (lambda *a: _embeddings_variant(*a, norm=False), "BERT normalises the sum with LayerNorm (γ, β)."),
-        (lambda *a: _embeddings_variant(*a, offset=1), "Positions start at 0: position t uses row P[t]."),
-        (
-            lambda *a: _embeddings_variant(*a, eps=1e-5),
-            "BERT's LayerNorm uses eps = 1e-12, not PyTorch's default 1e-5 (it matters when a row is nearly "
-            "constant): F.layer_norm(x, (d,), gamma, beta, eps=1e-12).",
-        ),
-        (
-            lambda *a: _embeddings_variant(*a, axis=1),
-            "LayerNorm takes the mean and variance over the features (the last axis), not over the positions.",
-        ),
-    ],
-    hint="x = E[ids] + P[:n] + E_type[token_types]; then (x - mean) / sqrt(var + 1e-12) · gamma + beta over the last "
-    "axis (biased variance).",
-    what="The embeddings",
-    atol=1e-4,
 )
 
 
@@ -331,6 +294,113 @@ check_squad_f1 = compare(
     hint="Normalise (lower-case, drop punctuation and a/an/the, split on whitespace); common = size of the "
     "Counter intersection; P = common/len(pred), R = common/len(gold), F1 = 2PR/(P+R); 1 if both are empty.",
     what="The F1",
+)
+
+
+# --- the span head and its loss -----------------------------------------------------------------------------
+
+
+def _span_loss_variant(h, W, b, starts, ends, context_mask, *, mask="both", fill=float("-inf"), rows=(0, 1),
+                       pair="mean", batch="mean", probabilities=False):  # fmt: skip
+    """The span head's loss with one rule changed: the typical mistakes of :data:`check_span_head_loss`."""
+    logits = h @ W.T + b  # (B, n, 2)
+    start, end = logits[..., rows[0]], logits[..., rows[1]]
+    outside = ~context_mask
+    if mask in ("both", "start"):
+        start = start.masked_fill(outside, fill)
+    if mask in ("both", "end"):
+        end = end.masked_fill(outside, fill)
+    if probabilities:
+        start, end = torch.softmax(start, dim=-1), torch.softmax(end, dim=-1)
+    loss_start = F.cross_entropy(start, starts, reduction=batch)
+    loss_end = F.cross_entropy(end, ends, reduction=batch)
+    return (loss_start + loss_end) / (2 if pair == "mean" else 1)
+
+
+def _span_loss_reference(h, W, b, starts, ends, context_mask):
+    return _span_loss_variant(h, W, b, starts, ends, context_mask)
+
+
+def _span_loss_case(batch, n_question, n_context, n_pad, d, *, dtype=torch.float32, why=""):
+    """[CLS] question [SEP] context [SEP] padding rows: hidden states, a head, gold spans inside the context."""
+    n = n_question + n_context + 3 + n_pad
+    h = torch.randn(batch, n, d, dtype=dtype)
+    W, b = torch.randn(2, d, dtype=dtype), torch.randn(2, dtype=dtype)
+    first = n_question + 2
+    mask = torch.zeros(batch, n, dtype=torch.bool)
+    mask[:, first : first + n_context] = True
+    i, j = (first + torch.randint(n_context, (batch,)) for _ in range(2))
+    starts, ends = torch.minimum(i, j), torch.maximum(i, j)
+    return case(h, W, b, starts, ends, mask, why=why or f"{batch} row(s): question {n_question} tokens, context "
+                f"{n_context}, padding {n_pad}, d = {d}")  # fmt: skip
+
+
+def _span_loss_cases() -> list:
+    h = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, 1.0], [3.0, -1.0]]])
+    mask = torch.tensor([[False, False, True, True, True, False]])
+    small = case(h, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.zeros(2), torch.tensor([2]), torch.tensor([3]),
+                 mask, why="d = 2: start logit h[:, 0], end logit h[:, 1]; the context is positions 2-4, and the "
+                 "largest start logit (3.0, at 5) lies outside it")  # fmt: skip
+    return [
+        small,
+        _span_loss_case(2, 3, 6, 0, 8),
+        _span_loss_case(3, 4, 5, 4, 6, why="3 rows with padding after the second [SEP]"),
+        _span_loss_case(1, 2, 1, 1, 4, why="a context of one token: the loss is 0"),
+        _span_loss_case(2, 5, 7, 2, 5, dtype=torch.float64),
+    ]
+
+
+def _random_span_losses() -> list:
+    out = []
+    for _ in range(3):
+        q, c, pad, d = (int(torch.randint(low, high, ())) for low, high in ((1, 6), (1, 10), (0, 5), (2, 9)))
+        out.append(_span_loss_case(int(torch.randint(1, 5, ())), q, c, pad, d))
+    return out
+
+
+check_span_head_loss = compare(
+    "span_head_loss",
+    _span_loss_reference,
+    _span_loss_cases,
+    hidden=_random_span_losses,
+    differentiable=True,
+    withhold=["companion.bert.span_loss", "companion.bert.SpanHead.forward"],
+    mistakes=[
+        (
+            lambda *a: _span_loss_variant(*a, mask="none"),
+            "Set the logits outside the context (question, [CLS], [SEP], padding) to -inf before the softmax: the "
+            "answer can only lie in the paragraph.",
+        ),
+        (
+            lambda *a: _span_loss_variant(*a, fill=0.0),
+            "Outside the context the logits must be -inf (probability 0), not 0: a logit of 0 still has probability.",
+        ),
+        (
+            lambda *a: _span_loss_variant(*a, mask="start"),
+            "Mask the end logits outside the context too, not only the start logits.",
+        ),
+        (
+            lambda *a: _span_loss_variant(*a, mask="end"),
+            "Mask the start logits outside the context too, not only the end logits.",
+        ),
+        (
+            lambda *a: _span_loss_variant(*a, rows=(1, 0)),
+            "Row 0 of W (and b[0]) gives the start logits, row 1 the end logits.",
+        ),
+        (lambda *a: _span_loss_variant(*a, pair="sum"), "Average the two cross-entropies, (L_start + L_end) / 2."),
+        (
+            lambda *a: _span_loss_variant(*a, batch="sum"),
+            "Average over the batch (F.cross_entropy's default), do not sum.",
+        ),
+        (
+            lambda *a: _span_loss_variant(*a, probabilities=True),
+            "F.cross_entropy takes the logits (it applies log-softmax itself), not probabilities.",
+        ),
+    ],
+    hint="logits = h @ W.T + b, (B, n, 2); start = logits[..., 0], end = logits[..., 1], each "
+    "masked_fill(~context_mask, float('-inf')); "
+    "loss = (F.cross_entropy(start, starts) + F.cross_entropy(end, ends)) / 2.",
+    what="The loss",
 )
 
 

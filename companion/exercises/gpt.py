@@ -1,5 +1,5 @@
 """Checkers for chapter 6 (GPT): one BPE merge, BPE training, the sliding windows of (input, target) pairs, the
-shifted next-token loss, top-k filtering, the forward pass."""
+shifted next-token loss, the forward pass (the generation exercises are in :mod:`companion.exercises.generation`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ __all__ = [
     "check_learn_merges",
     "check_sliding_windows",
     "check_next_token_loss",
-    "check_top_k_logits",
     "check_gpt_forward",
 ]
 
@@ -50,12 +49,18 @@ def _reversed_pair(ids, pair, new_id):
 
 
 def _random_merges() -> list:
-    """Random lists over ids whose decimal digits overlap (1, 2, 12, 21, 121, ...), and a pair drawn from them."""
+    """Random lists over ids whose decimal digits overlap (1, 2, 12, 21, 121, ...), and a pair that occurs in the
+    list: two neighbours at a random position (so that every case merges something), one list in six a pair that
+    may not occur."""
     alphabet = [1, 2, 3, 12, 21, 23, 121, 212]
     out = []
-    for _ in range(6):
-        ids = [alphabet[i] for i in torch.randint(len(alphabet), (int(torch.randint(0, 14, ())),)).tolist()]
-        a, b = (alphabet[i] for i in torch.randint(len(alphabet), (2,)).tolist())
+    for k in range(6):
+        ids = [alphabet[i] for i in torch.randint(len(alphabet), (int(torch.randint(2, 14, ())),)).tolist()]
+        if k == 5:
+            a, b = (alphabet[i] for i in torch.randint(len(alphabet), (2,)).tolist())
+        else:
+            i = int(torch.randint(len(ids) - 1, ()))
+            a, b = ids[i], ids[i + 1]
         out.append(case(ids, (a, b), 300 + len(out), why="random ids"))
     return out
 
@@ -353,55 +358,6 @@ check_next_token_loss = compare(
     "targets = ids[:, 1:].",
     what="The loss",
     differentiable=True,
-)
-
-
-# --- top-k filtering ---------------------------------------------------------------------------------------------
-
-
-def _top_k_strict(logits, k):
-    """Exactly k entries kept even with ties (topk's indices), the others -inf."""
-    idx = torch.topk(logits, k, dim=-1).indices
-    out = torch.full_like(logits, float("-inf"))
-    return out.scatter(-1, idx, logits.gather(-1, idx))
-
-
-def _zero_filled(logits, k):
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, 0.0)
-
-
-def _smallest(logits, k):
-    kth = torch.topk(logits, k, dim=-1, largest=False).values[..., -1:]
-    return logits.masked_fill(logits > kth, float("-inf"))
-
-
-def _first_dimension(logits, k):
-    kth = torch.topk(logits, min(k, logits.shape[0]), dim=0).values[-1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-check_top_k_logits = compare(
-    "top_k_logits",
-    ref.top_k_logits,
-    lambda: [
-        case(torch.tensor([[2.0, -1.0, 0.5, 3.0]]), 2, why="keep 3.0 and 2.0"),
-        case(torch.randn(3, 10), 3, why="a batch of 3 rows: each row keeps its own 3"),
-        case(torch.randn(2, 5), 5, why="k = V keeps everything"),
-        case(torch.randn(4, 6), 1, why="k = 1: only the largest (greedy after sampling)"),
-        case(torch.tensor([[3.0, 2.0, 2.0, 0.0]]), 2, why="a tie at the k-th largest: keep both 2.0s"),
-        case(torch.randn(2, 3, 7), 2, why="(2, 3, 7): filter along the last dimension"),
-    ],
-    mistakes=[
-        (_zero_filled, "Set the dropped logits to -inf (probability 0 after the softmax), not 0."),
-        (_smallest, "Keep the k largest logits, not the k smallest."),
-        (_first_dimension, "Filter every row over the vocabulary (the last dimension), dim=-1."),
-        (_top_k_strict, "Keep every logit tied with the k-th largest (compare with the k-th value, not indices)."),
-    ],
-    hint="kth = torch.topk(logits, k, dim=-1).values[..., -1:]; logits.masked_fill(logits < kth, float('-inf')).",
-    what="The filtered logits",
-    atol=0,
-    rtol=0,
 )
 
 
