@@ -21,7 +21,7 @@ Nothing here is trained. The functions build feature vectors φ(k_i) = φ(q_i) f
 Key-only queries (a query's features depend only on the key it asks for): over all contexts of two pairs,
 :func:`key_only_leak` gives, for every two keys a ≠ b, the share x_ab that key b's value adds to query a's
 read-out; exact recall of every such context needs x_ab = 0. With K keys and r features the normalised
-K × K matrix I + X has rank ≤ r, so Σ x_ab² ≥ K − r (Eckart–Young again) and the largest |x_ab| is at least
+K × K matrix I + X has rank ≤ r, so Σ x_ab² ≥ K − r (Eckart–Young again) and the largest abs(x_ab) is at least
 :func:`key_only_least_leak` = √((K − r)/(K(K − 1))) once K > r. :func:`learn_key_only_features` fits
 elu + 1 features of K keys by gradient descent to make the leaks small, the experiment that tests this.
 """
@@ -119,7 +119,7 @@ def key_only_leak(phi_q: Tensor, phi_k: Tensor) -> Tensor:
 
 
 def key_only_least_leak(n_keys: int, r: int) -> float:
-    """√((K − r) / (K(K − 1))): no key-only features of K keys in r dimensions have a smaller max |x_ab|."""
+    """√((K − r) / (K(K − 1))): no key-only features of K keys in r dimensions have a smaller max_{a ≠ b} abs(x_ab)."""
     n_keys, r = require_int(n_keys, "n_keys", low=2), require_positive_int(r, "r")
     return math.sqrt(max(n_keys - r, 0) / (n_keys * (n_keys - 1)))
 
