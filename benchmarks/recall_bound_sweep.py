@@ -25,8 +25,10 @@ per layer with h = 1 head:
 Each run appends one JSON line to ``--out`` as soon as it ends (a killed sweep loses only the runs in flight;
 runs already in the file are skipped when the same command is run again). ``--collect FILE`` reads such a file
 and writes the record ``--json`` with the cells' no-lookup bands
-(:func:`companion.data.recall_task.no_lookup_accuracy` on the test set) and ``--command``, the command that made
-the runs. The shipped record ``companion/data/recall_bound_sweep.json`` was made with the default grid.
+(:func:`companion.data.recall_task.no_lookup_accuracy` on the test set), ``--command``, the commands that made
+the runs, and ``--note``. A cell with more pairs than ``--keys`` uses N keys (the keys of a sequence differ):
+16 keys everywhere but N = 32, which has 32; each run records its ``n_keys``. The shipped record
+``companion/data/recall_bound_sweep.json`` holds the part of the default grid that its note lists.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from companion import linear_attention as la
 from companion.attention import scaled_dot_product_attention
 from companion.data import recall_task
-from companion.gpt import GPT, GPTConfig
+from companion.gpt import GPT
 from companion.training import recall_recipe
 
 _spec = importlib.util.spec_from_file_location("recall_sweep", Path(__file__).with_name("recall_sweep.py"))
@@ -57,11 +59,17 @@ recall_sweep = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(recall_sweep)
 
 KINDS = ("softmax", "linear", "softmax+linear", "performer", "fmmformer", "band")
-#: (r, N) cells: N from r to 4r at r = 2, and r from 2 to 8 at N = 4 (N / r from 1/2 to 4). r = 1 is left
-#: out on purpose: one coordinate cannot single out a key even for softmax (q·k is largest at an extreme k).
-GRID = ((2, 2), (2, 4), (2, 8), (4, 4), (8, 4))
-#: band attention's state is its window, whatever r: it runs at r = 2 only, N = 2 and 4.
-BAND_CELLS = ((2, 2), (2, 4))
+#: (r, N) cells: N from r to 4r at r = 2, r from 2 to 8 at N = 4, and N from r/2 to 4r at r = 8 (N / r from
+#: 1/2 to 4). r = 1 is left out on purpose: one coordinate cannot single out a key even for softmax (q·k is
+#: largest at an extreme k).
+GRID = ((2, 2), (2, 4), (2, 8), (4, 4), (8, 4), (8, 8), (8, 16), (8, 32))
+#: band attention's state is its window, whatever r: it runs at r = 2 (N = 2, 4) and along r = 8.
+BAND_CELLS = ((2, 2), (2, 4), (8, 4), (8, 8), (8, 16), (8, 32))
+
+
+def cell_keys(n_pairs: int, keys: int) -> int:
+    """The keys of a cell: ``--keys``, or N where N is larger (the N keys of a sequence must differ)."""
+    return max(keys, n_pairs)
 
 
 def planned_cells(kind: str, args: argparse.Namespace) -> list[tuple[int, int]]:
@@ -96,20 +104,7 @@ def layer_attention(kind: str, layer: int, d_k: int, seed: int, band: int):
 
 
 def make_model(kind: str, task: recall_task.RecallTask, r: int, seed: int, args: argparse.Namespace) -> GPT:
-    torch.manual_seed(seed)
-    config = GPTConfig(
-        vocab_size=task.vocab_size,
-        context_length=task.seq_len,
-        n_layers=2,
-        n_heads=args.heads,
-        d_model=args.d_model,
-        d_ff=2 * args.d_model,
-        positional="rope",
-        activation="relu",
-        tie_weights=False,
-        init="pytorch",
-    )
-    model = GPT(config)
+    model = recall_sweep.build_gpt(task.vocab_size, task.seq_len, seed, d_model=args.d_model, heads=args.heads)
     first, second = model.blocks  # layer 1 reads all d_k = d coordinates, the lookup layer r of them
     first.self_attn.attention = layer_attention(kind, 0, args.d_model // args.heads, seed, args.band)
     lookup = layer_attention(kind, 1, r, seed, args.band)
@@ -120,7 +115,7 @@ def make_model(kind: str, task: recall_task.RecallTask, r: int, seed: int, args:
 def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
     kind, r, n_pairs, seed = job
     torch.set_num_threads(1)
-    task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=args.keys, n_values=args.values)
+    task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values)
     model = make_model(kind, task, r, seed, args)
     history = recall_recipe.train_recall(model, task, steps=args.steps, every=args.every, seed=seed, lr=args.lr)
     return {
@@ -128,6 +123,7 @@ def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
         "r": r,
         "heads": args.heads,
         "n_pairs": n_pairs,
+        "n_keys": task.n_keys,
         "seed": seed,
         "accuracy": history[-1][2],
         "cpu_seconds": history[-1][1],
@@ -136,24 +132,26 @@ def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
 
 
 def collect(runs_file: Path, args: argparse.Namespace) -> dict:
-    """The record: the runs of ``runs_file`` whose kind and seed ran all its cells, and each cell's no-lookup band."""
+    """The record: the runs of ``runs_file`` in the cells that a kind's seed 0 ran, and each cell's no-lookup band.
+
+    A cell keeps every seed that ran in it, so cells may hold different seeds (a sweep stopped before its last
+    seeds keeps the cells it finished)."""
     runs = [json.loads(line) for line in runs_file.read_text().splitlines() if line.strip()]
-    done = {}
-    for run in runs:
-        done.setdefault((run["kind"], run["seed"]), set()).add((run["r"], run["n_pairs"]))
-    # a kind's cells: those its seed 0 ran (all planned ones, unless the sweep was stopped); its seeds: those
-    # that ran every one of them
-    cells = {kind: done.get((kind, 0), set()) & set(planned_cells(kind, args)) for kind in KINDS}
-    runs = [run for run in runs if done[run["kind"], run["seed"]] >= cells[run["kind"]]]
+    cells = {
+        kind: {(run["r"], run["n_pairs"]) for run in runs if run["kind"] == kind and run["seed"] == 0}
+        & set(planned_cells(kind, args))
+        for kind in KINDS
+    }
     runs = [run for run in runs if (run["r"], run["n_pairs"]) in cells[run["kind"]]]
     no_lookup = {}
     for n_pairs in sorted({n for kind_cells in cells.values() for _, n in kind_cells}):
-        task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=args.keys, n_values=args.values)
+        task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values)
         tokens, _ = recall_task.make_recall_batch(2000, task, seed=recall_task.TEST_SEED)
         no_lookup[str(n_pairs)] = recall_task.no_lookup_accuracy(tokens, task)
     settings = {k: getattr(args, k) for k in ("keys", "values", "steps", "every", "lr", "d_model", "band")}
     return {
         "command": args.command,
+        "note": args.note,
         "torch": torch.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, one thread per run",
         "settings": settings | {"heads": args.heads, "layers": 2, "batch_size": 64, "test_size": 2000},
@@ -182,14 +180,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--collect", type=Path, default=None, help="a runs file to turn into the record")
     parser.add_argument("--json", type=Path, default=None, help="the record written by --collect")
     parser.add_argument("--command", default="", help="the command that made the runs (for --collect)")
+    parser.add_argument("--note", default="", help="what the record's reader should know (for --collect)")
     args = parser.parse_args(argv)
     if args.collect is not None:
         record = collect(args.collect, args)
         if args.json is not None:
             args.json.write_text(json.dumps(record))
         return record["runs"]
-    if max(n for _, n in planned_cells("softmax", args)) > args.keys:
-        parser.error(f"the pairs must be at most --keys = {args.keys}")
     done = set()
     if args.out is not None and args.out.exists():
         for line in args.out.read_text().splitlines():

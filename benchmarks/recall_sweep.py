@@ -79,22 +79,28 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
-def make_model(kind: str, vocab_size: int, context_length: int, seed: int, band: int, args: argparse.Namespace) -> GPT:
+def build_gpt(vocab_size: int, context_length: int, seed: int, *, d_model: int, heads: int) -> GPT:
+    """The recall benchmarks' model, softmax attention in place, from the seed's initial weights: 2 layers,
+    feed-forward width 2·d_model, rotary positions, ReLU, an untied output layer, PyTorch's initialisation."""
     torch.manual_seed(seed)
-    d_k = args.d_model // args.heads
     config = GPTConfig(
         vocab_size=vocab_size,
         context_length=context_length,
         n_layers=2,
-        n_heads=args.heads,
-        d_model=args.d_model,
-        d_ff=2 * args.d_model,
+        n_heads=heads,
+        d_model=d_model,
+        d_ff=2 * d_model,
         positional="rope",
         activation="relu",
         tie_weights=False,
         init="pytorch",
     )
-    model = GPT(config)
+    return GPT(config)
+
+
+def make_model(kind: str, vocab_size: int, context_length: int, seed: int, band: int, args: argparse.Namespace) -> GPT:
+    d_k = args.d_model // args.heads
+    model = build_gpt(vocab_size, context_length, seed, d_model=args.d_model, heads=args.heads)
     for layer, block in enumerate(model.blocks):  # one attention module per layer (FMMformer and Performer hold state)
         block.self_attn.attention = make_attention(
             kind, band=band, d_k=d_k, features=args.features, seed=1000 * seed + layer

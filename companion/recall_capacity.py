@@ -17,6 +17,13 @@ Nothing here is trained. The functions build feature vectors φ(k_i) = φ(q_i) f
   :func:`softmax_residual`, and the margin, :func:`softmax_margin`, for any N.
 
 :func:`argmax_margin` measures the margin of a read-out: the entry of the right value minus the largest other.
+
+Key-only queries (a query's features depend only on the key it asks for): over all contexts of two pairs,
+:func:`key_only_leak` gives, for every two keys a ≠ b, the share x_ab that key b's value adds to query a's
+read-out; exact recall of every such context needs x_ab = 0. With K keys and r features the normalised
+K × K matrix I + X has rank ≤ r, so Σ x_ab² ≥ K − r (Eckart–Young again) and the largest abs(x_ab) is at least
+:func:`key_only_least_leak` = √((K − r)/(K(K − 1))) once K > r. :func:`learn_key_only_features` fits
+elu + 1 features of K keys by gradient descent to make the leaks small, the experiment that tests this.
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ __all__ = [
     "quarter_circle_margin",
     "softmax_residual",
     "softmax_margin",
+    "key_only_leak",
+    "key_only_least_leak",
+    "learn_key_only_features",
 ]
 
 
@@ -92,3 +102,43 @@ def softmax_margin(n: int, beta: float) -> float:
     """m = (1 − e^{−β}) / (1 + (n − 1)e^{−β}): the right value's weight minus any other's, for n distinct values."""
     n, beta = require_int(n, "n", low=2), require_number(beta, "beta", low=0)
     return (1 - math.exp(-beta)) / (1 + (n - 1) * math.exp(-beta))
+
+
+def key_only_leak(phi_q: Tensor, phi_k: Tensor) -> Tensor:
+    """x_ab = φ(q_a)ᵀφ(k_b) / φ(q_a)ᵀφ(k_a) for a ≠ b, 0 on the diagonal: (K, r), (K, r) → (K, K).
+
+    In the context of the two pairs (k_a, v_a), (k_b, v_b), query a reads (v_a + x_ab v_b) / (1 + x_ab).
+    """
+    phi_q = require_floats(phi_q, "phi_q", "(K, r)", ndim=2)
+    phi_k = require_floats(phi_k, "phi_k", "(K, r)", ndim=2)
+    if phi_q.shape != phi_k.shape:
+        raise ValueError(f"phi_q and phi_k must have the same shape, got {tuple(phi_q.shape)}, {tuple(phi_k.shape)}")
+    scores = phi_q @ phi_k.T  # (K, K): query a against key b
+    leak = scores / scores.diagonal()[:, None]
+    return leak - torch.diag_embed(leak.diagonal())
+
+
+def key_only_least_leak(n_keys: int, r: int) -> float:
+    """√((K − r) / (K(K − 1))): no key-only features of K keys in r dimensions have a smaller max_{a ≠ b} abs(x_ab)."""
+    n_keys, r = require_int(n_keys, "n_keys", low=2), require_positive_int(r, "r")
+    return math.sqrt(max(n_keys - r, 0) / (n_keys * (n_keys - 1)))
+
+
+def learn_key_only_features(n_keys: int, r: int, *, steps: int = 1000, lr: float = 0.1, seed: int = 0) -> Tensor:
+    """elu + 1 features (2, K, r) of K keys' queries and keys, fitted by Adam to recall every two-pair context.
+
+    The loss is the mean squared error of query a's read-out in the context of pairs a and b, over all a ≠ b,
+    with distinct one-hot values: 2 w_ab², w_ab = x_ab / (1 + x_ab) the weight on the wrong value.
+    """
+    n_keys, r = _check_keys(n_keys, r)
+    g = torch.Generator().manual_seed(seed)
+    raw = torch.randn(2, n_keys, r, generator=g, dtype=torch.float64).requires_grad_()
+    optimizer = torch.optim.Adam([raw], lr=lr)
+    for _ in range(steps):
+        phi = F.elu(raw) + 1
+        leak = key_only_leak(phi[0], phi[1])
+        loss = (2 * (leak / (1 + leak)) ** 2).sum() / max(n_keys * (n_keys - 1), 1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return (F.elu(raw) + 1).detach()

@@ -149,3 +149,53 @@ def test_the_arguments_are_checked():
         rc.softmax_residual(3, -1.0)
     with pytest.raises(ValueError, match="outputs"):
         rc.argmax_margin(torch.zeros(3), torch.zeros(3))
+
+
+# ---- key-only queries: every two-pair context at once ----
+
+
+def test_key_only_leak_is_what_a_two_pair_context_reads():
+    rng = np.random.default_rng(0)
+    phi_q, phi_k = rng.random((2, 5, 3)) + 0.1  # 5 keys, 3 non-negative features
+    leak = rc.key_only_leak(torch.from_numpy(phi_q), torch.from_numpy(phi_k)).numpy()
+    values = np.eye(2)  # v_a = e_0, v_b = e_1
+    for a in range(5):
+        assert leak[a, a] == 0
+        for b in range(5):
+            if b != a:  # the context (k_a, v_a), (k_b, v_b), read by q_a: (v_a + x v_b) / (1 + x)
+                out = loop_read_out(phi_q[[a]], phi_k[[a, b]], values)[0]
+                assert out[1] / out[0] == pytest.approx(leak[a, b], rel=1e-12)
+
+
+@pytest.mark.parametrize(("n_keys", "r"), [(2, 1), (5, 4), (9, 3), (16, 8), (12, 2)])
+def test_key_only_least_leak_is_eckart_young_on_the_identity(n_keys, r):
+    floor = math.sqrt(eckart_young(np.eye(n_keys), r) / (n_keys * (n_keys - 1)))
+    assert rc.key_only_least_leak(n_keys, r) == pytest.approx(floor, rel=1e-12)
+    if r > 1:
+        assert rc.key_only_least_leak(r, r) == 0.0  # r keys fit in r features
+
+
+@pytest.mark.parametrize(("n_keys", "r"), [(5, 4), (9, 3), (16, 8)])
+def test_no_key_only_features_go_below_the_floor(n_keys, r):
+    g = torch.Generator().manual_seed(n_keys)
+    for signed in (True, False):
+        for _ in range(50):
+            phi = torch.randn(2, n_keys, r, generator=g, dtype=torch.float64)
+            phi = phi if signed else phi.abs()
+            leak = rc.key_only_leak(phi[0], phi[1])
+            assert (leak**2).sum() >= n_keys - r - 1e-9
+            assert leak.abs().max() >= rc.key_only_least_leak(n_keys, r) - 1e-12
+    shared = rc.shared_features(r, r)  # r keys on r features: no leak at all
+    assert torch.equal(rc.key_only_leak(shared, shared), torch.zeros(r, r, dtype=torch.float64))
+
+
+def test_learned_key_only_features_recall_up_to_r_keys_and_stop_at_the_floor_beyond():
+    r = 3
+    for n_keys in (2, 3, 4, 6):
+        phi = rc.learn_key_only_features(n_keys, r, steps=400, seed=0)
+        assert phi.shape == (2, n_keys, r) and bool((phi > 0).all())
+        leak = rc.key_only_leak(phi[0], phi[1])
+        if n_keys <= r:
+            assert leak.max() < 0.05, (n_keys, leak.max())
+        else:
+            assert leak.abs().max() >= rc.key_only_least_leak(n_keys, r) and leak.max() > 0.5

@@ -79,13 +79,15 @@ def plot_recall_bound(
     curve = np.geomspace(min(x_all) / 1.3, max(x_all) * 1.3, 200)
     for ax, kind in zip(axes, kinds, strict=True):
         mine = [run for run in runs if run["kind"] == kind]
+        shift = {r: 2.0 ** (0.05 * (features.index(r) - 1.5)) for r in features}  # cells of one N / r apart
         for r, n in sorted({(run["r"], run["n_pairs"]) for run in mine}):
             low, high = no_lookup[n]
-            ax.plot([n / r, n / r], [low, high], color="0.6", lw=6, alpha=0.5, solid_capstyle="butt", zorder=1)
+            x = n / r * shift[r]
+            ax.plot([x, x], [low, high], color="0.6", lw=6, alpha=0.5, solid_capstyle="butt", zorder=1)
         for r in features:
             dots = [run for run in mine if run["r"] == r]
             if dots:
-                x = np.array([d["n_pairs"] / r for d in dots]) * 2.0 ** (0.05 * (features.index(r) - 1.5))
+                x = np.array([d["n_pairs"] / r for d in dots]) * shift[r]
                 ax.scatter(x, [d["accuracy"] for d in dots], s=22, color=colours[r], label=f"r = {r}", zorder=3)
         ax.plot(curve, exact_readout_fraction(curve), "k--", lw=1, label="exact read-out of rank r: min(1, r/N)")
         ax.axvline(1, color="k", lw=1, label="the bound N = r")
