@@ -263,3 +263,76 @@ def test_self_attention_one_matrix_per_role_and_the_inverted_mask_hint():
     verdict = check_self_attention_module.verdict(SelfAttentionInvertedMask)
     assert_wrong(verdict, "The mask is inverted")
     assert "NaN" not in (verdict.hint or "")
+
+
+# --- the module exercises: a hidden random case each, sized unlike the shown ones ------------------------------
+
+from companion.attention import MultiHeadAttention  # noqa: E402
+from companion.exercises.transformer import check_encoder_block, check_layer_norm_module  # noqa: E402
+from companion.exercises.words_to_vectors import check_embedding  # noqa: E402
+
+
+class EmbeddingShownBounds(nn.Module):
+    """Rejects exactly the shown out-of-range ids (10 and -1) instead of checking against its own size."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))
+
+    def forward(self, ids):
+        if ids.is_floating_point():
+            raise TypeError("ids must be integers")
+        if ((ids == 10) | (ids == -1)).any():
+            raise ValueError("id out of range")
+        return self.weight[ids]
+
+
+class SelfAttentionScaleTwo(SelfAttentionInvertedMask):
+    """Divides by 2, the √d_k of the shown d_k = 4, whatever d_k is."""
+
+    def forward(self, x, mask=None):
+        scores = self.W_Q(x) @ self.W_K(x).transpose(-2, -1) / 2
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ self.W_V(x)
+
+
+class LayerNormShownEps(nn.Module):
+    """Uses the eps it is given only when it is one the shown cases use."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps if eps in (1e-5, 0.1) else 1e-5
+        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class BlockTwoHeads(nn.Module):
+    """Builds its attention with the shown 2 heads, whatever n_heads is."""
+
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, 2)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(self, x):
+        x = self.norm1(x + self.self_attn(x))
+        return self.norm2(x + self.linear2(torch.relu(self.linear1(x))))
+
+
+@pytest.mark.parametrize(
+    ("checker", "student"),
+    [
+        (check_embedding, EmbeddingShownBounds),
+        (check_self_attention_module, SelfAttentionScaleTwo),
+        (check_layer_norm_module, LayerNormShownEps),
+        (check_encoder_block, BlockTwoHeads),
+    ],
+    ids=lambda v: getattr(v, "exercise", getattr(v, "__name__", "")),
+)
+def test_module_answers_fitted_to_the_shown_sizes_fail_the_hidden_case(checker, student):
+    assert_wrong(checker.verdict(student), "hidden random case, seed")

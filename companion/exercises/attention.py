@@ -27,6 +27,7 @@ from torch import nn
 from .. import attention as ref
 from ..masks import causal_mask as _causal_mask
 from .checking import Case, Checker, Mismatch, call, case, compare, expect, show
+from .checking.random_state import hidden_inputs
 
 __all__ = [
     "check_weightless_self_attention",
@@ -461,9 +462,9 @@ def _expect_own_matrices(layer: nn.Module, label: str) -> None:
         seen[key] = name
 
 
-def _self_attention_cases(SelfAttention) -> int:
-    d_in, d_k, d_v = 6, 4, 3
-    label = f"SelfAttention(d_in={d_in}, d_k={d_k}, d_v={d_v})"
+def _built_layer(SelfAttention, d_in: int, d_k: int, d_v: int, note: str = "") -> tuple[nn.Module, list]:
+    """The student's layer of these sizes, its three projections checked, in float64, with its weights."""
+    label = f"SelfAttention(d_in={d_in}, d_k={d_k}, d_v={d_v}){note}"
     layer = call(SelfAttention, d_in, d_k, d_v, input=label)
     if not isinstance(layer, nn.Module):
         raise Mismatch(
@@ -486,6 +487,27 @@ def _self_attention_cases(SelfAttention) -> int:
     _expect_own_matrices(layer, label)
     weights = [getattr(layer, name).weight.detach().clone().double() for name, _ in _SELF_ATTENTION_LAYERS]
     layer.double()
+    return layer, weights
+
+
+def _expect_attends(layer: nn.Module, weights: list, description: str, inputs: torch.Tensor, mask) -> None:
+    args = (inputs.clone(),) + (() if mask is None else (mask.clone(),))
+    with torch.no_grad():
+        got = call(layer, *args, input=description)
+    if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
+        got = got[0]  # (output, weights) is accepted as well
+    expect(
+        got, _self_attention_reference(*weights, inputs, mask),
+        mistakes=_self_attention_mistakes(*weights, inputs, mask),
+        input=description, what="The output",
+        hint="Project x three times (queries, keys, values), score queries against keys scaled by 1/√d_k, "
+             "mask before the softmax over the keys, then weight the values.",
+    )  # fmt: skip
+
+
+def _self_attention_cases(SelfAttention) -> tuple[int, int]:
+    d_in, d_k, d_v = 6, 4, 3
+    layer, weights = _built_layer(SelfAttention, d_in, d_k, d_v)
     x = torch.randn(5, d_in, dtype=torch.float64)
     cases = [
         ("one sequence x of shape (5, 6)", x, None),
@@ -493,18 +515,18 @@ def _self_attention_cases(SelfAttention) -> int:
         ("x of shape (5, 6) with mask = causal_mask(5)", x, _causal_mask(5)),
     ]
     for description, inputs, mask in cases:
-        args = (inputs.clone(),) + (() if mask is None else (mask.clone(),))
-        with torch.no_grad():
-            got = call(layer, *args, input=description)
-        if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
-            got = got[0]  # (output, weights) is accepted as well
-        expect(
-            got, _self_attention_reference(*weights, inputs, mask),
-            mistakes=_self_attention_mistakes(*weights, inputs, mask),
-            input=description, what="The output",
-            hint="Project x three times (queries, keys, values), score queries against keys scaled by 1/√d_k, "
-                 "mask before the softmax over the keys, then weight the values.",
-        )  # fmt: skip
+        _expect_attends(layer, weights, description, inputs, mask)
+    with (
+        hidden_inputs() as seed
+    ):  # new on every run: sizes (d_k not the shown 4), input, a mask leaving each query a key
+        d_in, d_v, n = (int(torch.randint(low, high, ())) for low, high in ((2, 9), (1, 6), (2, 8)))
+        d_k = (1, 2, 3, 5, 6)[int(torch.randint(5, ()))]
+        x_hidden = torch.randn(n, d_in, dtype=torch.float64)
+        hidden_mask = (torch.rand(n, n) < 0.6) | torch.eye(n, dtype=torch.bool)
+    note = f"  (a hidden random case, seed {seed})"
+    hidden_layer, hidden_weights = _built_layer(SelfAttention, d_in, d_k, d_v, note)
+    description = f"x of shape {tuple(x_hidden.shape)} with a random mask {hidden_mask.int().tolist()}{note}"
+    _expect_attends(hidden_layer, hidden_weights, description, x_hidden, hidden_mask)
     # Gradients must reach the three projections, so that training can learn them.
     layer.zero_grad()
     label = "x of shape (5, 6); then out.sum().backward()"
@@ -529,7 +551,7 @@ def _self_attention_cases(SelfAttention) -> int:
                 input=label,
                 hint="Compute the output from the layers themselves (self.W_Q(x), ...), not from copies or .data.",
             )
-    return 1 + len(cases) + 1
+    return 1 + len(cases) + 2, 1
 
 
 check_self_attention_module = Checker("SelfAttention", _self_attention_cases)
