@@ -50,6 +50,8 @@ class Checker:
             ``"companion.gpt.GPT.forward"``): while the student's code runs (inside :func:`call`, which
             ``cases`` uses), each is a stand-in that raises "write this one yourself", and so is every global
             of the companion's modules and of the student's and the caller's namespaces bound to the same object.
+            An answer that subclasses a withheld class (or the class of a withheld method), or holds a withheld
+            object in a default argument or closure cell (which replacing names cannot reach), is WRONG at once.
 
     Whatever the student's code does, ``verdict`` returns a :class:`Verdict`: exceptions (``SystemExit`` and
     ``GeneratorExit`` included) become WRONG with the input that caused them. ``KeyboardInterrupt`` is the one
