@@ -265,7 +265,7 @@ def _loop_log_softmax(model, ids, steps, lr):
         loss = -logp[torch.arange(len(ids) - 1), ids[1:]].mean()
         loss.backward()
         opt.step()
-        losses.append(loss.detach())  # 0-d tensors are accepted
+        losses.append(float(loss.detach()))  # float(), not .item(): a Python float either way
     return losses
 
 

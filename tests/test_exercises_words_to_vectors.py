@@ -149,6 +149,23 @@ def test_embedding_stub_class_is_not_attempted():
     assert check_embedding.verdict(Stub).status == "not attempted"
 
 
+class Validating(nn.Module):
+    """A right answer written in the test, the base of the wrong ones below (subclassing the companion's
+    Embedding is itself WRONG: that answer hands the work to the companion)."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim))
+
+    def forward(self, ids):
+        if ids.is_floating_point():
+            raise TypeError("ids must be integers")
+        if ((ids < 0) | (ids >= self.num_embeddings)).any():
+            raise ValueError("id out of range")
+        return self.weight[ids]
+
+
 class NoValidation(nn.Module):
     def __init__(self, n, d):
         super().__init__()
@@ -183,12 +200,12 @@ class Transposed(nn.Module):
         return self.weight.T[ids]
 
 
-class OffByOne(ref.Embedding):
+class OffByOne(Validating):
     def forward(self, ids):
         return super().forward((ids + 1) % self.num_embeddings)
 
 
-class WrongErrorType(ref.Embedding):
+class WrongErrorType(Validating):
     def forward(self, ids):
         if ids.dtype.is_floating_point:
             raise ValueError("ids must be integers")
@@ -200,13 +217,13 @@ class NotAModule:
         self.weight = torch.randn(n, d)
 
 
-class ZeroInit(ref.Embedding):
+class ZeroInit(Validating):
     def __init__(self, n, d):
         super().__init__(n, d)
         nn.init.zeros_(self.weight)
 
 
-class UniformInit(ref.Embedding):
+class UniformInit(Validating):
     def __init__(self, n, d):  # std 1 and mean 0, but uniform on [-√3, √3]: nothing beyond ±2
         super().__init__(n, d)
         nn.init.uniform_(self.weight, -(3**0.5), 3**0.5)

@@ -27,6 +27,7 @@ from torch import nn
 from .. import attention as ref
 from ..masks import causal_mask as _causal_mask
 from .checking import Case, Checker, Mismatch, call, case, compare, expect, show
+from .checking.random_state import hidden_inputs
 
 __all__ = [
     "check_weightless_self_attention",
@@ -60,6 +61,12 @@ def _attend(q, k, v, mask=None, *, scale=None, dim=-1, fill=float("-inf"), weigh
     return weights if weights_only else weights @ v
 
 
+def _naive_weightless(x: torch.Tensor) -> torch.Tensor:
+    """Weightless self-attention with exp taken of the raw scores (no largest score subtracted)."""
+    e = torch.exp(x @ x.transpose(-2, -1))
+    return e / e.sum(-1, keepdim=True) @ x
+
+
 check_weightless_self_attention = compare(
     "weightless_self_attention",
     ref.weightless_self_attention,
@@ -68,8 +75,18 @@ check_weightless_self_attention = compare(
         case(torch.randn(3, 4), why="3 vectors of width 4"),
         case(torch.randn(1, 5), why="one vector: it can only attend to itself"),
         case(torch.randn(2, 4, 3), why="a batch of 2 sequences of 4 vectors of width 3"),
+        case(
+            torch.tensor([[10.0, 0.0], [0.0, 10.0], [7.0, 7.0]]),
+            why="scores up to 100: exp(100) overflows float32 unless the largest score is subtracted first",
+        ),
+        case(8 * torch.randn(4, 3), why="long vectors: scores far above 88, where exp overflows float32"),
     ],
     mistakes=[
+        (
+            _naive_weightless,
+            "exp of a score above 88 overflows float32 to inf, and inf / inf is NaN: subtract each row's largest "
+            "score before exp (softmax is unchanged by a shift), or let torch.softmax do it.",
+        ),
         (
             lambda x: _attend(x, x, x, scale=1.0, dim=-2),
             "The softmax runs over j (the last axis, dim=-1), so that each row of weights sums to one.",
@@ -178,8 +195,10 @@ check_causal_mask = compare(
         ),
         (lambda n: torch.ones(n, n).tril(), "Masks are boolean tensors (True = may attend), not numbers."),
     ],
+    hidden=lambda: [case(int(torch.randint(3, 40, ()))) for _ in range(3)],
     hint="mask[i, j] is True exactly when j <= i.",
     what="The mask",
+    withhold=["companion.masks.causal_mask"],
     atol=0,
     rtol=0,
 )
@@ -190,6 +209,15 @@ check_causal_mask = compare(
 
 def _arange(*shape: int) -> torch.Tensor:
     return torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
+
+
+def _random_splits() -> list[Case]:
+    """Hidden cases: random values, at least 2 positions and 2 heads (where a wrong axis order shows)."""
+    out = []
+    for _ in range(3):
+        b, n, h, d_head = (int(torch.randint(low, high, ())) for low, high in ((1, 4), (2, 7), (2, 6), (1, 5)))
+        out.append(case(torch.randn(b, n, h * d_head), h, why=f"random values, {h} heads of width {d_head}"))
+    return out
 
 
 check_split_heads = compare(
@@ -214,6 +242,7 @@ check_split_heads = compare(
             "Almost: that is (batch, n, n_heads, d_head); the heads axis comes before the positions.",
         ),
     ],
+    hidden=_random_splits,
     hint="Head h holds features h·d_head … (h+1)·d_head - 1 of every position; the result has shape "
     "(batch, n_heads, n, d_head).",
     what="The split tensor",
@@ -389,10 +418,11 @@ def _self_attention_mistakes(
     q, k, v = x @ wq.T, x @ wk.T, x @ wv.T
     d_in, d_k = x.shape[-1], q.shape[-1]
 
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dim: int = -1) -> torch.Tensor:
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dim: int = -1, hide=None):
         scores = q @ k.transpose(-2, -1) * scale
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
+        hide = None if mask is None else ~mask if hide is None else hide
+        if hide is not None:
+            scores = scores.masked_fill(hide, float("-inf"))
         return torch.softmax(scores, dim=dim) @ v
 
     return [
@@ -408,12 +438,33 @@ def _self_attention_mistakes(
          "The weights multiply the values V = self.W_V(x), not the inputs x."),
         (lambda: _self_attention_reference(wq, wk, wv, x, None),
          "Apply the mask: scores.masked_fill(~mask, float('-inf')) before the softmax."),
+        (lambda: attend(q, k, v, 1 / math.sqrt(d_k), hide=mask),
+         "The mask is inverted: True means 'may attend', so hide the scores where the mask is False "
+         "(masked_fill(~mask, -inf)); hiding where it is True leaves the first query nothing to attend to."),
     ]  # fmt: skip
 
 
-def _self_attention_cases(SelfAttention) -> int:
-    d_in, d_k, d_v = 6, 4, 3
-    label = f"SelfAttention(d_in={d_in}, d_k={d_k}, d_v={d_v})"
+def _expect_own_matrices(layer: nn.Module, label: str) -> None:
+    """W_Q, W_K and W_V are three layers with a weight matrix each (W_K = W_Q shares one matrix for two roles)."""
+    seen: dict[int, str] = {}
+    for name, _ in _SELF_ATTENTION_LAYERS:
+        weight = getattr(layer, name).weight
+        key = weight.untyped_storage().data_ptr()
+        if key in seen:
+            raise Mismatch(
+                f"`{name}` and `{seen[key]}` share one weight matrix: each role needs a matrix of its own.",
+                input=label,
+                expected="three nn.Linear layers with three weight matrices",
+                got=f"{name}.weight is {seen[key]}.weight",
+                hint="Create three layers, self.W_Q = nn.Linear(d_in, d_k, bias=False), self.W_K = nn.Linear(...), "
+                "self.W_V = nn.Linear(...), not self.W_K = self.W_Q: queries and keys learn different things.",
+            )
+        seen[key] = name
+
+
+def _built_layer(SelfAttention, d_in: int, d_k: int, d_v: int, note: str = "") -> tuple[nn.Module, list]:
+    """The student's layer of these sizes, its three projections checked, in float64, with its weights."""
+    label = f"SelfAttention(d_in={d_in}, d_k={d_k}, d_v={d_v}){note}"
     layer = call(SelfAttention, d_in, d_k, d_v, input=label)
     if not isinstance(layer, nn.Module):
         raise Mismatch(
@@ -433,8 +484,30 @@ def _self_attention_cases(SelfAttention) -> int:
                 input=label, expected=f"nn.Linear({d_in}, {widths[width]}, bias=False)", got=show(linear),
                 hint=f"self.{name} = nn.Linear(d_in, {width}, bias=False)",
             )  # fmt: skip
+    _expect_own_matrices(layer, label)
     weights = [getattr(layer, name).weight.detach().clone().double() for name, _ in _SELF_ATTENTION_LAYERS]
     layer.double()
+    return layer, weights
+
+
+def _expect_attends(layer: nn.Module, weights: list, description: str, inputs: torch.Tensor, mask) -> None:
+    args = (inputs.clone(),) + (() if mask is None else (mask.clone(),))
+    with torch.no_grad():
+        got = call(layer, *args, input=description)
+    if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
+        got = got[0]  # (output, weights) is accepted as well
+    expect(
+        got, _self_attention_reference(*weights, inputs, mask),
+        mistakes=_self_attention_mistakes(*weights, inputs, mask),
+        input=description, what="The output",
+        hint="Project x three times (queries, keys, values), score queries against keys scaled by 1/√d_k, "
+             "mask before the softmax over the keys, then weight the values.",
+    )  # fmt: skip
+
+
+def _self_attention_cases(SelfAttention) -> tuple[int, int]:
+    d_in, d_k, d_v = 6, 4, 3
+    layer, weights = _built_layer(SelfAttention, d_in, d_k, d_v)
     x = torch.randn(5, d_in, dtype=torch.float64)
     cases = [
         ("one sequence x of shape (5, 6)", x, None),
@@ -442,18 +515,18 @@ def _self_attention_cases(SelfAttention) -> int:
         ("x of shape (5, 6) with mask = causal_mask(5)", x, _causal_mask(5)),
     ]
     for description, inputs, mask in cases:
-        args = (inputs.clone(),) + (() if mask is None else (mask.clone(),))
-        with torch.no_grad():
-            got = call(layer, *args, input=description)
-        if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
-            got = got[0]  # (output, weights) is accepted as well
-        expect(
-            got, _self_attention_reference(*weights, inputs, mask),
-            mistakes=_self_attention_mistakes(*weights, inputs, mask),
-            input=description, what="The output",
-            hint="Project x three times (queries, keys, values), score queries against keys scaled by 1/√d_k, "
-                 "mask before the softmax over the keys, then weight the values.",
-        )  # fmt: skip
+        _expect_attends(layer, weights, description, inputs, mask)
+    with (
+        hidden_inputs() as seed
+    ):  # new on every run: sizes (d_k not the shown 4), input, a mask leaving each query a key
+        d_in, d_v, n = (int(torch.randint(low, high, ())) for low, high in ((2, 9), (1, 6), (2, 8)))
+        d_k = (1, 2, 3, 5, 6)[int(torch.randint(5, ()))]
+        x_hidden = torch.randn(n, d_in, dtype=torch.float64)
+        hidden_mask = (torch.rand(n, n) < 0.6) | torch.eye(n, dtype=torch.bool)
+    note = f"  (a hidden random case, seed {seed})"
+    hidden_layer, hidden_weights = _built_layer(SelfAttention, d_in, d_k, d_v, note)
+    description = f"x of shape {tuple(x_hidden.shape)} with a random mask {hidden_mask.int().tolist()}{note}"
+    _expect_attends(hidden_layer, hidden_weights, description, x_hidden, hidden_mask)
     # Gradients must reach the three projections, so that training can learn them.
     layer.zero_grad()
     label = "x of shape (5, 6); then out.sum().backward()"
@@ -478,7 +551,7 @@ def _self_attention_cases(SelfAttention) -> int:
                 input=label,
                 hint="Compute the output from the layers themselves (self.W_Q(x), ...), not from copies or .data.",
             )
-    return 1 + len(cases) + 1
+    return 1 + len(cases) + 2, 1
 
 
 check_self_attention_module = Checker("SelfAttention", _self_attention_cases)

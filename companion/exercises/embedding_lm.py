@@ -19,6 +19,7 @@ import torch
 
 from .. import embedding_lm as ref
 from .checking import Checker, Mismatch, call, case, compare, show
+from .checking.random_state import hidden_inputs
 
 __all__ = ["check_next_token_probabilities", "check_bigram_counts", "check_bigram_probabilities"]
 
@@ -33,6 +34,13 @@ def _naive_softmax(scores: torch.Tensor, temperature: float) -> torch.Tensor:
 def _last_argmax(scores: torch.Tensor, temperature: float) -> torch.Tensor:
     flipped = scores.flip(-1)
     return ref.next_token_probabilities(flipped, 0).flip(-1)
+
+
+def _shared_tie(scores: torch.Tensor, temperature: float) -> torch.Tensor:
+    if temperature != 0:
+        return torch.softmax(scores / temperature, -1)
+    top = (scores == scores.max(-1, keepdim=True).values).to(scores.dtype)
+    return top / top.sum(-1, keepdim=True)
 
 
 check_next_token_probabilities = compare(
@@ -78,6 +86,11 @@ check_next_token_probabilities = compare(
             "On a tie, only the first largest score gets the 1 (as torch.argmax returns the first).",
         ),
         (_last_argmax, "On a tie, the first largest score gets the 1, not the last."),
+        (
+            _shared_tie,
+            "At temperature 0 the task asks for a one-hot row: the whole 1 goes to the first largest score (as "
+            "torch.argmax picks it), not shared among the tied scores.",
+        ),
     ],
     hint="p_j = exp(s_j / T) / Σ_k exp(s_k / T); every row must sum to 1.",
     what="The probability tensor",
@@ -159,6 +172,16 @@ def _reference_history(model: ref.WordEmbeddingLM, ids: torch.Tensor, steps: int
 
 
 def _as_floats(got: object, label: str, steps: int) -> list[float]:
+    tensors = [x for x in got if isinstance(x, torch.Tensor)] if isinstance(got, (list, tuple)) else []
+    if tensors:
+        held = "loss tensors that hold the computation graph" if tensors[0].requires_grad else "tensors"
+        raise Mismatch(
+            "The losses should be Python floats, as the task states; your list holds " + held + ".",
+            input=label,
+            expected=f"a list of {steps} Python floats",
+            got=show(got, 160),
+            hint="Append loss.item() (a float), not loss: a list of loss tensors keeps every step's graph alive.",
+        )
     try:
         values = [float(x) for x in got]  # accepts floats, 0-d tensors, numpy numbers
     except Exception:
@@ -189,6 +212,13 @@ def _train_loop_cases(train) -> int:
         (5, 3, False, torch.randint(0, 5, (40,), generator=g), 12, 0.1, "40 random ids of 5 tokens, d = 3"),
         (6, 4, True, torch.randint(0, 6, (20,), generator=g), 8, 0.02, "a model with one tied table"),
     ]
+    shown = len(cases)
+    with hidden_inputs() as seed:  # new on every run: sizes, stream, steps and learning rate
+        vocab_size, dim = int(torch.randint(3, 9, ())), int(torch.randint(2, 6, ()))
+        ids = torch.randint(0, vocab_size, (int(torch.randint(8, 40, ())),))
+        steps, lr = int(torch.randint(2, 9, ())), round(float(torch.empty(()).uniform_(0.01, 0.2)), 3)
+        tied = bool(torch.randint(0, 2, ()))
+        cases.append((vocab_size, dim, tied, ids, steps, lr, f"a hidden random case, seed {seed}"))
     for vocab_size, dim, tied, ids, steps, lr, why in cases:
         label = f"WordEmbeddingLM({vocab_size}, dim={dim}, tied={tied}), ids={show(ids, 120)}, steps={steps}, lr={lr}"
         label += f"  ({why})"
@@ -215,8 +245,9 @@ def _train_loop_cases(train) -> int:
             raise Mismatch(
                 "The model's tables did not change.",
                 input=label,
-                hint="At every step call loss.backward() and then optimiser.step() on an optimiser built from "
-                "model.parameters().",
+                hint="Each step runs optimiser.zero_grad(), loss.backward(), optimiser.step(), in this order: "
+                "zero_grad() between backward() and step() clears the gradients before step() can use them, and "
+                "step() must belong to an optimiser built from model.parameters().",
             )
         no_zero = _reference_history(
             ref.WordEmbeddingLM(vocab_size, dim, seed=7, tied=tied), ids, steps, lr, zero_grad=False
@@ -244,7 +275,7 @@ def _train_loop_cases(train) -> int:
                     input=label,
                     hint="Train the model you were given, in place, and take exactly `steps` optimiser steps.",
                 )
-    return len(cases)
+    return len(cases), len(cases) - shown
 
 
 check_train_loop = Checker("train", _train_loop_cases, withhold=["companion.embedding_lm.train_embedding_lm"])

@@ -26,6 +26,7 @@ from torch import nn
 from .. import positional as ref
 from .. import transformer as companion_transformer
 from .checking import Checker, Mismatch, call, case, compare, expect, show
+from .checking.random_state import hidden_inputs
 from .checking.training import expect_trains_like
 
 __all__ = [
@@ -90,6 +91,8 @@ check_sinusoidal_positional_encoding = compare(
     hint="PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)); "
     "shape (n_positions, d_model).",
     what="The encoding",
+    hidden=lambda: [case(int(torch.randint(1, 60, ())), 2 * int(torch.randint(1, 40, ()))) for _ in range(3)],
+    withhold=["companion.positional.sinusoidal_positional_encoding"],
 )
 
 
@@ -141,10 +144,15 @@ check_rope = compare(
     hint="For position p and pair i, φ = p · 10000^(-2i/d): y_2i = x_2i cos φ - x_2i+1 sin φ, "
     "y_2i+1 = x_2i sin φ + x_2i+1 cos φ; the shape stays the same.",
     what="The rotated x",
+    # apply_rope itself is listed in the chapter before the exercise; its rotation, withheld, stops a call to it
+    withhold=["companion.positional._rotate", "companion.positional.RotaryEmbedding.forward"],
 )
 
 
 # --- layer normalisation ------------------------------------------------------------------------------------
+
+#: the companion's layer norm, withheld from both layer-norm exercises (a subclass of it is no answer either)
+_LAYER_NORM = ("companion.transformer.LayerNorm.__init__", "companion.transformer.LayerNorm.forward")
 
 
 def _layer_norm_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
@@ -207,10 +215,11 @@ check_layer_norm = compare(
     mistakes=_layer_norm_mistakes(),
     hint="y = (x - μ) / √(σ² + eps) · weight + bias, with μ and the biased σ² over the last axis.",
     what="The normalised x",
+    withhold=_LAYER_NORM,
 )
 
 
-def _layer_norm_module_cases(LayerNorm) -> int:
+def _layer_norm_module_cases(LayerNorm) -> tuple[int, int]:
     d = 6
     label = f"LayerNorm({d})"
     layer = call(LayerNorm, d, input=label)
@@ -240,25 +249,14 @@ def _layer_norm_module_cases(LayerNorm) -> int:
             rtol=0,
             hint="A fresh layer only normalises: γ starts at ones and β at zeros.",
         )
-    mistakes = _layer_norm_mistakes()
-    for why, x, weight, bias, eps in _layer_norm_inputs():
-        label = (
-            f"LayerNorm({x.shape[-1]}, eps={eps}) with weight={weight.tolist()}, bias={bias.tolist()}, "
-            f"applied to x of shape {tuple(x.shape)}  ({why})"
-        )
-        layer = call(LayerNorm, x.shape[-1], eps=eps, input=label).to(x.dtype)
-        with torch.no_grad():
-            layer.weight.copy_(weight)
-            layer.bias.copy_(bias)
-            got = call(layer, x.clone(), input=label)
-        expect(
-            got,
-            _layer_norm_reference(x, weight, bias, eps),
-            input=label,
-            what="The output",
-            mistakes=[(partial(w, x, weight, bias, eps), h) for w, h in mistakes],
-            hint="y = (x - μ) / √(σ² + eps) · self.weight + self.bias over the last axis.",
-        )
+    inputs = _layer_norm_inputs()
+    with hidden_inputs() as seed:  # new on every run: width, eps, and rows whose spread is near eps
+        d_hidden, eps_hidden = int(torch.randint(2, 13, ())), round(float(torch.empty(()).uniform_(0.01, 1.0)), 3)
+        x_hidden = torch.randn(3, 1, dtype=torch.float64) + 0.3 * torch.randn(3, d_hidden, dtype=torch.float64)
+        gamma, beta = torch.randn(d_hidden, dtype=torch.float64), torch.randn(d_hidden, dtype=torch.float64)
+    inputs.append((f"a hidden random case, seed {seed}", x_hidden, gamma, beta, eps_hidden))
+    for why, x, weight, bias, eps in inputs:
+        layer = _expect_normalises(LayerNorm, why, x, weight, bias, eps)
     # Gradients must reach γ and β.
     layer.zero_grad()
     x = torch.randn(3, layer.weight.shape[0], dtype=layer.weight.dtype)
@@ -293,10 +291,32 @@ def _layer_norm_module_cases(LayerNorm) -> int:
         theirs.bias.copy_(bias)
     layer.zero_grad()
     expect_trains_like(layer, theirs, torch.randn(4, d, dtype=layer.weight.dtype), input=f"LayerNorm({d}, eps={eps})")
-    return 3 + len(_layer_norm_inputs())
+    return 3 + len(inputs), 1
 
 
-check_layer_norm_module = Checker("LayerNorm", _layer_norm_module_cases)
+def _expect_normalises(LayerNorm, why: str, x: torch.Tensor, weight, bias, eps: float) -> nn.Module:
+    """The student's LayerNorm of x's width, given ``weight`` and ``bias``, normalises ``x`` (the layer returned)."""
+    label = (
+        f"LayerNorm({x.shape[-1]}, eps={eps}) with weight={weight.tolist()}, bias={bias.tolist()}, "
+        f"applied to x of shape {tuple(x.shape)}  ({why})"
+    )
+    layer = call(LayerNorm, x.shape[-1], eps=eps, input=label).to(x.dtype)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+        got = call(layer, x.clone(), input=label)
+    expect(
+        got,
+        _layer_norm_reference(x, weight, bias, eps),
+        input=label,
+        what="The output",
+        mistakes=[(partial(w, x, weight, bias, eps), h) for w, h in _layer_norm_mistakes()],
+        hint="y = (x - μ) / √(σ² + eps) · self.weight + self.bias over the last axis.",
+    )
+    return layer
+
+
+check_layer_norm_module = Checker("LayerNorm", _layer_norm_module_cases, withhold=_LAYER_NORM)
 
 
 # ============================================================================================================
@@ -384,9 +404,25 @@ def _encoder_mistakes(
     ]  # fmt: skip
 
 
-def _encoder_block_cases(EncoderBlock) -> int:
-    d_model, n_heads, d_ff = 8, 2, 16
-    label = f"EncoderBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff})"
+def _encoder_block_cases(EncoderBlock) -> tuple[int, int]:
+    generator = torch.Generator().manual_seed(5)
+    shapes = [("one batch x", (2, 5), 1.0), ("x scaled by 10", (1, 3), 10.0)]
+    block, theirs, sample, label = _expect_encodes(EncoderBlock, 8, 2, 16, generator, shapes, "")
+    expect_trains_like(block, theirs, sample(2, 4, 8), input=label)
+    with hidden_inputs() as seed:  # new on every run: sizes (heads other than the shown 2), weights and inputs
+        d_head, d_ff = int(torch.randint(3, 6, ())), int(torch.randint(4, 25, ()))
+        n_heads = (1, 3, 4)[int(torch.randint(3, ()))]
+        hidden = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
+        size = (int(torch.randint(1, 4, ())), int(torch.randint(2, 7, ())))  # one position shows no heads
+    note = f"  (a hidden random case, seed {seed})"
+    _expect_encodes(EncoderBlock, n_heads * d_head, n_heads, d_ff, hidden, [("x", size, 1.0)], note)
+    return 2 + len(shapes) + 1, 1
+
+
+def _expect_encodes(EncoderBlock, d_model: int, n_heads: int, d_ff: int, generator, shapes, note: str):
+    """The student's block, given the weights of PyTorch's layer of these sizes, computes what it does on inputs
+    of each ``(what, (batch, n), scale)``; the block, PyTorch's layer, a sampler and the label are returned."""
+    label = f"EncoderBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}){note}"
     block = call(EncoderBlock, d_model, n_heads, d_ff, input=label)
     if not isinstance(block, nn.Module):
         raise Mismatch(
@@ -395,7 +431,6 @@ def _encoder_block_cases(EncoderBlock) -> int:
             got=show(block),
             hint="Subclass torch.nn.Module and call super().__init__() first.",
         )
-    generator = torch.Generator().manual_seed(5)
     theirs = nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True).double()
     with torch.no_grad():  # LayerNorms start at 1 and 0: make them distinct so that swapping them shows
         for norm in (theirs.norm1, theirs.norm2):
@@ -409,10 +444,12 @@ def _encoder_block_cases(EncoderBlock) -> int:
     def sample(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator, dtype=torch.float64)
 
-    cases = [("one batch x of shape (2, 5, 8)", sample(2, 5, d_model)),
-             ("x of shape (1, 3, 8), scaled by 10", 10 * sample(1, 3, d_model))]  # fmt: skip
-    for description, x in cases:
-        description = f"{description}, with the weights of nn.TransformerEncoderLayer({d_model}, {n_heads}, {d_ff})"
+    for what, (batch, n), scale in shapes:
+        x = scale * sample(batch, n, d_model)
+        description = (
+            f"{what} of shape {(batch, n, d_model)}, with the weights of "
+            f"nn.TransformerEncoderLayer({d_model}, {n_heads}, {d_ff}){note}"
+        )
         with torch.no_grad():
             got = call(block, x.clone(), input=description)
             expected = theirs(x)
@@ -421,11 +458,14 @@ def _encoder_block_cases(EncoderBlock) -> int:
                 hint="A post-norm block: each sub-layer's output is added to its input and the sum normalised; "
                      "self-attention first, then the feed-forward network (ReLU between its two linear layers).",
             )  # fmt: skip
-    expect_trains_like(block, theirs, sample(2, 4, d_model), input=label)
-    return 2 + len(cases)
+    return block, theirs, sample, label
 
 
-check_encoder_block = Checker("EncoderBlock", _encoder_block_cases)
+check_encoder_block = Checker(
+    "EncoderBlock",
+    _encoder_block_cases,
+    withhold=["companion.transformer.EncoderBlock.__init__", "companion.transformer.EncoderBlock.forward"],
+)
 __all__ += ["check_encoder_block"]
 
 

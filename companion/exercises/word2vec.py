@@ -124,7 +124,11 @@ def _pairs_cases(skipgram_pairs) -> int:
     return len(cases), len(cases) - shown
 
 
-check_skipgram_pairs = Checker("skipgram_pairs", _pairs_cases)
+check_skipgram_pairs = Checker(
+    "skipgram_pairs",
+    _pairs_cases,
+    withhold=["companion.word2vec.skipgram_pairs", "companion.word2vec.skipgram_pairs_loop"],
+)
 
 
 # --- the negative-sampling loss -------------------------------------------------------------------------------
@@ -203,12 +207,22 @@ def _by_dot_product(vectors: torch.Tensor, query: int, k: int) -> torch.Tensor:
 
 _SKEWED = torch.tensor([[1.0, 0.0], [10.0, 9.0], [0.5, 0.02], [0.0, 1.0], [-1.0, 0.1], [3.0, 1.5], [0.9, -0.3]])
 
+#: a row parallel to another (cosine 1 up to rounding): the query is left out by its index, not by its cosine
+_PARALLEL = torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.0, 1.0], [1.5, 2.0, 0.0], [0.5, 0.5, 0.5]])
+
+
+def _drop_by_value(vectors: torch.Tensor, query: int, k: int) -> torch.Tensor:
+    cos = torch.nn.functional.cosine_similarity(vectors, vectors[query], dim=-1)
+    return cos.masked_fill(cos > 1 - 1e-6, -math.inf).topk(k).indices
+
+
 check_nearest_neighbours = compare(
     "nearest_neighbours",
     _neighbours,
     lambda: [
         case(_SKEWED, 0, 3, why="vectors of very different lengths tell the cosine from the dot product"),
         case(_SKEWED, 3, 2, why="query row 3"),
+        case(_PARALLEL, 1, 3, why="row 3 is 2.5 times row 1: a cosine of 1, yet another row, the nearest"),
         case(torch.randn(30, 8), 7, 5, why="30 random vectors in 8 dimensions"),
     ],
     mistakes=[
@@ -216,11 +230,17 @@ check_nearest_neighbours = compare(
             lambda x, q, k: torch.nn.functional.cosine_similarity(x, x[q], dim=-1).topk(k).indices,
             "Leave the query itself out: it is always its own nearest neighbour.",
         ),
+        (
+            _drop_by_value,
+            "Leave the query out by its index (row query), not by its cosine: another row parallel to it also has "
+            "cosine 1, and it is the nearest neighbour.",
+        ),
         (_by_dot_product, "Use the cosine, u·v / (‖u‖ ‖v‖): the plain dot product favours long vectors."),
         (lambda x, q, k: _neighbours(x, q, k).flip(0), "Return the ids best first (largest cosine first)."),
     ],
     hint="Compute the cosine of row query with every row, leave query out, take the k largest.",
     what="The neighbour ids",
+    withhold=["companion.embeddings.nearest_neighbours"],
     atol=0,
     rtol=0,
 )
@@ -229,6 +249,18 @@ check_nearest_neighbours = compare(
 # --- GloVe's weighting function -------------------------------------------------------------------------------
 
 _X = torch.tensor([0.0, 0.5, 1.0, 10.0, 50.0, 99.0, 100.0, 150.0, 1000.0])
+
+
+def _random_weights() -> list:
+    """Hidden cases: counts on both sides of a random cap x_max (one exactly at it), a random power alpha."""
+    out = []
+    for _ in range(3):
+        x_max = float(torch.randint(2, 200, ()))
+        alpha = round(float(torch.empty(()).uniform_(0.2, 1.0)), 3)
+        x = torch.cat([torch.rand(6) * 2 * x_max, torch.tensor([x_max, 0.0])])
+        out.append(case(x, x_max, alpha, why=f"x_max = {x_max:g}, alpha = {alpha:g}"))
+    return out
+
 
 check_glove_weight = compare(
     "glove_weight",
@@ -249,6 +281,7 @@ check_glove_weight = compare(
     ],
     hint="f(x) = (x / x_max)^alpha if x < x_max, else 1.",
     what="The weight tensor",
+    hidden=_random_weights,
 )
 
 
@@ -280,6 +313,14 @@ def _glove_loss_cases(glove_loss) -> int:
         (_glove_loss_inputs(g, 8, 4, 0.5, 30.0), 10.0, 0.75, "8 entries, d = 4, x_max = 10"),
         (_glove_loss_inputs(g, 5, 3, 0.2, 5.0), 4.0, 1.0, "5 entries, alpha = 1"),
     ]
+    shown = len(cases)
+    with hidden_inputs() as seed:  # new on every run: sizes, cap and power drawn at random
+        for _ in range(2):
+            hidden = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
+            x_max, alpha = float(torch.randint(2, 60, ())), round(float(torch.empty(()).uniform_(0.3, 1.0)), 3)
+            size = (int(torch.randint(2, 12, ())), int(torch.randint(1, 6, ())))  # 2+ entries: sum, not mean
+            tensors = _glove_loss_inputs(hidden, *size, 0.1, 2 * x_max)
+            cases.append((tensors, x_max, alpha, f"a hidden random case, seed {seed}"))
     for tensors, x_max, alpha, why in cases:
         e, u, b, b_tilde, c = tensors
         label = (
@@ -324,8 +365,8 @@ def _glove_loss_cases(glove_loss) -> int:
             [],
             label,
         )
-    return len(cases)
+    return len(cases), len(cases) - shown
 
 
-check_glove_loss = Checker("glove_loss", _glove_loss_cases)
+check_glove_loss = Checker("glove_loss", _glove_loss_cases, withhold=["companion.glove.glove_loss"])
 __all__ += ["check_glove_loss"]

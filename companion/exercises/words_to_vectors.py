@@ -17,6 +17,7 @@ from torch import nn
 
 from .. import embeddings as ref
 from .checking import Checker, Mismatch, call, case, compare, expect, expect_raises, show
+from .checking.random_state import hidden_inputs
 
 __all__ = ["check_encode", "check_one_hot", "check_cosine", "check_embedding"]
 
@@ -121,7 +122,7 @@ check_cosine = compare(
 )
 
 
-def _embedding_cases(Embedding) -> int:
+def _embedding_cases(Embedding) -> tuple[int, int]:
     label = "Embedding(10, 4)"
     layer = call(Embedding, 10, 4, input=label)
     if not isinstance(layer, nn.Module):
@@ -208,7 +209,33 @@ def _embedding_cases(Embedding) -> int:
         input="ids=[[1.0, 2.0]] (a float tensor)",
         hint="Token ids must be integers: raise TypeError when ids.dtype is floating point.",
     )
-    return 7
+    _hidden_embedding_case(Embedding)
+    return 8, 1
+
+
+def _hidden_embedding_case(Embedding) -> None:
+    """A hidden random table size, id tensor and out-of-range ids: new on every run."""
+    with hidden_inputs() as seed:
+        n, d = int(torch.randint(3, 30, ())), int(torch.randint(1, 8, ()))
+        shape = tuple(torch.randint(1, 4, (int(torch.randint(1, 4, ())),)).tolist())
+        ids = torch.randint(0, n, shape)
+        bad = (n + int(torch.randint(0, 5, ())), -int(torch.randint(1, n + 1, ())))
+    label = f"Embedding({n}, {d}), ids of shape {shape}  (a hidden random case, seed {seed})"
+    layer = call(Embedding, n, d, input=label)
+    weight = getattr(layer, "weight", None)
+    if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (n, d):
+        raise Mismatch(f"Embedding({n}, {d}) should have a weight of shape ({n}, {d}).", input=label, got=show(weight))
+    out = call(layer, ids.clone(), input=label)
+    expect(out, weight.detach()[ids], input=label, what="The output", hint="Output[...] must be weight[ids[...]].")
+    for b in bad:
+        expect_raises(
+            layer,
+            torch.tensor([[b]]),
+            exceptions=(ValueError,),
+            input=f"Embedding({n}, {d}), ids=[[{b}]] (rows 0..{n - 1}; a hidden random case, seed {seed})",
+            hint="Check every id against this table's own num_embeddings, 0 <= id < num_embeddings, and raise "
+            "ValueError otherwise.",
+        )
 
 
 def _check_initialisation(Embedding) -> None:
@@ -230,4 +257,8 @@ def _check_initialisation(Embedding) -> None:
         )
 
 
-check_embedding = Checker("Embedding", _embedding_cases)
+check_embedding = Checker(
+    "Embedding",
+    _embedding_cases,
+    withhold=["companion.embeddings.Embedding.__init__", "companion.embeddings.Embedding.forward"],
+)

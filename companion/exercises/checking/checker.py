@@ -27,7 +27,7 @@ from .verdicts import (
     raised_verdict,
     student_line,
 )
-from .withholding import caller_namespace, namespace_of, resolve
+from .withholding import caller_namespace, delegation, namespace_of, resolve
 
 if TYPE_CHECKING:
     from .memory import RemoteMemory
@@ -50,6 +50,8 @@ class Checker:
             ``"companion.gpt.GPT.forward"``): while the student's code runs (inside :func:`call`, which
             ``cases`` uses), each is a stand-in that raises "write this one yourself", and so is every global
             of the companion's modules and of the student's and the caller's namespaces bound to the same object.
+            An answer that subclasses a withheld class (or the class of a withheld method), or holds a withheld
+            object in a default argument or closure cell (which replacing names cannot reach), is WRONG at once.
 
     Whatever the student's code does, ``verdict`` returns a :class:`Verdict`: exceptions (``SystemExit`` and
     ``GeneratorExit`` included) become WRONG with the input that caused them. ``KeyboardInterrupt`` is the one
@@ -112,6 +114,16 @@ class Checker:
                     f"That is the companion's own `{name}`, not your code.",
                     hint=f"Write {self.exercise} yourself; the checker compares it with the companion's.",
                 )
+        delegate = delegation(student, self.withhold)
+        if delegate is not None:
+            return Verdict(
+                self.exercise,
+                WRONG,
+                f"Your {self.exercise} hands the work to the companion's own `{delegate}` (by subclassing it, or "
+                "by holding it from the moment your code was defined).",
+                hint=f"Write {self.exercise} yourself, from torch operations; the checker compares it with the "
+                "companion's.",
+            )
         namespaces = [ns for ns in (caller, namespace_of(student)) if ns is not None]
         check = ActiveCheck(self.withhold, namespaces, memory)
         with check, check.interrupts, forked_random_state(self._seed), known_torch_state():

@@ -109,3 +109,74 @@ def own_name(reference: Callable[..., Any]) -> tuple[str, ...]:
     module, name = getattr(reference, "__module__", "") or "", getattr(reference, "__qualname__", "")
     public = module.startswith("companion.") and not module.startswith("companion.exercises") and "." not in name
     return (f"{module}.{name}",) if public and "<" not in name else ()
+
+
+def withheld_classes(targets: Sequence[tuple[str, Any]]) -> list[tuple[str, type]]:
+    """``(dotted name, class)`` for each withheld class and each class that owns a withheld method: an answer
+    that subclasses one of them runs the companion's code, whatever the stand-ins replace."""
+    out: dict[int, tuple[str, type]] = {}
+    for name, obj in targets:
+        if isinstance(obj, type):
+            out[id(obj)] = (name, obj)
+        elif name.count(".") > 1:
+            owner_name = name.rsplit(".", 1)[0]
+            try:
+                owner = resolve([owner_name])[0][1]
+            except (ValueError, ImportError, AttributeError):
+                continue
+            if isinstance(owner, type):
+                out[id(owner)] = (owner_name, owner)
+    return list(out.values())
+
+
+def _captured(function: Any) -> Iterator[Any]:
+    """What ``function`` (or the function of a property, a static or class method) holds from the moment it was
+    defined: its default arguments and closure cells. (A ``functools.partial`` of the companion's function is
+    left alone: the tests build answers on the companion that way, see tests/checker_testing.py.)"""
+    if isinstance(function, (staticmethod, classmethod)):
+        function = function.__func__
+    if isinstance(function, property):
+        function = function.fget
+    if not inspect.isfunction(function):
+        return
+    yield from function.__defaults__ or ()
+    yield from (function.__kwdefaults__ or {}).values()
+    for cell in function.__closure__ or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+
+
+def _own_functions(student: Any) -> Iterator[Any]:
+    """The student's function, or every function the student's class (and its own base classes) defines."""
+    if not isinstance(student, type):
+        yield student
+        return
+    for cls in student.__mro__:
+        if (getattr(cls, "__module__", "") or "").split(".")[0] in ("torch", "builtins", "companion"):
+            continue
+        yield from vars(cls).values()
+
+
+def delegation(student: Any, names: Sequence[str]) -> str | None:
+    """The dotted name of a withheld object that ``student`` merely delegates to, else None: a class that
+    subclasses the companion's withheld class (or the class of a withheld method), or a withheld object captured
+    when the student's code was defined (a default argument, a closure cell), which
+    replacing names cannot reach."""
+    targets = resolve(names)
+    classes = withheld_classes(targets)
+    if isinstance(student, type):
+        for name, cls in classes:
+            if issubclass(student, cls):
+                return name
+    for function in _own_functions(student):
+        for held in _captured(function):
+            for name, obj in targets:
+                if held is obj:
+                    return name
+            if isinstance(held, type):
+                for name, cls in classes:
+                    if issubclass(held, cls):
+                        return name
+    return None
