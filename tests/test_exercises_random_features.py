@@ -228,6 +228,10 @@ def _blocks_with(*, sign_fix=True, lengths="chi", fresh=True, float64=True):
                 q0 = q * torch.sign(torch.diagonal(r)) if sign_fix else q
             if lengths == "chi":
                 scale = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+            elif lengths == "one per block":  # χ_d, but one draw for the whole block (issue 30)
+                scale = torch.randn(d, generator=g, dtype=torch.float64).norm().expand(d)
+            elif lengths == "one per pair":  # each length shared by two neighbouring columns
+                scale = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)[torch.arange(d) // 2 * 2]
             else:
                 scale = torch.full((d,), {"unit": 1.0, "root": math.sqrt(d)}[lengths], dtype=torch.float64)
             blocks.append(q0 * scale)
@@ -310,6 +314,8 @@ def _near_the_axes(d, m, seed):
         (_near_the_axes, ["not distributed as N(0, 1)", "Kolmogorov–Smirnov distance to N(0, 1)"]),
         (_blocks_with(lengths="unit"), ["χ distribution", "have length 1: rescale"]),
         (_blocks_with(lengths="root"), ["χ distribution", "length √d"]),
+        (_blocks_with(lengths="one per block"), ["not independent", "its own length", "variance grows"]),
+        (_blocks_with(lengths="one per pair"), ["not independent", "fresh d × d Gaussian"]),
         (_blocks_with(sign_fix=False), ["not symmetric about 0", "sign of the matching diagonal entry of R"]),
         (_blocks_with(fresh=False), ["repeats the directions", "new Gaussian matrix"]),
         (_whole_matrix_qr, ["not orthogonal", "orthogonal when m <= d but not beyond", "m = 10 in d = 4"]),
@@ -328,9 +334,9 @@ def test_orthogonal_wrong_answers(student, fragments):
 
 def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_one_surely():
     """The tests' bounds hold (DKW–Massart, Hoeffding): the companion's own sampler, drawn as a student's
-    would be on 30 fresh sets of hidden seeds, passes the tests of lengths, coordinates and sign agreement every
-    time; lengths χ_{d+1} instead of χ_d (a subtle
-    error: 7 % longer on average) fail every time."""
+    would be on 30 fresh sets of hidden seeds, passes the tests of lengths, their independence, coordinates and
+    sign agreement every time; lengths χ_{d+1} instead of χ_d (a subtle error: 7 % longer on average) fail every
+    time."""
     from companion.exercises import random_features as ex
 
     for _ in range(30):
@@ -342,6 +348,8 @@ def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_o
         firsts = torch.cat([w[:, ::5] for w in draws], dim=1)
         agree, n = int((firsts[0] * firsts[1] > 0).sum()), firsts.shape[1]
         assert abs(agree - n / 2) <= math.sqrt(n * math.log(2 / ex.ALPHA) / 2)
+        concordant, n = ex._length_concordance(draws)
+        assert n == 180 and abs(concordant - n / 2) <= math.sqrt(n * math.log(2 / ex.ALPHA) / 2)
         longer = torch.randn(6, len(norms), dtype=torch.float64).norm(dim=0)  # χ_6 lengths
         assert ex._ks_distance(longer, ex._chi_cdf(5)) > ex._dkw_bound(len(longer))
 

@@ -127,7 +127,7 @@ check_random_fourier_features = compare(
 # ----- orthogonal random features ------------------------------------------------------------------------------
 
 ALPHA = 1e-7
-"""The false-reject probability of each statistical test of ``check_orthogonal_gaussian`` (four tests, so a
+"""The false-reject probability of each statistical test of ``check_orthogonal_gaussian`` (five tests, so a
 right answer is judged wrong on fewer than one run in two million). Both bounds hold for every sample size:
 Dvoretzky–Kiefer–Wolfowitz–Massart for the Kolmogorov–Smirnov distance, P(sup |F_n − F| > λ/√n) ≤ 2e^{−2λ²},
 and Hoeffding for a count of signs, P(|k − n/2| > t) ≤ 2e^{−2t²/n}."""
@@ -196,18 +196,30 @@ def _all(trials, test) -> bool:  # noqa: ANN001
     return all(test(t.case.args[0], t.got) for t in trials)
 
 
-def _expect_half(count: int, n: int, problem: str, what: str, where: str, hint: str) -> None:
+def _expect_half(
+    count: int, n: int, problem: str, what: str, where: str, hint: str, unit: str = "first columns of the blocks"
+) -> None:
     """``count`` of ``n`` independent fair coin flips, within Hoeffding's band of false-reject probability ALPHA."""
     t_max = math.sqrt(n * math.log(2 / ALPHA) / 2)
     if abs(count - n / 2) > t_max:
         raise Mismatch(
             problem,
             input=where,
-            expected=f"between {n / 2 - t_max:.0f} and {n / 2 + t_max:.0f} of the {n} first columns of the blocks "
+            expected=f"between {n / 2 - t_max:.0f} and {n / 2 + t_max:.0f} of the {n} {unit} "
             f"{what} (a right answer falls outside with probability below {ALPHA:g})",
             got=f"{count} {what}",
             hint=hint,
         )
+
+
+def _length_concordance(draws: list[torch.Tensor]) -> tuple[int, int]:
+    """(concordant, pairs): the blocks of the (STAT_D, STAT_M) draws taken two by two, a and b, the pair is
+    concordant when (L_a0 − L_b0)(L_a1 − L_b1) > 0 for the lengths L of each block's first two columns. With
+    independent lengths that has probability 1/2 exactly, independently from pair to pair."""
+    firsts = torch.stack([w.norm(dim=0)[i : i + 2] for w in draws for i in range(0, STAT_M, STAT_D)])
+    n = len(firsts) // 2
+    a, b = firsts[0 : 2 * n : 2], firsts[1 : 2 * n : 2]
+    return int(((a[:, 0] - b[:, 0]) * (a[:, 1] - b[:, 1]) > 0).sum()), n
 
 
 def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
@@ -335,6 +347,28 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             if root
             else _ORTHOGONAL_HINT,
         )
+    # The lengths are independent: within a block, the lengths of its first two columns. Over two blocks (a, b),
+    # (L_a0 − L_b0)(L_a1 − L_b1) > 0 with probability 1/2 when the four lengths are independent draws of χ_d; one
+    # length per block makes it always positive.
+    concordant, n_pairs = _length_concordance([t.got for t in stats])
+    same = all(
+        bool(((block.norm(dim=0) - block.norm(dim=0)[0]).abs() < 1e-9).all())
+        for u in trials
+        for block in _blocks(u.got, u.case.args[0])
+    )
+    _expect_half(
+        concordant,
+        n_pairs,
+        "The lengths of the columns of a block are not independent: two columns of one block are longer or "
+        "shorter together too often.",
+        "concordant",
+        where + "; the first two columns of each block, the blocks taken in pairs",
+        "Give every column its own length, the length of its own fresh N(0, I_d) vector: one length for a "
+        "whole block makes its frequencies dependent, and the kernel estimate's variance grows."
+        if same
+        else _ORTHOGONAL_HINT,
+        unit="pairs of blocks",
+    )
     firsts = torch.cat([t.got[:, ::STAT_D] for t in stats], dim=1)  # each block's first column, (d, blocks)
     positive = int((firsts[0] > 0).sum())
     _expect_half(
@@ -369,7 +403,7 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             got=f"distance {dist:.3f}; mean {float(entries.mean()):.3f}, standard deviation {float(entries.std()):.3f}",
             hint=_ORTHOGONAL_HINT,
         )
-    return len(trials) + len(shown) + 4, len(stats)
+    return len(trials) + len(shown) + 5, len(stats)
 
 
 check_orthogonal_gaussian = Checker(
