@@ -27,6 +27,26 @@ def test_a_crash_is_a_wrong_verdict(checker):
     assert_wrong(checker.verdict(lambda *a: 1 / 0), "raised ZeroDivisionError")
 
 
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_verdicts_do_not_depend_on_the_global_random_state(checker):
+    wrong = {
+        "rff_ridge": lambda x, y, x_test, w, b, lam: x_test @ w @ w.T @ x.T @ y,
+        "stable_causal_performer": lambda q, k, v, w: v.cumsum(-2),
+    }[checker.exercise]
+    torch.manual_seed(1)
+    first = str(checker.verdict(wrong))
+    torch.manual_seed(2)
+    assert str(checker.verdict(wrong)) == first
+
+
+def test_an_answer_that_changes_its_input_is_told():
+    def in_place(x, y, x_test, w, b, lam):
+        x.mul_(2.0)
+        return ridge_by_solve(x / 2, y, x_test, w, b, lam)
+
+    assert_wrong(check_rff_ridge.verdict(in_place), "changed its argument `x` in place")
+
+
 # --- kernel ridge regression on random Fourier features ---------------------------------------------------------
 
 
