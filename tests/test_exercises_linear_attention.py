@@ -1,8 +1,6 @@
 """The linear-attention checkers accept independently written right answers, reject typical wrong ones with the
 message that names the mistake, report a stub as not attempted, and turn crashes into a 'wrong' verdict."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -12,14 +10,12 @@ from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 from companion import linear_attention as la
 from companion.exercises.linear_attention import (
     check_causal_linear_attention_chunked,
-    check_elu_plus_one,
     check_linear_attention,
     check_linear_attention_rnn,
     check_linear_attention_step,
 )
 
 CHECKERS = [
-    check_elu_plus_one,
     check_linear_attention,
     check_linear_attention_step,
     check_linear_attention_rnn,
@@ -39,47 +35,6 @@ def test_a_crash_is_a_wrong_verdict(checker):
         return 1 / 0
 
     assert_wrong(checker.verdict(crashes), "raised ZeroDivisionError")
-
-
-# --- elu + 1 ------------------------------------------------------------------------------------------------
-
-
-def elu_by_where(x):
-    return torch.where(x >= 0, x + 1, torch.exp(x))
-
-
-def elu_by_clamps(x):
-    return torch.exp(x.clamp(max=0)) + x.clamp(min=0)
-
-
-def elu_by_loop(x):
-    flat = [v + 1 if v >= 0 else math.exp(v) for v in x.flatten().tolist()]
-    return torch.tensor(flat, dtype=x.dtype).reshape(x.shape)
-
-
-@correct_answers(
-    (check_elu_plus_one, elu_by_where),
-    (check_elu_plus_one, elu_by_clamps),
-    (check_elu_plus_one, elu_by_loop),
-    (check_elu_plus_one, lambda x: F.elu(x) + 1),
-)
-def test_elu_plus_one_right_answers(checker, student):
-    assert_passes(checker, student)
-
-
-@pytest.mark.parametrize(
-    ("student", "fragments"),
-    [
-        (F.elu, ["add 1", "φ(x)"]),
-        (lambda x: F.relu(x) + 1, ["e^x - 1, not 0", "negative, zero and positive"]),
-        (torch.exp, ["not e^x"]),
-        (F.relu, ["That is the ReLU feature map"]),
-        (lambda x: F.elu(x) - 1, ["do not subtract"]),
-        (lambda x: (F.elu(x) + 1).flatten(), ["shape"]),
-    ],
-)
-def test_elu_plus_one_wrong_answers(student, fragments):
-    assert_wrong(check_elu_plus_one.verdict(student), *fragments)
 
 
 # --- non-causal linear attention ------------------------------------------------------------------------------
@@ -422,8 +377,6 @@ def rnn_by_cumsum_of_scores(q, k, v, s, z):
 @pytest.mark.parametrize(
     ("checker", "student", "fragments"),
     [
-        (check_elu_plus_one, lambda x: (torch.nn.functional.elu(x) + 1).float(), ["wrong dtype", "torch.float64"]),
-        (check_elu_plus_one, la.elu_plus_one, ["the companion's own"]),
         (check_linear_attention_step, step_by_library, ["write this one yourself"]),
         (check_linear_attention, linear_quadratic_order, ["MiB", "n × n matrix"]),
         (check_linear_attention, linear_numpy_square, ["MiB", "NumPy arrays count too"]),

@@ -3,8 +3,6 @@
 =========================================  =============================================================
 checker                                    what the student writes
 =========================================  =============================================================
-``check_elu_plus_one``                     ``elu_plus_one(x) -> same shape``: φ(x) = elu(x) + 1,
-                                           elementwise, positive everywhere
 ``check_linear_attention``                 ``linear_attention(q, k, v) -> (..., n_q, d_v)``: non-causal
                                            linear attention by associativity, φ = elu + 1, eps = 1e-6
 ``check_linear_attention_step``            ``linear_attention_step(q, k, v, s, z) -> (y, s, z)``: one
@@ -27,7 +25,6 @@ from .. import linear_attention as ref
 from .checking import Checker, Mismatch, call, case, compare, expect, expect_memory, show
 
 __all__ = [
-    "check_elu_plus_one",
     "check_linear_attention",
     "check_linear_attention_step",
     "check_linear_attention_rnn",
@@ -40,30 +37,6 @@ phi = ref.elu_plus_one
 
 def _randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
     return scale * torch.randn(*shape)
-
-
-# ----- elu + 1 ----------------------------------------------------------------------------------------------
-
-check_elu_plus_one = compare(
-    "elu_plus_one",
-    ref.elu_plus_one,
-    lambda: [
-        case(torch.tensor([-2.0, -0.5, 0.0, 0.5, 2.0]), why="negative, zero and positive inputs"),
-        case(_randn(3, 4, scale=3.0), why="a (3, 4) matrix: elementwise"),
-        case(torch.tensor([-30.0, -10.0, 10.0, 30.0]), why="large inputs of both signs"),
-        case(_randn(2, 3, 5).double(), why="float64 in, float64 out"),
-    ],
-    mistakes=[
-        (F.elu, "elu(x) is negative for x < 0: add 1 so that φ(x) = elu(x) + 1 > 0."),
-        (lambda x: F.relu(x) + 1, "For x < 0, elu(x) = e^x - 1, not 0: φ(x) = e^x there, which tends to 0."),
-        (torch.exp, "For x > 0, elu(x) = x: φ(x) = x + 1 there, not e^x."),
-        (F.relu, "That is the ReLU feature map; elu + 1 is e^x for x < 0 and x + 1 for x >= 0."),
-        (lambda x: F.elu(x) - 1, "Add 1 to elu(x), do not subtract it."),
-    ],
-    hint="φ(x) = x + 1 for x >= 0 and e^x for x < 0 (torch.nn.functional.elu(x) + 1).",
-    what="φ(x)",
-    same_dtype=True,
-)
 
 
 # ----- non-causal linear attention --------------------------------------------------------------------------

@@ -118,8 +118,6 @@ check_rff_ridge = compare(
     withhold=[
         "companion.random_features.feature_ridge",
         "companion.random_features.kernel_ridge",
-        "companion.random_features.random_fourier_features",
-        "companion.random_features.random_fourier_features_cos_sin",
         "companion.random_features.RandomFourierFeatures",
     ],
 )
