@@ -57,6 +57,18 @@ def linear_attention_rnn(q, k, v, s, z):
     y = torch.einsum("...na,...nab->...nb", fq, states) / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
     return y, states[..., -1, :, :], norms[..., -1, :]
 """
+# Right values from the masked t × t form of the call's tokens (issue 30): not a recurrence, and its t × t scores
+# are measured in the answer's own process.
+RNN_MASKED = """\
+import torch
+
+
+def linear_attention_rnn(q, k, v, s, z):
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    a = (fq @ fk.transpose(-2, -1)).tril()
+    y = (a @ v + fq @ s) / (a.sum(-1, keepdim=True) + fq @ z[..., None] + 1e-6)
+    return y, s + fk.transpose(-2, -1) @ v, z + fk.sum(-2)
+"""
 
 ORTHOGONAL = """\
 import math
@@ -110,6 +122,7 @@ def test_the_new_exercises_of_chapters_8_and_10_are_graded(tmp_path):
             "right": {"linear_attention_rnn": RNN},
             "wrong": {"linear_attention_rnn": RNN_OFF_BY_ONE},
             "every_state": {"linear_attention_rnn": RNN_EVERY_STATE},
+            "masked": {"linear_attention_rnn": RNN_MASKED},
         },
         "10_random_features": {
             "right": {"orthogonal_gaussian": ORTHOGONAL, "causal_performer_attention": PERFORMER},
@@ -132,6 +145,8 @@ def test_the_new_exercises_of_chapters_8_and_10_are_graded(tmp_path):
             assert book["wrong"][name] == "wrong", book["wrong"]
         assert all(row["flags"] == "" for row in book.values()), book
     assert books["08_linear_attention"]["every_state"]["linear_attention_rnn"] == "wrong"
+    assert books["08_linear_attention"]["masked"]["linear_attention_rnn"] == "wrong"
+    assert "masked t × t form" in (tmp_path / "08_linear_attention-out" / "feedback" / "masked.md").read_text()
     assert "attends to itself" in feedback["08_linear_attention"]
     assert "have length 1: rescale" in feedback["10_random_features"]
     assert "d_k^(1/4) before the features" in feedback["10_random_features"]

@@ -7,10 +7,6 @@ and to the reference.
 =========================================  =============================================================
 checker                                    what the student writes
 =========================================  =============================================================
-``check_monte_carlo_kernel``               ``monte_carlo_kernel(delta, w) -> (...)``: the Monte Carlo
-                                           estimate (1/R) Σ_r cos(w_rᵀΔ) for Δ (..., d), w (d, R)
-``check_random_fourier_features``          ``random_fourier_features(x, w, b) -> (..., R)``:
-                                           z(x) = √(2/R) cos(xw + b)
 ``check_orthogonal_gaussian``              ``orthogonal_gaussian(d, m, seed) -> (d, m)``: m frequencies in
                                            blocks of d orthogonal columns with χ_d lengths (checked by
                                            statistical tests of stated false-reject probability)
@@ -32,102 +28,15 @@ from .checking import Checker, Mismatch, call, case, compare, draw_trials, run_s
 from .linear_attention import _expect_gradients_flow
 
 __all__ = [
-    "check_monte_carlo_kernel",
-    "check_random_fourier_features",
     "check_orthogonal_gaussian",
     "check_causal_performer_attention",
 ]
 
 
-def _w(d: int, R: int) -> torch.Tensor:
-    return torch.randn(d, R, dtype=torch.float64)
-
-
-def _b(R: int) -> torch.Tensor:
-    return 2 * math.pi * torch.rand(R, dtype=torch.float64)
-
-
-# ----- the Monte Carlo kernel estimate ------------------------------------------------------------------------
-
-check_monte_carlo_kernel = compare(
-    "monte_carlo_kernel",
-    ref.monte_carlo_kernel,
-    lambda: [
-        case(torch.tensor([0.5, -1.0], dtype=torch.float64), _w(2, 8), why="one difference Δ in d = 2, R = 8"),
-        case(torch.zeros(3, dtype=torch.float64), _w(3, 5), why="Δ = 0: every cos is 1, so the estimate is 1"),
-        case(torch.randn(4, 3, dtype=torch.float64), _w(3, 16), why="a batch of 4 differences, R = 16"),
-        case(torch.randn(2, 5, 3, dtype=torch.float64), _w(3, 7), why="a (2, 5) batch of differences"),
-    ],
-    mistakes=[
-        (
-            lambda delta, w: torch.cos(delta @ w).sum(-1),
-            "Average the R terms (divide by R), do not add them: the estimate of k(0) must be 1.",
-        ),
-        (
-            lambda delta, w: torch.exp(-((delta @ w) ** 2) / 2).mean(-1),
-            "The estimate averages cos(w_rᵀΔ), the real part of exp(i w_rᵀΔ); it does not use the kernel itself.",
-        ),
-        (
-            lambda delta, w: torch.sin(delta @ w).mean(-1),
-            "Take the real part of exp(i w_rᵀΔ), which is cos(w_rᵀΔ); sin is the imaginary part.",
-        ),
-        (
-            lambda delta, w: 2 * torch.cos(delta @ w).mean(-1),
-            "No factor 2 here: E[cos(wᵀΔ)] is already k(Δ); the √2 belongs to the features with a phase b.",
-        ),
-        (
-            lambda delta, w: torch.cos(delta @ w).mean(0),
-            "Average over the R frequencies (the last dimension of Δw), not over the differences.",
-        ),
-    ],
-    hint="k(Δ) ≈ (1/R) Σ_r cos(w_rᵀΔ): Δ @ w has shape (..., R); take the cos and the mean over the last axis.",
-    what="The estimate",
-)
-
-
-# ----- the cos feature map -------------------------------------------------------------------------------------
-
-check_random_fourier_features = compare(
-    "random_fourier_features",
-    ref.random_fourier_features,
-    lambda: [
-        case(torch.tensor([[0.3, -0.2]], dtype=torch.float64), _w(2, 4), _b(4), why="one point, R = 4"),
-        case(torch.randn(5, 3, dtype=torch.float64), _w(3, 10), _b(10), why="5 points in d = 3, R = 10"),
-        case(torch.randn(2, 4, 3, dtype=torch.float64), _w(3, 6), _b(6), why="a (2, 4) batch of points"),
-        case(torch.randn(3, 2, dtype=torch.float64), _w(2, 1), _b(1), why="a single feature, R = 1"),
-    ],
-    mistakes=[
-        (
-            lambda x, w, b: torch.cos(x @ w + b) / math.sqrt(w.shape[1]),
-            "The factor is √(2/R), not 1/√R: without the 2, z(x)ᵀz(y) estimates k(Δ)/2.",
-        ),
-        (
-            lambda x, w, b: math.sqrt(2) * torch.cos(x @ w + b),
-            "Divide by √R: z stacks R features z_w(x)/√R, so that z(x)ᵀz(y) is an average, not a sum.",
-        ),
-        (
-            lambda x, w, b: math.sqrt(2 / w.shape[1]) * torch.cos(x @ w),
-            "Add the phase b inside the cos: cos(xw + b). Without it the estimate is biased.",
-        ),
-        (
-            lambda x, w, b: math.sqrt(2 / w.shape[1]) * torch.sin(x @ w + b),
-            "The feature is a cos, not a sin (with a uniform phase the two give the same kernel, but the map "
-            "asked for is √(2/R) cos(xw + b)).",
-        ),
-        (
-            lambda x, w, b: math.sqrt(2 / w.shape[1]) * torch.cos(x @ w) + b,
-            "The phase goes inside the cos: cos(xw + b), not cos(xw) + b.",
-        ),
-    ],
-    hint="z(x) = √(2/R) cos(x @ w + b), with R = w.shape[1] (the number of columns of w).",
-    what="The feature matrix",
-)
-
-
 # ----- orthogonal random features ------------------------------------------------------------------------------
 
 ALPHA = 1e-7
-"""The false-reject probability of each statistical test of ``check_orthogonal_gaussian`` (four tests, so a
+"""The false-reject probability of each statistical test of ``check_orthogonal_gaussian`` (five tests, so a
 right answer is judged wrong on fewer than one run in two million). Both bounds hold for every sample size:
 Dvoretzky–Kiefer–Wolfowitz–Massart for the Kolmogorov–Smirnov distance, P(sup |F_n − F| > λ/√n) ≤ 2e^{−2λ²},
 and Hoeffding for a count of signs, P(|k − n/2| > t) ≤ 2e^{−2t²/n}."""
@@ -196,18 +105,30 @@ def _all(trials, test) -> bool:  # noqa: ANN001
     return all(test(t.case.args[0], t.got) for t in trials)
 
 
-def _expect_half(count: int, n: int, problem: str, what: str, where: str, hint: str) -> None:
+def _expect_half(
+    count: int, n: int, problem: str, what: str, where: str, hint: str, unit: str = "first columns of the blocks"
+) -> None:
     """``count`` of ``n`` independent fair coin flips, within Hoeffding's band of false-reject probability ALPHA."""
     t_max = math.sqrt(n * math.log(2 / ALPHA) / 2)
     if abs(count - n / 2) > t_max:
         raise Mismatch(
             problem,
             input=where,
-            expected=f"between {n / 2 - t_max:.0f} and {n / 2 + t_max:.0f} of the {n} first columns of the blocks "
+            expected=f"between {n / 2 - t_max:.0f} and {n / 2 + t_max:.0f} of the {n} {unit} "
             f"{what} (a right answer falls outside with probability below {ALPHA:g})",
             got=f"{count} {what}",
             hint=hint,
         )
+
+
+def _length_concordance(draws: list[torch.Tensor]) -> tuple[int, int]:
+    """(concordant, pairs): the blocks of the (STAT_D, STAT_M) draws taken two by two, a and b, the pair is
+    concordant when (L_a0 − L_b0)(L_a1 − L_b1) > 0 for the lengths L of each block's first two columns. With
+    independent lengths that has probability 1/2 exactly, independently from pair to pair."""
+    firsts = torch.stack([w.norm(dim=0)[i : i + 2] for w in draws for i in range(0, STAT_M, STAT_D)])
+    n = len(firsts) // 2
+    a, b = firsts[0 : 2 * n : 2], firsts[1 : 2 * n : 2]
+    return int(((a[:, 0] - b[:, 0]) * (a[:, 1] - b[:, 1]) > 0).sum()), n
 
 
 def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
@@ -335,6 +256,28 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             if root
             else _ORTHOGONAL_HINT,
         )
+    # The lengths are independent: within a block, the lengths of its first two columns. Over two blocks (a, b),
+    # (L_a0 − L_b0)(L_a1 − L_b1) > 0 with probability 1/2 when the four lengths are independent draws of χ_d; one
+    # length per block makes it always positive.
+    concordant, n_pairs = _length_concordance([t.got for t in stats])
+    same = all(
+        bool(((block.norm(dim=0) - block.norm(dim=0)[0]).abs() < 1e-9).all())
+        for u in trials
+        for block in _blocks(u.got, u.case.args[0])
+    )
+    _expect_half(
+        concordant,
+        n_pairs,
+        "The lengths of the columns of a block are not independent: two columns of one block are longer or "
+        "shorter together too often.",
+        "concordant",
+        where + "; the first two columns of each block, the blocks taken in pairs",
+        "Give every column its own length, the length of its own fresh N(0, I_d) vector: one length for a "
+        "whole block makes its frequencies dependent, and the kernel estimate's variance grows."
+        if same
+        else _ORTHOGONAL_HINT,
+        unit="pairs of blocks",
+    )
     firsts = torch.cat([t.got[:, ::STAT_D] for t in stats], dim=1)  # each block's first column, (d, blocks)
     positive = int((firsts[0] > 0).sum())
     _expect_half(
@@ -369,7 +312,7 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             got=f"distance {dist:.3f}; mean {float(entries.mean()):.3f}, standard deviation {float(entries.std()):.3f}",
             hint=_ORTHOGONAL_HINT,
         )
-    return len(trials) + len(shown) + 4, len(stats)
+    return len(trials) + len(shown) + 5, len(stats)
 
 
 check_orthogonal_gaussian = Checker(
