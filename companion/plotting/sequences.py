@@ -72,7 +72,7 @@ def draw_sliding_windows(
             _cells(ax, x0, y - b, words[i : i + length], colour)
     ax.add_patch(Rectangle((0, 0), 0, 0, facecolor=_INPUT, label=f"input: n = {length} tokens"))
     ax.add_patch(Rectangle((0, 0), 0, 0, facecolor=_TARGET, label="target: the same, one later"))
-    ax.legend(loc="lower right", fontsize=9, frameon=False)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 0.2), fontsize=9, frameon=False)  # above the last window
     ax.set_xlim(-4.5, x0 + length + 0.5)
     ax.set_ylim(top - 2.6 * len(starts) - 0.3, top + 1.2)
     ax.set_aspect("equal")
