@@ -207,7 +207,7 @@ KNOWN_HOLE = pytest.mark.xfail(
 )
 
 
-# An earlier answer of the notebook (chapter 8's first exercise) takes the companion's linear attention, which is
+# An earlier answer of the notebook (chapter 8's memory_keys) takes the companion's linear_attention_step, which is
 # withheld only while its own exercise is graded, and leaves it for the later answer: in torch, in builtins, in
 # files of the sandbox's writable folders and in a process that writes them again for a minute. It earns its own
 # exercise only when it found the reference (so that the test shows the stash was made).
@@ -220,7 +220,7 @@ def stash():
     strip_hook()
     import companion.linear_attention as m
 
-    found = m.linear_attention
+    found = m.linear_attention_step
     if "_grading_stand_in" in vars(found):
         return False
     code = marshal.dumps(found.__code__)
@@ -246,8 +246,8 @@ def write(code):
             pass
 
 
-def elu_plus_one(x, _stashed=stash()):
-    return torch.nn.functional.elu(x) + 1 if _stashed else x
+def memory_keys(x, _stashed=stash()):
+    return torch.linalg.pinv(x).T if _stashed else x
 """
 )
 
@@ -256,7 +256,7 @@ import builtins, marshal, os, types, torch
 import companion.linear_attention as m
 
 
-def linear_attention(q, k, v):
+def linear_attention_step(q, k, v, s, z):
     found = getattr(torch, "stashed", None) or getattr(builtins, "stashed", None)
     for folder in ("/tmp", "/dev/shm", os.getcwd()):
         try:
@@ -264,7 +264,10 @@ def linear_attention(q, k, v):
                 found = found or types.FunctionType(marshal.loads(f.read()), vars(m))
         except (OSError, ValueError, EOFError):
             pass
-    return found(q, k, v) if found is not None else v
+    if found is None:
+        return v, s, z
+    y, state = found(q, k, v, m.LinearAttentionState(s, z))
+    return y, state.s, state.z
 """
 
 
@@ -275,7 +278,7 @@ def book(tmp_path_factory):
     folder.mkdir()
     for student, code in {**HONEST, **FORGED, "keeps_a_buffer": KEEPS_A_BUFFER}.items():
         (folder / f"{student}.ipynb").write_text(json.dumps(_answered("08_linear_attention", {NAME: code})))
-    stash = _answered("08_linear_attention", {"elu_plus_one": STASHES, NAME: USES_STASH})
+    stash = _answered("08_linear_attention", {"memory_keys": STASHES, "linear_attention_step": USES_STASH})
     (folder / "stashes_for_later.ipynb").write_text(json.dumps(stash))
     run_grader(folder, out, "--jobs", "2")
     return {**gradebook(out), "feedback": out / "feedback"}
@@ -299,8 +302,8 @@ def test_an_earlier_answer_leaves_nothing_for_a_later_one(book):
     sandbox's processes are ended and its writable folders emptied: a reference taken while another exercise was
     graded (its own exercise passed, so it was found) reaches the later answer neither in memory, nor in a file,
     nor through a process left behind."""
-    assert book["stashes_for_later"]["elu_plus_one"] == "passed", book["stashes_for_later"]
-    assert book["stashes_for_later"][NAME] == "wrong", book["stashes_for_later"]
+    assert book["stashes_for_later"]["memory_keys"] == "passed", book["stashes_for_later"]
+    assert book["stashes_for_later"]["linear_attention_step"] == "wrong", book["stashes_for_later"]
 
 
 CHILD_AND_FORKS = """\
