@@ -713,7 +713,7 @@ def test_beam_search_correct_answers_pass(student, capsys):
         (beams_in_lists(stop_at=1), ["not at the first one"]),
         (beams_in_lists(penalty="none"), ["lp(m)"]),
         (beams_in_lists(count_prompt=True), ["lp"]),
-        (beams_in_lists(penalty="multiply"), ["The beam search's answer"]),
+        (beams_in_lists(penalty="multiply"), ["lp(m)"]),
         (beams_in_lists(drop_live=True), ["compete too"]),
         (beams_in_lists(normalised_score=True), ["The beam search's answer", "item 1"]),
         (beams_in_lists(dtype=torch.int32), ["int64"]),

@@ -149,6 +149,7 @@ _MISTAKES = [
     ("no_penalty", "Choose the hypothesis with the best log p / lp(m): divide by lp(m) = ((5 + m)/6)^α, with m the "
                    "new tokens (<eos> included, the prompt not); without the penalty short outputs win."),
     ("prompt_counted", "Count in lp only the m new tokens (<eos> included), not the prompt ids."),
+    ("multiplied", "Divide log p by lp(m), do not multiply: lp grows with the length and log p is negative."),
     ("drop_unfinished", "After the last step, the beams that have not written <eos> compete too: add them to "
                         "the finished ones before choosing."),
 ]  # fmt: skip
