@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub, unwithheld
 from torch import nn
 
-from companion import positional
+from companion import decoding, positional
+from companion.exercises.beam_search import Bigram, check_beam_search
 from companion.exercises.transformer import (
     check_label_smoothed_cross_entropy,
     check_layer_norm,
@@ -613,3 +614,121 @@ class LayerNormDetachedScale(_LayerNormBase):  # right values, but training neve
 )
 def test_layer_norm_module_in_place_and_training(student, fragment):
     assert_wrong(check_layer_norm_module.verdict(student), fragment)
+
+
+# --- beam search (companion.exercises.beam_search) ----------------------------------------------------------
+
+
+def beams_in_lists(*, step="log_softmax", rank="all", keep_finished=False, stop_at=None, penalty="divide",
+                   count_prompt=False, drop_live=False, normalised_score=False, dtype=torch.long):  # fmt: skip
+    """A beam search over Python lists, one prefix at a time, with the mistakes a student could make."""
+
+    def student(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0):
+        prompt = ids[0].tolist()
+        live, finished = [(0.0, prompt)], []
+        for _ in range(max_new_tokens):
+            candidates = []
+            for score, seq in live:
+                logits = next_logits(torch.tensor([seq]))[0].double()
+                scores = {"log_softmax": torch.log_softmax(logits, 0), "raw": logits,
+                          "probabilities": torch.softmax(logits, 0)}[step]  # fmt: skip
+                options = sorted(((score + s, seq + [t]) for t, s in enumerate(scores.tolist())), reverse=True)
+                candidates.append(options[:1] if rank == "one each" and len(live) > 1 else options)
+            ranked = sorted((c for options in candidates for c in options), reverse=True)[:beam_size]
+            ended = [c for c in ranked if c[1][-1] == eos_id]
+            finished += ended
+            live = ranked if keep_finished else [c for c in ranked if c[1][-1] != eos_id]
+            if len(finished) >= (stop_at or beam_size) or not live:
+                break
+        if not (drop_live and finished):
+            finished += live
+
+        def lp(seq):
+            m = len(seq) - (0 if count_prompt else len(prompt))
+            return ((5 + m) / 6) ** alpha if penalty != "none" else 1.0
+
+        key = (lambda c: c[0] * lp(c[1])) if penalty == "multiply" else (lambda c: c[0] / lp(c[1]))
+        score, seq = max(finished, key=key)
+        return torch.tensor([seq], dtype=dtype), (key((score, seq)) if normalised_score else score)
+
+    return student
+
+
+def beams_in_tensors(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0):
+    """The (k, t) tensor version, with heapq for the final choice."""
+    import heapq
+
+    beams, scores, done = ids, torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_new_tokens):
+        total = scores[:, None] + torch.log_softmax(next_logits(beams).double(), dim=-1)
+        values, flat = total.flatten().topk(min(beam_size, total.numel()))
+        rows, cols = torch.div(flat, total.shape[1], rounding_mode="floor"), flat.remainder(total.shape[1])
+        beams, scores = torch.cat([beams[rows], cols[:, None]], 1), values
+        keep = cols != eos_id
+        done.extend((s, b) for s, b, k in zip(values.tolist(), beams, keep.tolist(), strict=True) if not k)
+        beams, scores = beams[keep], scores[keep]
+        if len(done) >= beam_size or not len(beams):
+            break
+    done.extend(zip(scores.tolist(), beams, strict=True))
+    lp = lambda b: ((5 + b.shape[0] - ids.shape[1]) / 6) ** alpha  # noqa: E731
+    score, best = heapq.nlargest(1, done, key=lambda h: h[0] / lp(h[1]))[0]
+    return best[None], score
+
+
+def beams_by_probabilities(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0):
+    """Keeps each hypothesis's probability product alongside, and takes log p = Σ log p_t by math.log."""
+    hyps, finished, n = [(ids[0].tolist(), 0.0)], {}, ids.shape[1]
+    for _ in range(max_new_tokens):
+        probs = torch.softmax(next_logits(torch.tensor([h for h, _ in hyps])).double(), dim=-1)
+        pool = [(h + [v], s + math.log(p)) for (h, s), row in zip(hyps, probs.tolist(), strict=True)
+                for v, p in enumerate(row) if p > 0]  # fmt: skip
+        pool.sort(key=lambda hs: -hs[1])
+        hyps = []
+        for h, s in pool[:beam_size]:
+            if h[-1] == eos_id:
+                finished[tuple(h)] = s
+            else:
+                hyps.append((h, s))
+        if len(finished) >= beam_size or not hyps:
+            break
+    everything = list(finished.items()) + [(tuple(h), s) for h, s in hyps]
+    best, score = max(everything, key=lambda hs: hs[1] / (((5 + len(hs[0]) - n) / 6) ** alpha))
+    return torch.tensor([best]), score
+
+
+@pytest.mark.parametrize("student", [beams_in_lists(), beams_in_tensors, beams_by_probabilities])
+def test_beam_search_correct_answers_pass(student, capsys):
+    assert_passes(check_beam_search, student)
+    check_beam_search(student)
+    assert capsys.readouterr().out.startswith("PASSED")
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (beams_in_lists(step="raw"), ["log_softmax", "unnormalised logits"]),
+        (beams_in_lists(step="probabilities"), ["Add log-probabilities, not probabilities"]),
+        (beams_in_lists(rank="one each"), ["Rank all k·V extensions together"]),
+        (beams_in_lists(keep_finished=True), ["set it aside and take it out of the beam"]),
+        (beams_in_lists(stop_at=1), ["not at the first one"]),
+        (beams_in_lists(penalty="none"), ["lp(m)"]),
+        (beams_in_lists(count_prompt=True), ["lp"]),
+        (beams_in_lists(penalty="multiply"), ["lp(m)"]),
+        (beams_in_lists(drop_live=True), ["compete too"]),
+        (beams_in_lists(normalised_score=True), ["The beam search's answer", "item 1"]),
+        (beams_in_lists(dtype=torch.int32), ["int64"]),
+    ],
+)  # fmt: skip
+def test_beam_search_wrong_answers_are_named(student, fragments):
+    assert_wrong(check_beam_search.verdict(student), *fragments)
+
+
+def test_beam_search_stub_garbage_and_the_bigram_model():
+    assert check_beam_search.verdict(stub).status == "not attempted"
+    assert_wrong(check_beam_search.verdict(raises_boom), "raised RuntimeError: boom")
+    assert_wrong(check_beam_search.verdict(lambda *a, **k: None), "beam search")
+    called_the_companion = lambda *a, **k: decoding.beam_search(*a, **k)  # noqa: E731
+    assert_wrong(check_beam_search.verdict(called_the_companion), "the companion's own answer")
+    table = torch.randn(4, 4)
+    assert torch.equal(Bigram(table)(torch.tensor([[0, 3], [1, 2]])), table[[3, 2]])
+    assert Bigram(table) == Bigram(table.clone()) and Bigram(table) != Bigram(table + 1)
