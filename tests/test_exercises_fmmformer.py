@@ -11,16 +11,12 @@ from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 from companion import banded_attention as ba
 from companion import fmmformer as fmm
 from companion import linear_attention as la
-from companion.exercises.fmmformer import (
-    check_banded_softmax,
-    check_causal_band_mask,
-    check_fmm_attention,
-    check_numerical_rank,
-)
+from companion.exercises.fmm_fields import check_best_rank_k, check_near_far_split
+from companion.exercises.fmmformer import check_banded_softmax, check_fmm_attention
 
 
 @pytest.mark.parametrize(
-    "checker", [check_causal_band_mask, check_banded_softmax, check_fmm_attention, check_numerical_rank]
+    "checker", [check_best_rank_k, check_near_far_split, check_banded_softmax, check_fmm_attention]
 )
 def test_stub_is_not_attempted(checker):
     verdict = checker.verdict(StubFMMAttention if checker.kind == "class" else stub)
@@ -37,19 +33,6 @@ class StubFMMAttention(torch.nn.Module):  # the homework's stub
 
 
 # --- independently written right answers ---------------------------------------------------------------------
-
-
-def mask_by_loops(n, b):
-    out = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        for j in range(max(0, i - b + 1), i + 1):
-            out[i, j] = True
-    return out
-
-
-def mask_by_triangles(n, b):
-    ones = torch.ones(n, n, dtype=torch.bool)
-    return torch.tril(ones) & ~torch.tril(ones, diagonal=-b)
 
 
 def banded_by_loop(q, k, v, b):
@@ -71,21 +54,6 @@ def banded_by_unfold(q, k, v, b):
     return (vp @ w.unsqueeze(-1)).squeeze(-1)
 
 
-def rank_by_svd(a, eps):
-    s = torch.linalg.svd(a).S
-    return sum(1 for x in s.tolist() if x > eps * s[0].item())
-
-
-def rank_by_numpy(a, eps):
-    m = a.numpy()
-    return int(np.linalg.matrix_rank(m, tol=eps * np.linalg.norm(m, 2)))
-
-
-def mask_by_broadcast(n, b):
-    d = torch.arange(n)[:, None] - torch.arange(n)[None, :]
-    return (d >= 0) & (d <= b - 1)
-
-
 def banded_by_chunks_of_keys(q, k, v, b):
     """Per query block of b rows, the scores against the 2b - 1 keys that can reach it: O(n·b) memory."""
     n, d = q.shape[-2], q.shape[-1]
@@ -100,11 +68,6 @@ def banded_by_chunks_of_keys(q, k, v, b):
     return torch.cat(out, -2)
 
 
-def rank_by_ratio(a, eps):
-    s = torch.linalg.svdvals(a)
-    return int((s / s.max() > eps).sum())
-
-
 def banded_numpy_dense(q, k, v, b):  # right values, but the dense n × n scores in NumPy
     n = q.shape[-2]
     s = q.numpy() @ k.numpy().swapaxes(-1, -2) / math.sqrt(q.shape[-1])
@@ -114,38 +77,67 @@ def banded_numpy_dense(q, k, v, b):  # right values, but the dense n × n scores
     return torch.from_numpy((w / w.sum(-1, keepdims=True)) @ v.numpy()).to(q.dtype)
 
 
+def rank_k_by_slices(a, k):
+    u, s, vh = torch.linalg.svd(a, full_matrices=False)
+    return u[:, :k] @ torch.diag(s[:k]) @ vh[:k, :]
+
+
+def rank_k_by_eigh(a, k):
+    """Project the rows of A on the top k eigenvectors of AᵀA."""
+    w, v = torch.linalg.eigh(a.T @ a)  # eigenvalues in ascending order
+    top = v[:, torch.argsort(w, descending=True)[:k]]
+    return a @ top @ top.T
+
+
+def rank_k_by_numpy(a, k):
+    u, s, vt = np.linalg.svd(a.numpy(), full_matrices=False)
+    return torch.from_numpy((u[:, :k] * s[:k]) @ vt[:k])
+
+
+def rank_k_by_outer_products(a, k):
+    u, s, v = torch.svd(a)
+    out = torch.zeros_like(a)
+    for i in range(k):
+        out += s[i] * torch.outer(u[:, i], v[:, i])
+    return out
+
+
+def split_by_offsets(a, b, k):
+    offset = torch.arange(a.shape[0])[:, None] - torch.arange(a.shape[1])[None, :]
+    near = torch.where((offset >= 0) & (offset < b), a, torch.zeros_like(a))
+    return near, rank_k_by_slices(a - near, k)
+
+
+def split_by_loops(a, b, k):
+    near = torch.zeros_like(a)
+    for i in range(a.shape[0]):
+        for j in range(max(0, i - b + 1), i + 1):
+            near[i, j] = a[i, j]
+    return near, rank_k_by_numpy(a - near, k)
+
+
+def split_by_triangles(a, b, k):
+    near = torch.tril(a) - torch.tril(a, diagonal=-b)
+    return near.clone(), rank_k_by_eigh(a - near, k)
+
+
 @correct_answers(
-    (check_causal_band_mask, mask_by_broadcast),
+    (check_best_rank_k, rank_k_by_slices),
     (check_banded_softmax, banded_by_chunks_of_keys),
-    (check_numerical_rank, rank_by_ratio),
-    (check_causal_band_mask, mask_by_loops),
-    (check_causal_band_mask, mask_by_triangles),
+    (check_near_far_split, split_by_offsets),
+    (check_best_rank_k, rank_k_by_eigh),
+    (check_best_rank_k, rank_k_by_numpy),
+    (check_best_rank_k, rank_k_by_outer_products),
     (check_banded_softmax, banded_by_loop),
     (check_banded_softmax, banded_by_unfold),
-    (check_numerical_rank, rank_by_svd),
-    (check_numerical_rank, rank_by_numpy),
+    (check_near_far_split, split_by_loops),
+    (check_near_far_split, split_by_triangles),
 )
 def test_correct_answers_pass(checker, student):
     assert_passes(checker, student)
 
 
 # --- wrong answers, each with its message --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("student", "fragments"),
-    [
-        (lambda n, b: (torch.arange(n).unsqueeze(1) - torch.arange(n)).abs() < b, ["both ways", "n=5, b=2"]),
-        (lambda n, b: mask_by_loops(n, b + 1), ["b + 1 keys"]),
-        (lambda n, b: mask_by_loops(n, b + 1) & ~torch.eye(n, dtype=torch.bool), ["must see itself"]),
-        (lambda n, b: mask_by_loops(n, b).T, ["transpose"]),
-        (lambda n, b: ~mask_by_loops(n, b), ["may attend"]),
-        (lambda n, b: mask_by_loops(n, b).int(), ["bool"]),
-        (lambda n, b: mask_by_loops(n, min(b, n - 1)), ["n=4, b=4"]),
-    ],
-)
-def test_band_mask_rejects(student, fragments):
-    assert_wrong(check_causal_band_mask.verdict(student), *fragments)
 
 
 def dense_band(q, k, v, b):
@@ -179,26 +171,87 @@ def test_banded_softmax_rejects(student, fragments):
     assert_wrong(check_banded_softmax.verdict(student), *fragments)
 
 
+def rank_k_in_place(a, k):
+    a[:] = rank_k_by_slices(a, k)
+    return a
+
+
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (lambda a, eps: int((torch.linalg.svdvals(a) > eps).sum()), ["relative", "1e-4"]),
-        (lambda a, eps: int((torch.linalg.eigvals(a).abs() > eps).sum()) if a.shape[0] == a.shape[1] else 0, []),
+        (lambda a, k: torch.linalg.svd(a).U[:, :k] @ torch.linalg.svd(a).Vh[:k], ["singular value", "k=2"]),
+        (lambda a, k: rank_k_by_outer_products(a.flip(0, 1), k).flip(0, 1) * 0 + _smallest(a, k), ["largest"]),
+        (lambda a, k: rank_k_by_slices(a, k + 1), ["k + 1"]),
+        (lambda a, k: rank_k_by_slices(a, k) - rank_k_by_slices(a, k - 1) if k else 0 * a, ["k-th alone"]),
+        (lambda a, k: a - rank_k_by_numpy(a, k), ["leaves out"]),
         (
-            lambda a, eps: (
-                int((torch.linalg.eigvals(a).abs() > eps * torch.linalg.eigvals(a).abs().max()).sum())
-                if a.shape[0] == a.shape[1]
-                else rank_by_svd(a, eps)
-            ),
-            ["eigenvalues"],
+            lambda a, k: torch.linalg.svd(a).U[:, :k] * torch.linalg.svd(a).S[:k] @ torch.linalg.svd(a).Vh[:, :k].T,
+            ["rows of vh"],
         ),
-        (lambda a, eps: int(torch.linalg.matrix_rank(a)), ["matrix_rank"]),
-        (lambda a, eps: rank_by_svd(a, eps) - 1, ["σ_1 itself"]),
-        (lambda a, eps: float(rank_by_svd(a, eps)) + 0.5, ["wrong"]),
+        (lambda a, k: torch.cat([a[:, :k], torch.zeros_like(a[:, k:])], dim=1), ["Eckart–Young", "Σ_{i>k} σ_i²"]),
+        (lambda a, k: (a @ torch.linalg.svd(a).Vh[:k].T, torch.linalg.svd(a).Vh[:k].T), ["should be a torch.Tensor"]),
+        (rank_k_in_place, ["in place"]),
+        (lambda a, k: (torch.svd(a).U[:, :k] * torch.svd(a).S[:k]) @ torch.svd(a).V[:k], ["rows of vh"]),
     ],
 )
-def test_numerical_rank_rejects(student, fragments):
-    assert_wrong(check_numerical_rank.verdict(student), *fragments)
+def test_best_rank_k_rejects(student, fragments):
+    assert_wrong(check_best_rank_k.verdict(student), *fragments)
+
+
+def _smallest(a, k):
+    u, s, vh = torch.linalg.svd(a, full_matrices=False)
+    keep = torch.zeros_like(s)
+    if k:
+        keep[-k:] = 1
+    return (u * (s * keep)) @ vh
+
+
+def near_both_ways(a, b, k):
+    d = (torch.arange(a.shape[0])[:, None] - torch.arange(a.shape[0])).abs()
+    near = a * (d < b)
+    return near, rank_k_by_slices(a - near, k)
+
+
+def near_by_loops(a, b, lo, hi):
+    """The entries with lo <= i - j <= hi kept."""
+    near = torch.zeros_like(a)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            if lo <= i - j <= hi:
+                near[i, j] = a[i, j]
+    return near
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (near_both_ways, ["both ways", "non-causal"]),
+        (lambda a, b, k: (n := near_by_loops(a, b, 0, b), rank_k_by_slices(a - n, k)), ["b + 1 keys"]),
+        (lambda a, b, k: (n := near_by_loops(a, b, 1, b), rank_k_by_slices(a - n, k)), ["diagonal"]),
+        (lambda a, b, k: (n := near_by_loops(a, b, 1 - b, 0), rank_k_by_slices(a - n, k)), ["transpose"]),
+        (lambda a, b, k: (near_by_loops(a, b, 0, b - 1), rank_k_by_numpy(a, k)), ["not A itself"]),
+        (lambda a, b, k: (n := near_by_loops(a, b, 0, b - 1), a - n), ["not all of"]),
+        (
+            lambda a, b, k: (
+                near_by_loops(a, b, 0, b - 1),
+                (f := rank_k_by_slices(a, k)) - near_by_loops(f, b, 0, b - 1),
+            ),
+            ["first"],
+        ),
+        (
+            lambda a, b, k: (rank_k_by_slices(a - near_by_loops(a, b, 0, b - 1), k), near_by_loops(a, b, 0, b - 1)),
+            ["(near, far)"],
+        ),
+        (
+            lambda a, b, k: (a - near_by_loops(a, b, 0, b - 1), rank_k_by_slices(near_by_loops(a, b, 0, b - 1), k)),
+            ["inside the band"],
+        ),
+        (lambda a, b, k: split_by_offsets(a, b, k)[0] + split_by_offsets(a, b, k)[1], ["tuple of 2 items"]),
+        (lambda a, b, k: split_by_offsets(a, min(b, a.shape[0] - 1), k), ["b=6"]),
+    ],
+)
+def test_near_far_split_rejects(student, fragments):
+    assert_wrong(check_near_far_split.verdict(student), *fragments)
 
 
 # --- issue 17 -----------------------------------------------------------------------------------------------------
@@ -208,8 +261,17 @@ def test_numerical_rank_rejects(student, fragments):
     ("checker", "student", "fragments"),
     [
         (check_banded_softmax, banded_numpy_dense, ["MiB", "NumPy arrays count too"]),
-        (check_causal_band_mask, lambda n, b: ba.band_mask(n, n, b, causal=True), ["write this one yourself"]),
-        (check_numerical_rank, lambda a, eps: la.numerical_rank(a, rtol=eps), ["write this one yourself"]),
+        (check_best_rank_k, lambda a, k: la.best_rank_r_approximation(a, k), ["write this one yourself"]),
+        (
+            check_best_rank_k,
+            lambda a, k: (lambda left, right: left @ right.T)(*la.low_rank_factors(a, k)),
+            ["write this one yourself"],
+        ),
+        (
+            check_near_far_split,
+            lambda a, b, k: (n := ba.band_matrix(a, b, causal=True), rank_k_by_slices(a - n, k)),
+            ["write this one yourself"],
+        ),
         (
             check_banded_softmax,
             lambda q, k, v, b: ba.banded_attention(q, k, v, causal=True, bandwidth=b),

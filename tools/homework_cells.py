@@ -70,7 +70,7 @@ GIVEAWAYS = {
     "scaled_dot_product_attention": {"attention_loop"},
     "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
     "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
-    "causal_band_mask": {"band_mask"},
+    "near_far_split": {"band_mask"},  # chapter 9: the band the near field keeps
     "banded_softmax": {"banded_attention"},
     "FMMAttention": {"fmmformer_attention", "far_field_attention"},  # chapter 9: the blend the module calls
     "pair_inputs": {"truncate_pair"},  # chapter 7: the truncation rule

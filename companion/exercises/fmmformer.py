@@ -3,15 +3,11 @@
 ================================  ==========================================================================
 checker                           what the student writes
 ================================  ==========================================================================
-``check_causal_band_mask``        ``causal_band_mask(n, b) -> (n, n)`` boolean: ``True`` where
-                                  ``0 <= i - j < b`` (query i sees itself and the b - 1 keys before it)
 ``check_banded_softmax``          ``banded_softmax(q, k, v, b)``: ``softmax(band_b(QKᵀ/√d_k)) V`` for the
                                   causal band, ``(..., n, d_k) → (..., n, d_v)``, without an n × n matrix
 ``check_fmm_attention``           ``class FMMAttention(bandwidth, n_heads, n_maps=2)``: causal FMMformer
                                   attention with parameters ``near_raw``, ``far_raw`` (n_heads, 1, 1), weights
                                   ``softplus(θ)``; checked alone and inside a pre-norm ``CausalBlock``
-``check_numerical_rank``          ``numerical_rank(a, eps) -> int``: how many singular values of ``a``
-                                  exceed ``eps · σ_1``
 ================================  ==========================================================================
 """
 
@@ -25,9 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..banded_attention import band_mask, banded_attention, banded_attention_dense
+from ..banded_attention import banded_attention, banded_attention_dense
 from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention
-from ..linear_attention import numerical_rank
 from ..transformer import CausalBlock
 from .checking import (
     RAISED,
@@ -59,55 +54,7 @@ from .fmm_attention_cases import (
     fmm_hidden,
 )
 
-__all__ = ["check_causal_band_mask", "check_banded_softmax", "check_fmm_attention", "check_numerical_rank"]
-
-
-# --- the band mask ----------------------------------------------------------------------------------------
-
-
-def _causal_band(n: int, b: int) -> torch.Tensor:
-    return band_mask(n, n, b, causal=True)
-
-
-def _offsets(n: int) -> torch.Tensor:
-    i = torch.arange(n)
-    return i.unsqueeze(1) - i  # i - j
-
-
-check_causal_band_mask = compare(
-    "causal_band_mask",
-    _causal_band,
-    lambda: [
-        case(5, 2, why="each query sees itself and the key just before it"),
-        case(6, 3, why="a band of 3 keys"),
-        case(4, 1, why="b = 1: only the diagonal"),
-        case(4, 4, why="b = n: the whole causal triangle"),
-        case(3, 10, why="b > n: still the causal triangle, nothing more"),
-        case(12, 5, why="a longer sequence"),
-    ],
-    mistakes=[
-        (
-            lambda n, b: _offsets(n).abs() < b,
-            "Your band looks both ways (|i - j| < b): the causal band never lets query i see a key j > i.",
-        ),
-        (
-            lambda n, b: (_offsets(n) >= 0) & (_offsets(n) <= b),
-            "Your band holds b + 1 keys: query i sees itself and b - 1 keys before it, 0 <= i - j < b.",
-        ),
-        (
-            lambda n, b: (_offsets(n) > 0) & (_offsets(n) <= b),
-            "Query i must see itself (i - j = 0): the band is 0 <= i - j < b, not 0 < i - j <= b.",
-        ),
-        (lambda n, b: _causal_band(n, b).T, "Rows are queries i, columns keys j: your mask is the transpose."),
-        (lambda n, b: ~_causal_band(n, b), "True means 'may attend': inside the band, not outside it."),
-    ],
-    hint="mask[i, j] is True exactly when 0 <= i - j < b.",
-    hidden=lambda: [case(int(n), int(b), why="random n and b") for n, b in torch.randint(1, 14, (4, 2)).tolist()],
-    withhold=["companion.banded_attention.band_mask"],
-    what="The mask",
-    atol=0,
-    rtol=0,
-)
+__all__ = ["check_banded_softmax", "check_fmm_attention"]
 
 
 # --- banded softmax in O(n·b) ------------------------------------------------------------------------------
@@ -527,72 +474,4 @@ check_fmm_attention = Checker(
         "companion.fmmformer.far_field_attention",
         "companion.fmmformer.FMMAttention.forward",
     ],
-)
-
-
-# --- a rank check ------------------------------------------------------------------------------------------
-
-
-def _rank(a: torch.Tensor, eps: float) -> int:
-    return numerical_rank(a, rtol=eps)
-
-
-def _low_rank(m: int, n: int, r: int) -> torch.Tensor:
-    return torch.randn(m, r, dtype=torch.float64) @ torch.randn(r, n, dtype=torch.float64)
-
-
-def _decaying(n: int, scale: float) -> torch.Tensor:
-    u, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64))
-    w, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64))
-    return scale * (u * 0.5 ** torch.arange(n, dtype=torch.float64)) @ w.T
-
-
-def _eig_rank(a: torch.Tensor, eps: float) -> int:
-    lam = torch.linalg.eigvals(a).abs() if a.shape[0] == a.shape[1] else torch.linalg.svdvals(a)
-    return int((lam > eps * lam.max()).sum())
-
-
-check_numerical_rank = compare(
-    "numerical_rank",
-    _rank,
-    lambda: [
-        case(_low_rank(12, 10, 3), 1e-8, why="a product of (12, 3) and (3, 10) factors: rank 3"),
-        case(_decaying(16, 1.0), 1e-3, why="singular values 1, 1/2, 1/4, …"),
-        case(_decaying(16, 1e-4), 1e-3, why="the same matrix times 1e-4: the tolerance is relative to σ_1"),
-        case(
-            torch.triu(torch.ones(6, 6, dtype=torch.float64)),
-            1e-6,
-            why="an upper-triangular matrix of ones: all its eigenvalues are 1, its singular values are not",
-        ),
-        case(
-            _low_rank(5, 9, 5) @ torch.diag(torch.linspace(1, 2, 9, dtype=torch.float64)),
-            1e-8,
-            why="a wide matrix of rank 5",
-        ),
-        case(
-            torch.tensor([[1.0, 1e3], [0.0, 1.0]], dtype=torch.float64),
-            1e-5,
-            why="a non-normal matrix: eigenvalues 1 and 1, σ_2 / σ_1 ≈ 1e-6",
-        ),
-    ],
-    mistakes=[
-        (
-            lambda a, eps: int((torch.linalg.svdvals(a) > eps).sum()),
-            "The tolerance is relative: count σ_i > eps · σ_1, not σ_i > eps.",
-        ),
-        (_eig_rank, "Use singular values (torch.linalg.svdvals), not the sizes of eigenvalues."),
-        (
-            lambda a, eps: int(torch.linalg.matrix_rank(a)),
-            "torch.linalg.matrix_rank's default tolerance is machine precision: use the given eps.",
-        ),
-        (
-            lambda a, eps: int((torch.linalg.svdvals(a) >= eps * torch.linalg.svdvals(a)[0]).sum()) - 1,
-            "Count every singular value above eps · σ_1, σ_1 itself included.",
-        ),
-    ],
-    hint="rank_eps(A) = #{i : σ_i(A) > eps · σ_1(A)}.",
-    withhold=["companion.linear_attention.numerical_rank"],
-    what="The rank",
-    atol=0,
-    rtol=0,
 )
