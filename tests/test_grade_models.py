@@ -70,7 +70,7 @@ def train(model, ids, steps, lr):
         loss = _loss(model, ids[:-1], ids[1:])
         loss.backward()
         opt.step()
-        history.append(loss.detach())
+        history.append(float(loss.detach()))
         step += 1
     return history
 """,
