@@ -40,19 +40,35 @@ from companion.benchmarking import (
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ns", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096], help="sequence lengths")
+    parser.add_argument(
+        "--ns",
+        type=int,
+        nargs="+",
+        default=[256, 512, 1024, 2048, 4096],
+        help="sequence lengths",
+    )
     parser.add_argument("--d", type=int, default=64, help="head width d_k")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best is kept")
-    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    parser.add_argument(
+        "--min-run-time", type=float, default=1.0, help="seconds per timing"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds; the best is kept"
+    )
+    parser.add_argument(
+        "--no-memory", action="store_true", help="skip the peak-memory measurement"
+    )
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
-    print(f"q, k, v of shape (batch={args.batch}, heads={args.heads}, n, d={args.d}), float32, CPU\n")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
+    print(
+        f"q, k, v of shape (batch={args.batch}, heads={args.heads}, n, d={args.d}), float32, CPU\n"
+    )
     start = time.perf_counter()
     rows = measure_attention(
         args.ns,
@@ -73,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("companion", "blocked"):
             ratio = by[name, 1024].seconds / by["pytorch", 1024].seconds
             verdict = "met" if ratio <= 1.2 else "not met"
-            print(f"{name} / pytorch at n = 1024: {ratio:.2f}x (goal <= 1.2x: {verdict})")
+            print(
+                f"{name} / pytorch at n = 1024: {ratio:.2f}x (goal <= 1.2x: {verdict})"
+            )
     print(f"total {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -34,7 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _gpt2_byte_to_unicode() -> dict[int, str]:
     printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
     others = [b for b in range(256) if b not in printable]
-    return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
+    return {
+        **{b: chr(b) for b in printable},
+        **{b: chr(256 + n) for n, b in enumerate(others)},
+    }
 
 
 def _best_of(repeat: int, fn):
@@ -48,13 +51,36 @@ def _best_of(repeat: int, fn):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vocab-sizes", type=int, nargs="+", default=[1000, 2000, 5000])
-    parser.add_argument("--threads", type=int, default=1, help="threads for tokenizers (RAYON_NUM_THREADS)")
-    parser.add_argument("--repeat", type=int, default=1, help="time each step this many times, keep the best")
-    parser.add_argument("--naive-chars", type=int, default=20_000, help="text length for the naive trainer")
-    parser.add_argument("--naive-vocab-size", type=int, default=512, help="vocabulary for the naive trainer")
+    parser.add_argument(
+        "--vocab-sizes", type=int, nargs="+", default=[1000, 2000, 5000]
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="threads for tokenizers (RAYON_NUM_THREADS)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time each step this many times, keep the best",
+    )
+    parser.add_argument(
+        "--naive-chars",
+        type=int,
+        default=20_000,
+        help="text length for the naive trainer",
+    )
+    parser.add_argument(
+        "--naive-vocab-size",
+        type=int,
+        default=512,
+        help="vocabulary for the naive trainer",
+    )
     args = parser.parse_args()
-    os.environ["RAYON_NUM_THREADS"] = str(args.threads)  # read when tokenizers starts its thread pool
+    # read when tokenizers starts its thread pool
+    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -63,8 +89,17 @@ def main() -> None:
 
     topics = list(python_docs.topics().values())  # sorted by name
     text = "".join(topics)
-    split = text.index(topics[next(i for i in range(len(topics)) if len("".join(topics[: i + 1])) > 0.9 * len(text))])
-    train_text, held_out = text[:split], text[split:]  # the last topics (about 10 %) are held out
+    split = text.index(
+        topics[
+            next(
+                i
+                for i in range(len(topics))
+                if len("".join(topics[: i + 1])) > 0.9 * len(text)
+            )
+        ]
+    )
+    # the last topics (about 10 %) are held out
+    train_text, held_out = text[:split], text[split:]
     n_train, n_held = len(train_text.encode()), len(held_out.encode())
     to_byte = {c: b for b, c in _gpt2_byte_to_unicode().items()}
 
@@ -79,7 +114,9 @@ def main() -> None:
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for vocab_size in args.vocab_sizes:
-        ours, t_ours = _best_of(args.repeat, lambda v=vocab_size: BPETokenizer.train(train_text, v))
+        ours, t_ours = _best_of(
+            args.repeat, lambda v=vocab_size: BPETokenizer.train(train_text, v)
+        )
 
         def train_hf(v=vocab_size):
             tok = Tokenizer(models.BPE())
@@ -103,7 +140,10 @@ def main() -> None:
         ids_ours, e_ours = _best_of(args.repeat, lambda: encode_ours(held_out))
         ids_hf, e_hf = _best_of(args.repeat, lambda tok=hf: tok.encode(held_out).ids)
         assert ours.decode(ids_ours) == held_out and hf.decode(ids_hf) == held_out
-        train_ours, train_hf_ids = len(encode_ours(train_text)), len(hf.encode(train_text).ids)
+        train_ours, train_hf_ids = (
+            len(encode_ours(train_text)),
+            len(hf.encode(train_text).ids),
+        )
 
         hf_merges = [
             tuple(bytes(to_byte[c] for c in piece) for piece in pair)
@@ -111,7 +151,14 @@ def main() -> None:
         ]
         our_merges = [(ours.vocab[a], ours.vocab[b]) for a, b in ours.merges]
         shared = len(set(our_merges) & set(hf_merges))
-        same = next((i for i, (x, y) in enumerate(zip(our_merges, hf_merges, strict=False)) if x != y), len(our_merges))
+        same = next(
+            (
+                i
+                for i, (x, y) in enumerate(zip(our_merges, hf_merges, strict=False))
+                if x != y
+            ),
+            len(our_merges),
+        )
 
         rows = [
             ("companion", ours.vocab_size, t_ours, e_ours, train_ours, len(ids_ours)),
@@ -122,7 +169,9 @@ def main() -> None:
                 f"| {size} | {name} | {t_train:.2f} | {t_encode:.3f} | {n_train / n_tok_train:.3f}"
                 f" | {n_held / n_tok_held:.3f} | {same} of {len(our_merges)} | {shared} of {len(our_merges)} |"
             )
-        print(f"| | ratio companion / tokenizers | {t_ours / t_hf:.1f}x | {e_ours / e_hf:.1f}x | | | | |")
+        print(
+            f"| | ratio companion / tokenizers | {t_ours / t_hf:.1f}x | {e_ours / e_hf:.1f}x | | | | |"
+        )
 
     # The definition (recount every pair after each merge) against the incremental trainer, on a smaller text.
     text, size = train_text[: args.naive_chars], args.naive_vocab_size

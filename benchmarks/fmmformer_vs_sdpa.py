@@ -36,24 +36,36 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from companion.benchmarking import AttentionMeasurement, fit_loglog_slope, measure_attention, time_call
+from companion.benchmarking import (
+    AttentionMeasurement,
+    fit_loglog_slope,
+    measure_attention,
+    time_call,
+)
 from companion.fmmformer import fmmformer_implementations
 
 NAMES = ("sdpa", "fmmformer", "band", "band dense", "band sdpa")
 
 
-def choose_threads(n: int, d: int, heads: int, bandwidth: int, min_run_time: float) -> int:
+def choose_threads(
+    n: int, d: int, heads: int, bandwidth: int, min_run_time: float
+) -> int:
     """Time sdpa and fmmformer (causal, length n) on 1 and 2 threads; return the count with the smaller total."""
     q, k, v = (torch.randn(1, heads, n, d) for _ in range(3))
     impls = fmmformer_implementations(causal=True, bandwidth=bandwidth, dense=False)
     totals = {}
     for threads in (1, 2):
         times = {
-            name: time_call(impls[name], q, k, v, min_run_time=min_run_time, num_threads=threads)
+            name: time_call(
+                impls[name], q, k, v, min_run_time=min_run_time, num_threads=threads
+            )
             for name in ("sdpa", "fmmformer")
         }
         totals[threads] = sum(times.values())
-        print(f"threads={threads}: " + ", ".join(f"{name} {1e3 * t:.1f} ms" for name, t in times.items()))
+        print(
+            f"threads={threads}: "
+            + ", ".join(f"{name} {1e3 * t:.1f} ms" for name, t in times.items())
+        )
     best = min(totals, key=totals.__getitem__)
     print(f"-> {best} thread(s) (the smaller total)\n")
     return best
@@ -62,11 +74,22 @@ def choose_threads(n: int, d: int, heads: int, bandwidth: int, min_run_time: flo
 def markdown_table(rows: list[AttentionMeasurement]) -> str:
     names = [name for name in NAMES if any(r.name == name for r in rows)]
     by = {(r.name, r.n): r for r in rows}
-    head = "| N | " + " | ".join(f"{n} ms" for n in names) + " | " + " | ".join(f"{n} MiB" for n in names) + " |"
+    head = (
+        "| N | "
+        + " | ".join(f"{n} ms" for n in names)
+        + " | "
+        + " | ".join(f"{n} MiB" for n in names)
+        + " |"
+    )
     lines = [head, "|---:" * (1 + 2 * len(names)) + "|"]
     for n in sorted({r.n for r in rows}):
-        times = [f"{by[name, n].milliseconds:.1f}" if (name, n) in by else "–" for name in names]
-        mems = [f"{by[name, n].peak_mib:.1f}" if (name, n) in by else "–" for name in names]
+        times = [
+            f"{by[name, n].milliseconds:.1f}" if (name, n) in by else "–"
+            for name in names
+        ]
+        mems = [
+            f"{by[name, n].peak_mib:.1f}" if (name, n) in by else "–" for name in names
+        ]
         lines.append(f"| {n} | " + " | ".join(times) + " | " + " | ".join(mems) + " |")
     return "\n".join(lines)
 
@@ -79,25 +102,43 @@ def ratio_lines(rows: list[AttentionMeasurement], n: int) -> list[str]:
         ("band dense", "band", None),
         ("band sdpa", "band", None),
     ):
-        m = n if (slow, n) in by and (fast, n) in by else max((r.n for r in rows if r.name == slow), default=None)
+        m = (
+            n
+            if (slow, n) in by and (fast, n) in by
+            else max((r.n for r in rows if r.name == slow), default=None)
+        )
         if m is None or (fast, m) not in by:
             continue
         speed = by[slow, m].seconds / by[fast, m].seconds
-        memory = by[slow, m].peak_bytes / by[fast, m].peak_bytes if by[fast, m].peak_bytes else float("nan")
-        note = f" (goal >= {goal:g}x: {'met' if speed >= goal else 'not met'})" if goal else ""
-        lines.append(f"at N = {m}: {slow} / {fast}: time {speed:.1f}x{note}, memory {memory:.1f}x")
+        memory = (
+            by[slow, m].peak_bytes / by[fast, m].peak_bytes
+            if by[fast, m].peak_bytes
+            else float("nan")
+        )
+        note = (
+            f" (goal >= {goal:g}x: {'met' if speed >= goal else 'not met'})"
+            if goal
+            else ""
+        )
+        lines.append(
+            f"at N = {m}: {slow} / {fast}: time {speed:.1f}x{note}, memory {memory:.1f}x"
+        )
     return lines
 
 
 def slope_lines(rows: list[AttentionMeasurement], n_min: int) -> list[str]:
     lines = []
     for name in NAMES:
-        mine = sorted((r for r in rows if r.name == name and r.n >= n_min), key=lambda r: r.n)
+        mine = sorted(
+            (r for r in rows if r.name == name and r.n >= n_min), key=lambda r: r.n
+        )
         if len(mine) < 2:
             continue
         ns = [r.n for r in mine]
         mem = [r.peak_bytes for r in mine]
-        mem_slope = f"{fit_loglog_slope(ns, mem).slope:.2f}" if all(m > 0 for m in mem) else "–"
+        mem_slope = (
+            f"{fit_loglog_slope(ns, mem).slope:.2f}" if all(m > 0 for m in mem) else "–"
+        )
         time_slope = fit_loglog_slope(ns, [r.seconds for r in mine]).slope
         lines.append(f"| {name} | {ns[0]}–{ns[-1]} | {time_slope:.2f} | {mem_slope} |")
     return lines
@@ -105,21 +146,45 @@ def slope_lines(rows: list[AttentionMeasurement], n_min: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ns", type=int, nargs="+", default=[2**p for p in range(9, 16)], help="sequence lengths")
+    parser.add_argument(
+        "--ns",
+        type=int,
+        nargs="+",
+        default=[2**p for p in range(9, 16)],
+        help="sequence lengths",
+    )
     parser.add_argument("--d", type=int, default=64, help="head width d_k = d_v")
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--bandwidth", type=int, default=32, help="k: keys in the causal band")
-    parser.add_argument("--threads", default="auto", help="1, 2, … or auto (time 1 and 2 threads, keep the faster)")
-    parser.add_argument("--min-run-time", type=float, default=0.5, help="seconds per timing")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best is kept")
-    parser.add_argument("--dense-max", type=int, default=8192, help="longest N for the dense band forms")
-    parser.add_argument("--slope-from", type=int, default=2048, help="fit log-log slopes over N >= this")
+    parser.add_argument(
+        "--bandwidth", type=int, default=32, help="k: keys in the causal band"
+    )
+    parser.add_argument(
+        "--threads",
+        default="auto",
+        help="1, 2, … or auto (time 1 and 2 threads, keep the faster)",
+    )
+    parser.add_argument(
+        "--min-run-time", type=float, default=0.5, help="seconds per timing"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="interleaved rounds; the best is kept"
+    )
+    parser.add_argument(
+        "--dense-max", type=int, default=8192, help="longest N for the dense band forms"
+    )
+    parser.add_argument(
+        "--slope-from", type=int, default=2048, help="fit log-log slopes over N >= this"
+    )
     parser.add_argument("--plot", type=Path, help="save the log-log figure here")
     args = parser.parse_args(argv)
 
     cpu = platform.processor() or platform.machine()
-    print(f"torch {torch.__version__}, {cpu}, {torch.get_num_threads()} threads available")
-    print(f"q, k, v of shape (1, heads={args.heads}, N, d={args.d}), float32, CPU, causal, band k = {args.bandwidth}\n")
+    print(
+        f"torch {torch.__version__}, {cpu}, {torch.get_num_threads()} threads available"
+    )
+    print(
+        f"q, k, v of shape (1, heads={args.heads}, N, d={args.d}), float32, CPU, causal, band k = {args.bandwidth}\n"
+    )
     start = time.perf_counter()
     threads = (
         choose_threads(4096, args.d, args.heads, args.bandwidth, args.min_run_time)
@@ -143,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(rows))
     print()
     print("\n".join(ratio_lines(rows, 16384)))
-    print(f"\nfitted log-log slopes over N >= {args.slope_from} (1 = linear, 2 = quadratic)\n")
+    print(
+        f"\nfitted log-log slopes over N >= {args.slope_from} (1 = linear, 2 = quadratic)\n"
+    )
     print("| implementation | N | time slope | memory slope |\n|---|---|---:|---:|")
     print("\n".join(slope_lines(rows, args.slope_from)))
     if args.plot:

@@ -62,7 +62,10 @@ def training_steps(args, threads: int) -> list[tuple[str, float]]:
     fused = GPT(ours.config, attention=fused_attention)
     fused.load_state_dict(ours.state_dict())
     ids = torch.randint(
-        0, args.vocab_size, (args.batch_size, args.length + 1), generator=torch.Generator().manual_seed(0)
+        0,
+        args.vocab_size,
+        (args.batch_size, args.length + 1),
+        generator=torch.Generator().manual_seed(0),
     )
     inputs, targets = ids[:, :-1], ids[:, 1:].flatten()
 
@@ -84,7 +87,8 @@ def training_steps(args, threads: int) -> list[tuple[str, float]]:
         "transformers (eager)": step_fn(hf["eager"], lambda m: m(inputs).logits),
         "transformers (sdpa)": step_fn(hf["sdpa"], lambda m: m(inputs).logits),
     }
-    first = {name: float(step().detach()) for name, step in steps.items()}  # one warm-up step each: equal losses
+    # one warm-up step each: equal losses
+    first = {name: float(step().detach()) for name, step in steps.items()}
     assert max(first.values()) - min(first.values()) < 1e-4, first
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.repeat):
@@ -100,7 +104,9 @@ def generation(args, threads: int) -> list[tuple[str, float]]:
     context = args.prompt + args.new_tokens
     hf = hf_model(args, "sdpa", context).eval()
     ours = gpt_from_hf(hf)
-    prompt = torch.randint(0, args.vocab_size, (1, args.prompt), generator=torch.Generator().manual_seed(1))
+    prompt = torch.randint(
+        0, args.vocab_size, (1, args.prompt), generator=torch.Generator().manual_seed(1)
+    )
     out = {}
     times = {}
     for name, fn in {
@@ -118,14 +124,18 @@ def generation(args, threads: int) -> list[tuple[str, float]]:
             best = min(best, time.perf_counter() - start)
         times[name] = best
     first = next(iter(out.values()))
-    assert all(torch.equal(o, first) for o in out.values()), "the three generations differ"
+    assert all(torch.equal(o, first) for o in out.values()), (
+        "the three generations differ"
+    )
     return list(times.items())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--repeat", type=int, default=10, help="timed training steps per row (median)")
+    parser.add_argument(
+        "--repeat", type=int, default=10, help="timed training steps per row (median)"
+    )
     parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
@@ -134,7 +144,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--prompt", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--generation-repeat", type=int, default=3, help="best of this many generations")
+    parser.add_argument(
+        "--generation-repeat", type=int, default=3, help="best of this many generations"
+    )
     args = parser.parse_args()
     import transformers
 
@@ -151,7 +163,9 @@ def main() -> None:
         rows = training_steps(args, threads)
         baseline = dict(rows)["transformers (sdpa)"]
         for name, seconds in rows:
-            print(f"| {threads} | {name} | {1e3 * seconds:.1f} | {tokens / seconds:,.0f} | {seconds / baseline:.2f}x |")
+            print(
+                f"| {threads} | {name} | {1e3 * seconds:.1f} | {tokens / seconds:,.0f} | {seconds / baseline:.2f}x |"
+            )
     print()
     print(f"Greedy generation of {args.new_tokens} tokens after a {args.prompt}-token prompt (best of "
           f"{args.generation_repeat}; the same tokens in every row):")  # fmt: skip
@@ -162,7 +176,9 @@ def main() -> None:
         rows = generation(args, threads)
         slow = dict(rows)["companion, recompute the prefix"]
         for name, seconds in rows:
-            print(f"| {threads} | {name} | {seconds:.2f} | {args.new_tokens / seconds:,.0f} | {slow / seconds:.1f}x |")
+            print(
+                f"| {threads} | {name} | {seconds:.2f} | {args.new_tokens / seconds:,.0f} | {slow / seconds:.1f}x |"
+            )
 
 
 if __name__ == "__main__":

@@ -66,7 +66,9 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
     return min(times)
 
 
-def feature_map_table(x: np.ndarray, sigma: float, Rs: list[int], n_seeds: int, repeats: int) -> list[str]:
+def feature_map_table(
+    x: np.ndarray, sigma: float, Rs: list[int], n_seeds: int, repeats: int
+) -> list[str]:
     gamma = 1 / (2 * sigma**2)
     xt = torch.from_numpy(x)
     k = gaussian_kernel(xt, xt, sigma)
@@ -79,11 +81,21 @@ def feature_map_table(x: np.ndarray, sigma: float, Rs: list[int], n_seeds: int, 
         for s in range(n_seeds):
             z = RandomFourierFeatures(x.shape[1], R, sigma=sigma, seed=s)(xt)
             ours.append(kernel_approximation_error(k, z @ z.T))
-            zs = torch.from_numpy(RBFSampler(gamma=gamma, n_components=R, random_state=s).fit_transform(x))
+            zs = torch.from_numpy(
+                RBFSampler(gamma=gamma, n_components=R, random_state=s).fit_transform(x)
+            )
             theirs.append(kernel_approximation_error(k, zs @ zs.T))
         t = scipy.stats.ttest_ind(ours, theirs, equal_var=False).statistic
-        t_ours = best_time(lambda R=R: RandomFourierFeatures(x.shape[1], R, sigma=sigma, seed=0)(xt), repeats)
-        t_sk = best_time(lambda R=R: RBFSampler(gamma=gamma, n_components=R, random_state=0).fit_transform(x), repeats)
+        t_ours = best_time(
+            lambda R=R: RandomFourierFeatures(x.shape[1], R, sigma=sigma, seed=0)(xt),
+            repeats,
+        )
+        t_sk = best_time(
+            lambda R=R: RBFSampler(
+                gamma=gamma, n_components=R, random_state=0
+            ).fit_transform(x),
+            repeats,
+        )
         rows.append(
             f"| {R} | {statistics.mean(ours):.5f} ± {statistics.stdev(ours):.5f} "
             f"| {statistics.mean(theirs):.5f} ± {statistics.stdev(theirs):.5f} | {t:+.2f} "
@@ -93,7 +105,12 @@ def feature_map_table(x: np.ndarray, sigma: float, Rs: list[int], n_seeds: int, 
 
 
 def ridge_methods(
-    xn: np.ndarray, yn: torch.Tensor, x_test: np.ndarray, sigma: float, lam: float, R: int
+    xn: np.ndarray,
+    yn: torch.Tensor,
+    x_test: np.ndarray,
+    sigma: float,
+    lam: float,
+    R: int,
 ) -> list[Callable[[], object]]:
     """Five ways to fit ridge on (xn, one-hot yn) and score x_test; each returns the (n_test, 10) scores."""
     gamma, n = 1 / (2 * sigma**2), len(xn)
@@ -104,7 +121,11 @@ def ridge_methods(
         return gaussian_kernel(xt_test, xt_n, sigma) @ alpha
 
     def exact_sklearn():
-        return KernelRidge(alpha=lam, kernel="rbf", gamma=gamma).fit(xn, yn.numpy()).predict(x_test)
+        return (
+            KernelRidge(alpha=lam, kernel="rbf", gamma=gamma)
+            .fit(xn, yn.numpy())
+            .predict(x_test)
+        )
 
     def rff_companion():
         z = RandomFourierFeatures(xn.shape[1], R, sigma=sigma, seed=0)
@@ -112,11 +133,19 @@ def ridge_methods(
 
     def rff_sklearn():
         f = RBFSampler(gamma=gamma, n_components=R, random_state=0).fit(xn)
-        return Ridge(alpha=lam, fit_intercept=False).fit(f.transform(xn), yn.numpy()).predict(f.transform(x_test))
+        return (
+            Ridge(alpha=lam, fit_intercept=False)
+            .fit(f.transform(xn), yn.numpy())
+            .predict(f.transform(x_test))
+        )
 
     def nystroem():
         f = Nystroem(gamma=gamma, n_components=min(R, n), random_state=0).fit(xn)
-        return Ridge(alpha=lam, fit_intercept=False).fit(f.transform(xn), yn.numpy()).predict(f.transform(x_test))
+        return (
+            Ridge(alpha=lam, fit_intercept=False)
+            .fit(f.transform(xn), yn.numpy())
+            .predict(f.transform(x_test))
+        )
 
     return [exact_companion, exact_sklearn, rff_companion, rff_sklearn, nystroem]
 
@@ -156,33 +185,63 @@ def ridge_table(
     return rows
 
 
-def scaling_table(x: np.ndarray, labels: np.ndarray, sigma: float, lam: float, R: int, ns: list[int]) -> list[str]:
+def scaling_table(
+    x: np.ndarray, labels: np.ndarray, sigma: float, lam: float, R: int, ns: list[int]
+) -> list[str]:
     rng = np.random.default_rng(1)
-    rows = [f"| N | exact ridge fit (ms) | RFF R={R} ridge fit (ms) | exact / RFF |", "|---:|---:|---:|---:|"]
+    rows = [
+        f"| N | exact ridge fit (ms) | RFF R={R} ridge fit (ms) | exact / RFF |",
+        "|---:|---:|---:|---:|",
+    ]
     z = RandomFourierFeatures(x.shape[1], R, sigma=sigma, seed=0)
     for n in ns:
         idx = rng.integers(0, len(x), size=n)
         xn = torch.from_numpy(x[idx] + 0.05 * rng.normal(size=(n, x.shape[1])))
         yn = one_hot(torch.from_numpy(labels[idx]), 10)
-        t_exact = best_time(lambda xn=xn, yn=yn: kernel_ridge(gaussian_kernel(xn, xn, sigma), yn, lam), 2)
+        t_exact = best_time(
+            lambda xn=xn, yn=yn: kernel_ridge(gaussian_kernel(xn, xn, sigma), yn, lam),
+            2,
+        )
         t_rff = best_time(lambda xn=xn, yn=yn: feature_ridge(z(xn), yn, lam), 2)
-        rows.append(f"| {n} | {1e3 * t_exact:.0f} | {1e3 * t_rff:.0f} | {t_exact / t_rff:.1f} |")
+        rows.append(
+            f"| {n} | {1e3 * t_exact:.0f} | {1e3 * t_rff:.0f} | {t_exact / t_rff:.1f} |"
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2, help="threads for PyTorch and NumPy's BLAS")
-    parser.add_argument("--sigma", type=float, default=2.5, help="Gaussian length scale σ (γ = 1/(2σ²))")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="threads for PyTorch and NumPy's BLAS"
+    )
+    parser.add_argument(
+        "--sigma", type=float, default=2.5, help="Gaussian length scale σ (γ = 1/(2σ²))"
+    )
     parser.add_argument("--lam", type=float, default=1e-2, help="ridge penalty λ")
-    parser.add_argument("--Rs", type=int, nargs="+", default=[100, 500, 2000], help="feature counts, part 1")
-    parser.add_argument("--seeds", type=int, default=30, help="seeds per library, part 1")
-    parser.add_argument("--repeats", type=int, default=7, help="timed repetitions (the best is kept)")
-    parser.add_argument("--ridge-repeats", type=int, default=3, help="timed repetitions, part 2")
+    parser.add_argument(
+        "--Rs",
+        type=int,
+        nargs="+",
+        default=[100, 500, 2000],
+        help="feature counts, part 1",
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=30, help="seeds per library, part 1"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=7, help="timed repetitions (the best is kept)"
+    )
+    parser.add_argument(
+        "--ridge-repeats", type=int, default=3, help="timed repetitions, part 2"
+    )
     parser.add_argument("--R", type=int, default=1000, help="feature count, part 2")
-    parser.add_argument("--train-sizes", type=int, nargs="+", default=[200, 400, 800, 1400])
+    parser.add_argument(
+        "--train-sizes", type=int, nargs="+", default=[200, 400, 800, 1400]
+    )
     parser.add_argument("--n-test", type=int, default=397)
-    parser.add_argument("--scaling-ns", type=int, nargs="+", default=[1000, 2000, 4000], help="part 3")
+    parser.add_argument(
+        "--scaling-ns", type=int, nargs="+", default=[1000, 2000, 4000], help="part 3"
+    )
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -203,16 +262,39 @@ def main(argv: list[str] | None = None) -> int:
             "Kernel approximation: RMS entry error of Z Zᵀ against K on all digits (mean ± sd over "
             f"{args.seeds} seeds each), and the time to draw the frequencies and compute Z\n"
         )
-        print("\n".join(feature_map_table(x, args.sigma, args.Rs, args.seeds, args.repeats)))
-        print(f"\nKernel ridge: test accuracy on {args.n_test} held-out digits (fit + predict, best time)\n")
         print(
             "\n".join(
-                ridge_table(x, labels, args.sigma, args.lam, args.R, args.train_sizes, args.n_test, args.ridge_repeats)
+                feature_map_table(x, args.sigma, args.Rs, args.seeds, args.repeats)
             )
         )
-        print(f"\nTime as N grows (digits resampled with noise, fit only, best of 2 runs), R = {args.R}\n")
-        print("\n".join(scaling_table(x, labels, args.sigma, args.lam, args.R, args.scaling_ns)))
-    print(f"\nload average {os.getloadavg()[0]:.1f} at the end; total {time.perf_counter() - start:.0f} s")
+        print(
+            f"\nKernel ridge: test accuracy on {args.n_test} held-out digits (fit + predict, best time)\n"
+        )
+        print(
+            "\n".join(
+                ridge_table(
+                    x,
+                    labels,
+                    args.sigma,
+                    args.lam,
+                    args.R,
+                    args.train_sizes,
+                    args.n_test,
+                    args.ridge_repeats,
+                )
+            )
+        )
+        print(
+            f"\nTime as N grows (digits resampled with noise, fit only, best of 2 runs), R = {args.R}\n"
+        )
+        print(
+            "\n".join(
+                scaling_table(x, labels, args.sigma, args.lam, args.R, args.scaling_ns)
+            )
+        )
+    print(
+        f"\nload average {os.getloadavg()[0]:.1f} at the end; total {time.perf_counter() - start:.0f} s"
+    )
     return 0
 
 

@@ -54,7 +54,9 @@ from companion.data import recall_task
 from companion.gpt import GPT
 from companion.training import recall_recipe
 
-_spec = importlib.util.spec_from_file_location("recall_sweep", Path(__file__).with_name("recall_sweep.py"))
+_spec = importlib.util.spec_from_file_location(
+    "recall_sweep", Path(__file__).with_name("recall_sweep.py")
+)
 recall_sweep = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(recall_sweep)
 
@@ -92,7 +94,9 @@ class Narrow(nn.Module):
         self.attention, self.r = attention, r
 
     def forward(self, q, k, v, mask=None, causal=False):
-        return self.attention(q[..., -self.r :], k[..., -self.r :], v, mask, causal=causal)
+        return self.attention(
+            q[..., -self.r :], k[..., -self.r :], v, mask, causal=causal
+        )
 
 
 def layer_attention(kind: str, layer: int, d_k: int, seed: int, band: int):
@@ -100,13 +104,22 @@ def layer_attention(kind: str, layer: int, d_k: int, seed: int, band: int):
     if kind == "softmax+linear":
         return scaled_dot_product_attention if layer == 0 else la.linear_attention
     # the Performer: m = d_k positive features
-    return recall_sweep.make_attention(kind, band=band, d_k=d_k, features=d_k, seed=1000 * seed + layer)
+    return recall_sweep.make_attention(
+        kind, band=band, d_k=d_k, features=d_k, seed=1000 * seed + layer
+    )
 
 
-def make_model(kind: str, task: recall_task.RecallTask, r: int, seed: int, args: argparse.Namespace) -> GPT:
-    model = recall_sweep.build_gpt(task.vocab_size, task.seq_len, seed, d_model=args.d_model, heads=args.heads)
-    first, second = model.blocks  # layer 1 reads all d_k = d coordinates, the lookup layer r of them
-    first.self_attn.attention = layer_attention(kind, 0, args.d_model // args.heads, seed, args.band)
+def make_model(
+    kind: str, task: recall_task.RecallTask, r: int, seed: int, args: argparse.Namespace
+) -> GPT:
+    model = recall_sweep.build_gpt(
+        task.vocab_size, task.seq_len, seed, d_model=args.d_model, heads=args.heads
+    )
+    # layer 1 reads all d_k = d coordinates, the lookup layer r of them
+    first, second = model.blocks
+    first.self_attn.attention = layer_attention(
+        kind, 0, args.d_model // args.heads, seed, args.band
+    )
     lookup = layer_attention(kind, 1, r, seed, args.band)
     second.self_attn.attention = Narrow(lookup, r)
     return model
@@ -115,9 +128,13 @@ def make_model(kind: str, task: recall_task.RecallTask, r: int, seed: int, args:
 def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
     kind, r, n_pairs, seed = job
     torch.set_num_threads(1)
-    task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values)
+    task = recall_task.RecallTask(
+        n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values
+    )
     model = make_model(kind, task, r, seed, args)
-    history = recall_recipe.train_recall(model, task, steps=args.steps, every=args.every, seed=seed, lr=args.lr)
+    history = recall_recipe.train_recall(
+        model, task, steps=args.steps, every=args.every, seed=seed, lr=args.lr
+    )
     return {
         "kind": kind,
         "r": r,
@@ -136,35 +153,56 @@ def collect(runs_file: Path, args: argparse.Namespace) -> dict:
 
     A cell keeps every seed that ran in it, so cells may hold different seeds (a sweep stopped before its last
     seeds keeps the cells it finished)."""
-    runs = [json.loads(line) for line in runs_file.read_text().splitlines() if line.strip()]
+    runs = [
+        json.loads(line) for line in runs_file.read_text().splitlines() if line.strip()
+    ]
     cells = {
-        kind: {(run["r"], run["n_pairs"]) for run in runs if run["kind"] == kind and run["seed"] == 0}
+        kind: {
+            (run["r"], run["n_pairs"])
+            for run in runs
+            if run["kind"] == kind and run["seed"] == 0
+        }
         & set(planned_cells(kind, args))
         for kind in KINDS
     }
     runs = [run for run in runs if (run["r"], run["n_pairs"]) in cells[run["kind"]]]
     no_lookup = {}
     for n_pairs in sorted({n for kind_cells in cells.values() for _, n in kind_cells}):
-        task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values)
-        tokens, _ = recall_task.make_recall_batch(2000, task, seed=recall_task.TEST_SEED)
+        task = recall_task.RecallTask(
+            n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values
+        )
+        tokens, _ = recall_task.make_recall_batch(
+            2000, task, seed=recall_task.TEST_SEED
+        )
         no_lookup[str(n_pairs)] = recall_task.no_lookup_accuracy(tokens, task)
-    settings = {k: getattr(args, k) for k in ("keys", "values", "steps", "every", "lr", "d_model", "band")}
+    settings = {
+        k: getattr(args, k)
+        for k in ("keys", "values", "steps", "every", "lr", "d_model", "band")
+    }
     return {
         "command": args.command,
         "note": args.note,
         "torch": torch.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, one thread per run",
-        "settings": settings | {"heads": args.heads, "layers": 2, "batch_size": 64, "test_size": 2000},
+        "settings": settings
+        | {"heads": args.heads, "layers": 2, "batch_size": 64, "test_size": 2000},
         "no_lookup": no_lookup,
         "cells": {kind: sorted(cells[kind]) for kind in KINDS},
-        "seeds": {kind: sorted({r["seed"] for r in runs if r["kind"] == kind}) for kind in KINDS},
-        "runs": sorted(runs, key=lambda r: (r["kind"], r["r"], r["n_pairs"], r["seed"])),
+        "seeds": {
+            kind: sorted({r["seed"] for r in runs if r["kind"] == kind})
+            for kind in KINDS
+        },
+        "runs": sorted(
+            runs, key=lambda r: (r["kind"], r["r"], r["n_pairs"], r["seed"])
+        ),
     }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cells", nargs="+", default=[f"{r}:{n}" for r, n in GRID], help="r:N cells")
+    parser.add_argument(
+        "--cells", nargs="+", default=[f"{r}:{n}" for r, n in GRID], help="r:N cells"
+    )
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--steps", type=int, default=1000)
@@ -176,11 +214,23 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--band", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--out", type=Path, default=None, help="JSON lines, one per run, appended")
-    parser.add_argument("--collect", type=Path, default=None, help="a runs file to turn into the record")
-    parser.add_argument("--json", type=Path, default=None, help="the record written by --collect")
-    parser.add_argument("--command", default="", help="the command that made the runs (for --collect)")
-    parser.add_argument("--note", default="", help="what the record's reader should know (for --collect)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="JSON lines, one per run, appended"
+    )
+    parser.add_argument(
+        "--collect", type=Path, default=None, help="a runs file to turn into the record"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="the record written by --collect"
+    )
+    parser.add_argument(
+        "--command", default="", help="the command that made the runs (for --collect)"
+    )
+    parser.add_argument(
+        "--note",
+        default="",
+        help="what the record's reader should know (for --collect)",
+    )
     args = parser.parse_args(argv)
     if args.collect is not None:
         record = collect(args.collect, args)
@@ -192,10 +242,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for line in args.out.read_text().splitlines():
             run_ = json.loads(line)
             done.add((run_["kind"], run_["r"], run_["n_pairs"], run_["seed"]))
-    jobs = [(kind, r, n, seed) for kind in args.kinds for r, n in planned_cells(kind, args) for seed in args.seeds]
+    jobs = [
+        (kind, r, n, seed)
+        for kind in args.kinds
+        for r, n in planned_cells(kind, args)
+        for seed in args.seeds
+    ]
     jobs = [job for job in jobs if job not in done]
-    jobs.sort(key=lambda job: (job[3], KINDS.index(job[0]) > 2, -job[2]))  # seed by seed, three kinds first
-    print(f"{platform.machine()}, torch {torch.__version__}, {len(jobs)} runs on {args.jobs} processes", flush=True)
+    # seed by seed, three kinds first
+    jobs.sort(key=lambda job: (job[3], KINDS.index(job[0]) > 2, -job[2]))
+    print(
+        f"{platform.machine()}, torch {torch.__version__}, {len(jobs)} runs on {args.jobs} processes",
+        flush=True,
+    )
     started, results = time.perf_counter(), []
 
     def keep(result: dict) -> None:
@@ -216,7 +275,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         with ProcessPoolExecutor(args.jobs) as pool:
             for future in as_completed([pool.submit(run, job, args) for job in jobs]):
                 keep(future.result())
-    print(f"{len(results)} runs of {args.steps} steps in {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"{len(results)} runs of {args.steps} steps in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     return results
 
 

@@ -79,7 +79,9 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
-def build_gpt(vocab_size: int, context_length: int, seed: int, *, d_model: int, heads: int) -> GPT:
+def build_gpt(
+    vocab_size: int, context_length: int, seed: int, *, d_model: int, heads: int
+) -> GPT:
     """The recall benchmarks' model, softmax attention in place, from the seed's initial weights: 2 layers,
     feed-forward width 2·d_model, rotary positions, ReLU, an untied output layer, PyTorch's initialisation."""
     torch.manual_seed(seed)
@@ -98,10 +100,20 @@ def build_gpt(vocab_size: int, context_length: int, seed: int, *, d_model: int, 
     return GPT(config)
 
 
-def make_model(kind: str, vocab_size: int, context_length: int, seed: int, band: int, args: argparse.Namespace) -> GPT:
+def make_model(
+    kind: str,
+    vocab_size: int,
+    context_length: int,
+    seed: int,
+    band: int,
+    args: argparse.Namespace,
+) -> GPT:
     d_k = args.d_model // args.heads
-    model = build_gpt(vocab_size, context_length, seed, d_model=args.d_model, heads=args.heads)
-    for layer, block in enumerate(model.blocks):  # one attention module per layer (FMMformer and Performer hold state)
+    model = build_gpt(
+        vocab_size, context_length, seed, d_model=args.d_model, heads=args.heads
+    )
+    # one attention module per layer (FMMformer and Performer hold state)
+    for layer, block in enumerate(model.blocks):
         block.self_attn.attention = make_attention(
             kind, band=band, d_k=d_k, features=args.features, seed=1000 * seed + layer
         )
@@ -122,31 +134,49 @@ def run_text(job: tuple[str, int], args: argparse.Namespace) -> dict:
     train_ids, heldout_ids = ids[: -len(ids) // 10], ids[-len(ids) // 10 :]
 
     def batch(source: torch.Tensor, size: int, generator: torch.Generator):
-        starts = torch.randint(len(source) - CONTEXT - 1, (size,), generator=generator).tolist()
+        starts = torch.randint(
+            len(source) - CONTEXT - 1, (size,), generator=generator
+        ).tolist()
         windows = torch.stack([source[s : s + CONTEXT + 1] for s in starts])
         return windows[:, :-1], windows[:, 1:]
 
     def loss_fn(model, b):
         return nn.functional.cross_entropy(model(b[0]).flatten(0, 1), b[1].flatten())
 
-    heldout = [batch(heldout_ids, 64, torch.Generator().manual_seed(i)) for i in range(4)]
+    heldout = [
+        batch(heldout_ids, 64, torch.Generator().manual_seed(i)) for i in range(4)
+    ]
     model = make_model(kind, len(chars), CONTEXT, seed, args.text_band, args)
     generator = torch.Generator().manual_seed(seed + 1)
     training.train(
-        model, lambda step: batch(train_ids, 32, generator), loss_fn, steps=args.text_steps, lr=3e-3, progress=False
+        model,
+        lambda step: batch(train_ids, 32, generator),
+        loss_fn,
+        steps=args.text_steps,
+        lr=3e-3,
+        progress=False,
     )
     model.eval()
     with torch.no_grad():
         loss = sum(loss_fn(model, b).item() for b in heldout) / len(heldout)
-    return {"kind": kind, "seed": seed, "loss": loss, "parameters": sum(p.numel() for p in model.parameters())}
+    return {
+        "kind": kind,
+        "seed": seed,
+        "loss": loss,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def run(job: tuple[str, int, int], args: argparse.Namespace) -> dict:
     kind, n_pairs, seed = job
     torch.set_num_threads(1)
-    task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=args.keys, n_values=args.values)
+    task = recall_task.RecallTask(
+        n_pairs=n_pairs, n_keys=args.keys, n_values=args.values
+    )
     model = make_model(kind, task.vocab_size, task.seq_len, seed, args.band, args)
-    history = recall_recipe.train_recall(model, task, steps=args.steps, every=args.every, seed=seed)
+    history = recall_recipe.train_recall(
+        model, task, steps=args.steps, every=args.every, seed=seed
+    )
     start = next(h for h in history if h[0] >= 0.75 * args.steps)
     return {
         "kind": kind,
@@ -162,8 +192,12 @@ def run(job: tuple[str, int, int], args: argparse.Namespace) -> dict:
 def summarize(results: list[dict], args: argparse.Namespace) -> list[dict]:
     rows = []
     for n_pairs in args.pairs:
-        task = recall_task.RecallTask(n_pairs=n_pairs, n_keys=args.keys, n_values=args.values)
-        tokens, _ = recall_task.make_recall_batch(2000, task, seed=recall_task.TEST_SEED)
+        task = recall_task.RecallTask(
+            n_pairs=n_pairs, n_keys=args.keys, n_values=args.values
+        )
+        tokens, _ = recall_task.make_recall_batch(
+            2000, task, seed=recall_task.TEST_SEED
+        )
         low, high = recall_task.no_lookup_accuracy(tokens, task)
         for kind in args.kinds:
             runs = [r for r in results if r["kind"] == kind and r["n_pairs"] == n_pairs]
@@ -197,7 +231,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--band", type=int, default=3)
-    parser.add_argument("--features", type=int, default=64, help="the Performer's random features m")
+    parser.add_argument(
+        "--features", type=int, default=64, help="the Performer's random features m"
+    )
     parser.add_argument("--text-steps", type=int, default=0)
     parser.add_argument("--text-band", type=int, default=8)
     parser.add_argument("--plateau", type=float, default=0.02)
@@ -207,11 +243,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if max(args.pairs) > args.keys:
         parser.error(f"--pairs must be at most --keys = {args.keys}")
 
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.jobs} processes")
-    jobs = [(kind, n, seed) for n in args.pairs for kind in args.kinds for seed in args.seeds]
+    print(
+        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.jobs} processes"
+    )
+    jobs = [
+        (kind, n, seed)
+        for n in args.pairs
+        for kind in args.kinds
+        for seed in args.seeds
+    ]
     jobs.sort(key=lambda job: -job[1])  # the long sequences first
     started = time.perf_counter()
-    text_jobs = [(kind, seed) for kind in args.kinds for seed in args.seeds] if args.text_steps else []
+    text_jobs = (
+        [(kind, seed) for kind in args.kinds for seed in args.seeds]
+        if args.text_steps
+        else []
+    )
     if args.jobs == 1:
         text_results = [run_text(job, args) for job in text_jobs]
         results = [run(job, args) for job in jobs]
@@ -221,8 +268,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
             results = list(pool.map(partial(run, args=args), jobs))
             text_results = [future.result() for future in text_futures]
     rows = summarize(results, args)
-    print(f"{len(jobs)} runs of {args.steps} steps in {time.perf_counter() - started:.0f} s\n")
-    print("| pairs | tokens | kind | accuracy (mean ± spread) | worst seed | plateau | no lookup |")
+    print(
+        f"{len(jobs)} runs of {args.steps} steps in {time.perf_counter() - started:.0f} s\n"
+    )
+    print(
+        "| pairs | tokens | kind | accuracy (mean ± spread) | worst seed | plateau | no lookup |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(
@@ -231,7 +282,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"| {row['no_lookup'][0]:.3f}–{row['no_lookup'][1]:.3f} |"
         )
     if text_results:
-        print(f"\nnext character, {args.text_steps} steps, band {args.text_band}: held-out loss (nats per character)")
+        print(
+            f"\nnext character, {args.text_steps} steps, band {args.text_band}: held-out loss (nats per character)"
+        )
         print("| kind | parameters | loss (mean ± spread) | seeds |")
         print("| --- | --- | --- | --- |")
         for kind in args.kinds:
@@ -252,7 +305,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
             )
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": results, "text": text_results})
+            json.dumps(
+                {
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "runs": results,
+                    "text": text_results,
+                }
+            )
         )
     return rows
 

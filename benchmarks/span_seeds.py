@@ -43,7 +43,10 @@ def lower_blocks(minilm, tokenizer, examples):
     batch = span_task.span_inputs(examples, tokenizer)
     with torch.no_grad():
         token_types, attention = encoder_inputs(
-            minilm.config, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+            minilm.config,
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
         )
         x = minilm.embeddings(batch["input_ids"], token_types)
         for block in minilm.blocks[:-TUNED]:
@@ -65,10 +68,22 @@ def evaluate(top, head, data, examples):
         start_logits, end_logits = span_logits(top, head, x, attention)
     spans = bert.best_span(start_logits, end_logits, batch["context_mask"], MAX_LEN)
     answers = []
-    for ex, (i, j), word in zip(examples, spans.tolist(), batch["word_of"], strict=True):
+    for ex, (i, j), word in zip(
+        examples, spans.tolist(), batch["word_of"], strict=True
+    ):
         answers.append(" ".join(ex.words[word[i] : word[j] + 1]))
-    em = np.mean([metrics.squad_exact_match(a, [ex.answer]) for a, ex in zip(answers, examples, strict=True)])
-    f1 = np.mean([metrics.squad_f1(a, [ex.answer]) for a, ex in zip(answers, examples, strict=True)])
+    em = np.mean(
+        [
+            metrics.squad_exact_match(a, [ex.answer])
+            for a, ex in zip(answers, examples, strict=True)
+        ]
+    )
+    f1 = np.mean(
+        [
+            metrics.squad_f1(a, [ex.answer])
+            for a, ex in zip(answers, examples, strict=True)
+        ]
+    )
     return float(em), float(f1)
 
 
@@ -76,7 +91,10 @@ def run(minilm, train, test, test_examples, seed):
     """One fine-tuning from `seed`: exact match and F1 before and after, and the seconds it took."""
     start = time.perf_counter()
     torch.manual_seed(seed)
-    top, head = copy.deepcopy(minilm.blocks[-TUNED:]), bert.SpanHead(minilm.config.d_model)
+    top, head = (
+        copy.deepcopy(minilm.blocks[-TUNED:]),
+        bert.SpanHead(minilm.config.d_model),
+    )
     em_before, f1_before = evaluate(top, head, test, test_examples)
     optimizer = torch.optim.AdamW([*top.parameters(), *head.parameters()], lr=LR)
     batch, x, attention = train
@@ -86,7 +104,9 @@ def run(minilm, train, test, test_examples, seed):
         for k in range(0, len(order), BATCH):
             rows = order[k : k + BATCH]
             start_logits, end_logits = span_logits(top, head, x[rows], attention[rows])
-            loss = bert.span_loss(start_logits, end_logits, batch["starts"][rows], batch["ends"][rows])
+            loss = bert.span_loss(
+                start_logits, end_logits, batch["starts"][rows], batch["ends"][rows]
+            )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -114,7 +134,9 @@ def main() -> None:
     train = lower_blocks(minilm, tokenizer, train_examples)
     test = lower_blocks(minilm, tokenizer, test_examples)
     runs = []
-    print(f"{'seed':>4} {'exact match':>12} {'F1':>6} {'untrained EM':>13} {'seconds':>8}")
+    print(
+        f"{'seed':>4} {'exact match':>12} {'F1':>6} {'untrained EM':>13} {'seconds':>8}"
+    )
     for seed in args.seeds:
         r = run(minilm, train, test, test_examples, seed)
         runs.append(r)

@@ -29,9 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from companion.data.corpus import corpus_size, gensim_data_path, load_analogies, load_wikipedia, load_wordsim353
+from companion.data.corpus import (
+    corpus_size,
+    gensim_data_path,
+    load_analogies,
+    load_wikipedia,
+    load_wordsim353,
+)
 from companion.evaluation import evaluate_analogies, evaluate_word_pairs
-from companion.word2vec import CHAPTER_CONFIG, Word2VecConfig, to_keyed_vectors, train_word2vec
+from companion.word2vec import (
+    CHAPTER_CONFIG,
+    Word2VecConfig,
+    to_keyed_vectors,
+    train_word2vec,
+)
 
 
 def _timed(fn):
@@ -41,20 +52,40 @@ def _timed(fn):
 
 
 def _score(vectors: torch.Tensor, words) -> tuple[float, float]:
-    return evaluate_word_pairs(vectors, words, load_wordsim353()).spearman, evaluate_analogies(
-        vectors, words, load_analogies()
-    ).accuracy
+    return evaluate_word_pairs(
+        vectors, words, load_wordsim353()
+    ).spearman, evaluate_analogies(vectors, words, load_analogies()).accuracy
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=None, help="epochs (default 10, or the chapter's)")
-    parser.add_argument("--alpha", type=float, default=None, help="initial learning rate (default 0.025)")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="epochs (default 10, or the chapter's)"
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="initial learning rate (default 0.025)",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--repeat", type=int, default=1, help="run each trainer this many times, keep the best")
-    parser.add_argument("--chapter", action="store_true", help="use the chapter's settings (CHAPTER_CONFIG)")
-    parser.add_argument("--per-pair-negatives", action="store_true", help="draw negatives per pair, as the C code")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each trainer this many times, keep the best",
+    )
+    parser.add_argument(
+        "--chapter",
+        action="store_true",
+        help="use the chapter's settings (CHAPTER_CONFIG)",
+    )
+    parser.add_argument(
+        "--per-pair-negatives",
+        action="store_true",
+        help="draw negatives per pair, as the C code",
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -74,7 +105,9 @@ def main() -> None:
             "alpha": args.alpha or base.alpha,
         }
     )
-    print(f"corpus: {n_sent} articles, {n_tok:,} tokens; threads: {args.threads} (os.cpu_count()={os.cpu_count()})")
+    print(
+        f"corpus: {n_sent} articles, {n_tok:,} tokens; threads: {args.threads} (os.cpu_count()={os.cpu_count()})"
+    )
     print(
         f"settings: skip-gram, D={cfg.vector_size}, window={cfg.window}, min_count={cfg.min_count}, "
         f"negative={cfg.negative}, sample={cfg.sample}, epochs={epochs}, alpha={cfg.alpha}, "
@@ -102,7 +135,10 @@ def main() -> None:
         return train_word2vec(sentences, cfg, progress=False)
 
     rows = []
-    for name, fn in (("gensim Word2Vec", run_gensim), ("companion train_word2vec", run_companion)):
+    for name, fn in (
+        ("gensim Word2Vec", run_gensim),
+        ("companion train_word2vec", run_companion),
+    ):
         best = None
         for _ in range(args.repeat):
             model, wall, cpu = _timed(fn)
@@ -110,7 +146,10 @@ def main() -> None:
                 best = (model, wall, cpu)
         model, wall, cpu = best
         if name.startswith("gensim"):
-            words, vectors = list(model.wv.index_to_key), torch.from_numpy(model.wv.vectors.copy())
+            words, vectors = (
+                list(model.wv.index_to_key),
+                torch.from_numpy(model.wv.vectors.copy()),
+            )
         else:
             words, vectors = list(model.words), model.vectors
         spearman, accuracy = _score(vectors, words)
@@ -119,7 +158,9 @@ def main() -> None:
     # the companion's evaluation is gensim's: check it on the companion's vectors
     kv = to_keyed_vectors(vectors, words)
     g_spearman = kv.evaluate_word_pairs(str(gensim_data_path("wordsim353.tsv")))[1][0]
-    g_accuracy = kv.evaluate_word_analogies(str(gensim_data_path("questions-words.txt")))[0]
+    g_accuracy = kv.evaluate_word_analogies(
+        str(gensim_data_path("questions-words.txt"))
+    )[0]
     assert abs(g_spearman - rows[-1][2]) < 1e-9 and g_accuracy == rows[-1][3], (
         g_spearman,
         g_accuracy,
@@ -132,7 +173,9 @@ def main() -> None:
         f"| {'model':<26} | {'vocab':>5} | {'WordSim-353 Spearman':>20} | {'analogy accuracy':>16} | "
         f"{'wall s':>7} | {'CPU s':>7} | {'time ratio':>10} |"
     )
-    print(f"|{'-' * 28}|{'-' * 7}|{'-' * 22}|{'-' * 18}|{'-' * 9}|{'-' * 9}|{'-' * 12}|")
+    print(
+        f"|{'-' * 28}|{'-' * 7}|{'-' * 22}|{'-' * 18}|{'-' * 9}|{'-' * 9}|{'-' * 12}|"
+    )
     for name, v, sp, acc, wall, cpu in rows:
         print(
             f"| {name:<26} | {v:>5} | {sp:>20.4f} | {acc:>16.4f} | {wall:>7.2f} | {cpu:>7.2f} | "

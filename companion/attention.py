@@ -74,7 +74,9 @@ def attention_loop(q, k, v, mask=None, *, causal=False, return_weights=False):
     return (new, a) if return_weights else new
 
 
-def _allowed(mask: torch.Tensor | None, causal: bool, n_q: int, n_k: int, device: torch.device) -> torch.Tensor | None:
+def _allowed(
+    mask: torch.Tensor | None, causal: bool, n_q: int, n_k: int, device: torch.device
+) -> torch.Tensor | None:
     """The mask, and with ``causal`` the keys ``j <= i + n_k - n_q`` of each query ``i``."""
     if not causal:
         return mask
@@ -83,16 +85,25 @@ def _allowed(mask: torch.Tensor | None, causal: bool, n_q: int, n_k: int, device
 
 
 def _attention_weights(
-    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: torch.Tensor | None,
+    causal: bool,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """A = softmax(q kᵀ · scale), forbidden keys 0: q (..., n_q, d_k), k (..., n_k, d_k) → A (..., n_q, n_k)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = (q * scale) @ k.transpose(-2, -1)  # scaling q (n_q·d_k numbers) is cheaper than the scores
+    # scaling q (n_q·d_k numbers) is cheaper than the scores
+    scores = (q * scale) @ k.transpose(-2, -1)
     mask = _allowed(mask, causal, q.shape[-2], k.shape[-2], q.device)
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # exp(min - row max) is exactly 0
-    return torch.softmax(scores, dim=-1).masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # fully masked rows
+    # exp(min - row max) is exactly 0
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    # fully masked rows
+    return torch.softmax(scores, dim=-1).masked_fill(
+        ~mask.any(dim=-1, keepdim=True), 0.0
+    )
 
 
 def scaled_dot_product_attention(
@@ -141,7 +152,8 @@ def blocked_attention(
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     (n_q, d_k), n_k, d_v = q.shape[-2:], k.shape[-2], v.shape[-1]
     if block_size is None:
-        block_size = max(1, 2**22 // max(1, math.prod(lead) * n_k))  # 2^22 float32 scores = 16 MiB
+        # 2^22 float32 scores = 16 MiB
+        block_size = max(1, 2**22 // max(1, math.prod(lead) * n_k))
     require_positive_int(block_size, "block_size")
     mask = _allowed(mask, causal, n_q, n_k, q.device)
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
@@ -158,13 +170,23 @@ def blocked_attention(
     for start in range(0, n_q, block_size):
         rows = slice(start, min(n_q, start + block_size))
         full = buffer is not None and rows.stop - rows.start == buffer.shape[1]
-        scores = torch.bmm(q[:, rows], k_t, out=buffer) if full else torch.bmm(q[:, rows], k_t)  # (B, block, n_k)
+        # (B, block, n_k)
+        scores = (
+            torch.bmm(q[:, rows], k_t, out=buffer)
+            if full
+            else torch.bmm(q[:, rows], k_t)
+        )
         allowed = None if mask is None else mask[:, rows]
         if allowed is not None:
             scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
-        weights = torch.softmax(scores, dim=-1) if track_grad else torch.softmax(scores, -1, out=scores)
+        weights = (
+            torch.softmax(scores, dim=-1)
+            if track_grad
+            else torch.softmax(scores, -1, out=scores)
+        )
         if allowed is not None:
-            weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)  # fully masked rows
+            # fully masked rows
+            weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
         out[:, rows] = torch.bmm(weights, v)
     return out.reshape(*lead, n_q, d_v)
 
@@ -193,7 +215,9 @@ class KVCache:
         """n_seen: how many positions are cached, i.e. the position of the next token."""
         return 0 if self.k is None else self.k.shape[-2]
 
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def append(
+        self, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new positions' keys and values ``(batch, n_heads, n_new, d)``; return all of them."""
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
@@ -223,17 +247,21 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         require_heads(d_model, n_heads)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.dropout = require_probability(dropout)  # on the attention weights, while training
+        # on the attention weights, while training
+        self.dropout = require_probability(dropout)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.rotary = rotary  # RoPE on every head's queries and keys (a positional.RotaryEmbedding), or None
+        # RoPE on every head's queries and keys (a positional.RotaryEmbedding), or None
+        self.rotary = rotary
         self.attention = attention
 
-    def forward(self, query, key=None, value=None, *, mask=None, causal=False, cache=None):
+    def forward(
+        self, query, key=None, value=None, *, mask=None, causal=False, cache=None
+    ):
         """concat(head_1 … head_h) W_O: query (B, n_q, d_model) → (B, n_q, d_model)."""
-        key = query if key is None else key  # (B, n_k, d_model); self-attention by default
+        key = query if key is None else key  # self-attention by default
         value = key if value is None else value
         check_mha_inputs(query, key, value, self.d_model)
         q = split_heads(self.q_proj(query), self.n_heads)  # (B, h, n_q, d_head)
@@ -246,7 +274,7 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.append(k, v)
         dropout = {"dropout_p": self.dropout} if self.training and self.dropout else {}
         out = self.attention(q, k, v, mask=mask, causal=causal, **dropout)
-        return self.out_proj(merge_heads(out))  # (B, h, n_q, d_head) → (B, n_q, d_model)
+        return self.out_proj(merge_heads(out))  # (B, n_q, d_model)
 
     def weights(
         self,
@@ -260,12 +288,20 @@ class MultiHeadAttention(nn.Module):
         """The scaled dot-product attention weights of every head, ``(B, n_heads, n_q, n_k)``, for figures."""
         seen: list[torch.Tensor] = []
 
-        def record(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False, **_: object):
+        def record(
+            q: Tensor,
+            k: Tensor,
+            v: Tensor,
+            mask: Tensor | None = None,
+            causal: bool = False,
+            **_: object,
+        ):
             seen.append(_attention_weights(q, k, mask, causal))
             return scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
 
         attention, self.attention = self.attention, record
-        try:  # forward, not self(...): a forward hook that asks for the weights must not run again
+        # forward, not self(...): a forward hook that asks for the weights must not run again
+        try:
             self.forward(query, key, value, mask=mask, causal=causal)
         finally:
             self.attention = attention

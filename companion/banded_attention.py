@@ -89,8 +89,12 @@ def band_matrix(a: Tensor, bandwidth: int, *, causal: bool = False) -> Tensor:
     """band_k(A): the entries of A (..., n_q, n_k) inside the band of :func:`band_mask`, zeros elsewhere."""
     require_floating_tensor(a, "a")
     if a.ndim < 2:
-        raise ValueError(f"a must be a matrix (..., n_q, n_k), got shape {tuple(a.shape)}")
-    return a * band_mask(a.shape[-2], a.shape[-1], bandwidth, causal=causal).to(a.device)
+        raise ValueError(
+            f"a must be a matrix (..., n_q, n_k), got shape {tuple(a.shape)}"
+        )
+    return a * band_mask(a.shape[-2], a.shape[-1], bandwidth, causal=causal).to(
+        a.device
+    )
 
 
 def banded_attention_dense(
@@ -115,7 +119,9 @@ def banded_attention_dense(
     if mask is not None:
         allowed = allowed & check_mask(mask, (*q.shape[:-2], n_q, n_k))
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
+    weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(
+        0.0
+    )
     out = weights @ v
     return (out, weights) if return_weights else out
 
@@ -143,7 +149,15 @@ def _in_windows(mask: Tensor, n_pre: int, b: int, key: Tensor) -> Tensor:
     return ok_row & mask[..., i, j]
 
 
-def _check_banded(q: object, k: object, v: object, mask: object, bandwidth: object, block_size: object, p: object):
+def _check_banded(
+    q: object,
+    k: object,
+    v: object,
+    mask: object,
+    bandwidth: object,
+    block_size: object,
+    p: object,
+):
     q, k, v = check_attention_inputs(q, k, v, mask, keys_cover_queries=True)
     require_positive_int(bandwidth, "bandwidth")
     if block_size is not None:

@@ -86,7 +86,13 @@ class BertConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_layers", "d_ff", "context_length", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "n_layers",
+            "d_ff",
+            "context_length",
+            "type_vocab_size",
+        ):
             require_positive_int(getattr(self, name), name)
         require_heads(self.d_model, self.n_heads)
         require_probability(self.dropout)
@@ -102,7 +108,9 @@ class BertConfig:
     @classmethod
     def large(cls, **changes: object) -> BertConfig:
         """BERT-large: 24 layers, width 1024, 16 heads, feed-forward 4096."""
-        return cls(**{"d_model": 1024, "n_layers": 24, "n_heads": 16, "d_ff": 4096, **changes})
+        return cls(
+            **{"d_model": 1024, "n_layers": 24, "n_heads": 16, "d_ff": 4096, **changes}
+        )
 
 
 class BertEmbeddings(nn.Module):
@@ -124,7 +132,10 @@ class BertEmbeddings(nn.Module):
 
 
 def encoder_inputs(
-    config: BertConfig, ids: object, token_type_ids: object = None, attention_mask: object = None
+    config: BertConfig,
+    ids: object,
+    token_type_ids: object = None,
+    attention_mask: object = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Check a :class:`BertEncoder`'s inputs; return the token types (zeros by default) and the attention
     mask (B, 1, 1, n) (None: no padding). ``attention_mask`` (B, n) is True (or 1) at tokens, False (0) at
@@ -141,7 +152,9 @@ def encoder_inputs(
     if attention_mask is None:
         return token_type_ids, None
     if not isinstance(attention_mask, torch.Tensor):
-        raise TypeError(f"attention_mask must be a tensor (B, n) of bool or 0/1, got {describe(attention_mask)}")
+        raise TypeError(
+            f"attention_mask must be a tensor (B, n) of bool or 0/1, got {describe(attention_mask)}"
+        )
     if attention_mask.shape != ids.shape:
         raise ValueError(
             f"attention_mask must have the shape of ids {tuple(ids.shape)}, got {tuple(attention_mask.shape)}"
@@ -149,7 +162,9 @@ def encoder_inputs(
     if attention_mask.dtype != torch.bool:
         rule = "bool or hold only 0 and 1: 1 = token, 0 = padding"
         if attention_mask.is_floating_point() or attention_mask.is_complex():
-            raise ValueError(f"attention_mask must be {rule}, got dtype {attention_mask.dtype}")
+            raise ValueError(
+                f"attention_mask must be {rule}, got dtype {attention_mask.dtype}"
+            )
         require_entries(attention_mask, "attention_mask", low=0, high=1, why=rule)
         attention_mask = attention_mask == 1
     return token_type_ids, padding_to_attention_mask(attention_mask, heads=True)
@@ -235,7 +250,13 @@ def pretraining_loss(
     :func:`~companion.data.bert_pretraining.mask_tokens`) and ``nsp_labels`` (B,). The masked-LM head is applied
     at the chosen positions only (the same loss, without computing the others' logits).
     """
-    missing = {"input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels"} - set(batch)
+    missing = {
+        "input_ids",
+        "token_type_ids",
+        "attention_mask",
+        "mlm_labels",
+        "nsp_labels",
+    } - set(batch)
     if missing:
         raise ValueError(f"batch is missing {sorted(missing)}")
     h = model.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
@@ -248,13 +269,19 @@ def pretraining_loss(
     stats = {
         "mlm_loss": float(mlm.detach()),
         "nsp_loss": float(nsp.detach()),
-        "mlm_accuracy": float((mlm_logits.argmax(-1) == targets).float().mean()) if len(targets) else float("nan"),
-        "nsp_accuracy": float((nsp_logits.argmax(-1) == batch["nsp_labels"]).float().mean()),
+        "mlm_accuracy": float((mlm_logits.argmax(-1) == targets).float().mean())
+        if len(targets)
+        else float("nan"),
+        "nsp_accuracy": float(
+            (nsp_logits.argmax(-1) == batch["nsp_labels"]).float().mean()
+        ),
     }
     return mlm + nsp, stats
 
 
-def parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = False) -> int:
+def parameter_count(
+    config: BertConfig, *, pooler: bool = True, heads: bool = False
+) -> int:
     """The number of parameters by formula, for width d, feed-forward width f, vocabulary V, positions P, types T:
 
     embeddings (V + P + T)·d + 2d; each layer 4(d² + d) + 2·d·f + f + d + 4d (attention, feed-forward, two
@@ -277,7 +304,10 @@ def parameter_count(config: BertConfig, *, pooler: bool = True, heads: bool = Fa
 def _check_mean_pool(h: object, attention_mask: object) -> None:
     if not isinstance(h, torch.Tensor) or h.ndim != 3:
         raise ValueError(f"h must be a tensor (B, n, d), got {describe(h)}")
-    if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != h.shape[:2]:
+    if (
+        not isinstance(attention_mask, torch.Tensor)
+        or attention_mask.shape != h.shape[:2]
+    ):
         raise ValueError(
             f"attention_mask must be a tensor of shape {tuple(h.shape[:2])}, got {describe(attention_mask)}"
         )
@@ -315,14 +345,17 @@ def sentence_embeddings(
     was_training = model.training
     model.eval()
     encoded = [tokenizer.encode(s) for s in sentences]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))  # batches of similar lengths: less padding
+    # batches of similar lengths: less padding
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     out = torch.zeros(len(encoded), model.config.d_model)
     try:
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             batch = bert_inputs([(encoded[i], None) for i in rows], tokenizer.cls_id, tokenizer.sep_id,
                                 tokenizer.pad_id, max_len)  # fmt: skip
-            h = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            h = model(
+                batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+            )
             s = mean_pool(h, batch["attention_mask"])
             out[rows] = F.normalize(s, dim=-1) if normalize else s
     finally:
@@ -365,8 +398,14 @@ def best_span(start_logits, end_logits, context_mask, max_len=30) -> torch.Tenso
 
 def _check_span_logits(start_logits: object, end_logits: object) -> None:
     for name, x in (("start_logits", start_logits), ("end_logits", end_logits)):
-        if not isinstance(x, torch.Tensor) or x.ndim != 2 or not x.dtype.is_floating_point:
-            raise ValueError(f"{name} must be a floating-point tensor (B, n), got {describe(x)}")
+        if (
+            not isinstance(x, torch.Tensor)
+            or x.ndim != 2
+            or not x.dtype.is_floating_point
+        ):
+            raise ValueError(
+                f"{name} must be a floating-point tensor (B, n), got {describe(x)}"
+            )
     if start_logits.shape != end_logits.shape:
         raise ValueError(
             f"start_logits and end_logits must have the same shape, got {tuple(start_logits.shape)} "
@@ -374,22 +413,34 @@ def _check_span_logits(start_logits: object, end_logits: object) -> None:
         )
 
 
-def _check_span_inputs(start_logits: object, end_logits: object, context_mask: object, max_len: object) -> None:
+def _check_span_inputs(
+    start_logits: object, end_logits: object, context_mask: object, max_len: object
+) -> None:
     _check_span_logits(start_logits, end_logits)
     shape = tuple(start_logits.shape)
-    if not isinstance(context_mask, torch.Tensor) or context_mask.dtype != torch.bool or context_mask.shape != shape:
-        raise ValueError(f"context_mask must be a boolean tensor of shape {shape}, got {describe(context_mask)}")
+    if (
+        not isinstance(context_mask, torch.Tensor)
+        or context_mask.dtype != torch.bool
+        or context_mask.shape != shape
+    ):
+        raise ValueError(
+            f"context_mask must be a boolean tensor of shape {shape}, got {describe(context_mask)}"
+        )
     require_positive_int(max_len, "max_len")
     empty = ~context_mask.any(dim=1)
     if empty.any():
-        raise ValueError(f"every row needs at least one context token; row {int(empty.nonzero()[0])} has none")
+        raise ValueError(
+            f"every row needs at least one context token; row {int(empty.nonzero()[0])} has none"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------
 # BERT's input format: [CLS] a [SEP] b [SEP] with segment ids
 
 
-def truncate_pair(a: Sequence[int], b: Sequence[int], max_tokens: int) -> tuple[list[int], list[int]]:
+def truncate_pair(
+    a: Sequence[int], b: Sequence[int], max_tokens: int
+) -> tuple[list[int], list[int]]:
     """Drop tokens from the end of the longer of ``a`` and ``b`` until both fit in ``max_tokens`` together.
 
     On a tie the one that was shorter at the start loses the token (``a`` if they started equal), which is
@@ -406,7 +457,11 @@ def truncate_pair(a: Sequence[int], b: Sequence[int], max_tokens: int) -> tuple[
 
 
 def bert_inputs(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int] | None]], cls_id: int, sep_id: int, pad_id: int, max_len: int
+    pairs: Sequence[tuple[Sequence[int], Sequence[int] | None]],
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+    max_len: int,
 ) -> dict[str, torch.Tensor]:
     """Batch ``[CLS] a [SEP] b [SEP]`` (or ``[CLS] a [SEP]`` when b is None), truncated to ``max_len`` tokens.
 
@@ -415,12 +470,20 @@ def bert_inputs(
     with ``pad_id``.
     """
     require_int(max_len, "max_len", low=3, why="[CLS] a [SEP] b [SEP] needs room")
-    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or len(pairs) == 0:
-        raise TypeError(f"pairs must be a non-empty list of (a, b) pairs of token-id lists, got {describe(pairs)}")
+    if (
+        isinstance(pairs, (str, bytes))
+        or not isinstance(pairs, Sequence)
+        or len(pairs) == 0
+    ):
+        raise TypeError(
+            f"pairs must be a non-empty list of (a, b) pairs of token-id lists, got {describe(pairs)}"
+        )
     rows, types = [], []
     for k, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise TypeError(f"pair {k} must be a tuple (a, b) of token-id lists (b may be None), got {describe(pair)}")
+            raise TypeError(
+                f"pair {k} must be a tuple (a, b) of token-id lists (b may be None), got {describe(pair)}"
+            )
         a, b = pair
         if b is None:
             a, _ = truncate_pair(a, [], max_len - 2)
@@ -431,7 +494,17 @@ def bert_inputs(
             rows.append([cls_id, *a, sep_id, *b, sep_id])
             types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
     n = max(len(r) for r in rows)
-    input_ids = torch.tensor([r + [pad_id] * (n - len(r)) for r in rows], dtype=torch.long)
-    token_type_ids = torch.tensor([t + [0] * (n - len(t)) for t in types], dtype=torch.long)
-    attention_mask = torch.tensor([[True] * len(r) + [False] * (n - len(r)) for r in rows])
-    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+    input_ids = torch.tensor(
+        [r + [pad_id] * (n - len(r)) for r in rows], dtype=torch.long
+    )
+    token_type_ids = torch.tensor(
+        [t + [0] * (n - len(t)) for t in types], dtype=torch.long
+    )
+    attention_mask = torch.tensor(
+        [[True] * len(r) + [False] * (n - len(r)) for r in rows]
+    )
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": attention_mask,
+    }

@@ -40,7 +40,9 @@ __all__ = [
     "BPETokenizer",
 ]
 
-GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
+GPT2_SPLIT_PATTERN = (
+    r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
+)
 """GPT-2's pre-tokenisation pattern written for Python's ``re`` (see the module docstring for the difference)."""
 
 ENDOFTEXT = "<|endoftext|>"
@@ -49,7 +51,9 @@ ENDOFTEXT = "<|endoftext|>"
 Pair = tuple[int, int]
 
 
-def get_pair_counts(ids: Sequence[int], counts: Counter | None = None, weight: int = 1) -> Counter:
+def get_pair_counts(
+    ids: Sequence[int], counts: Counter | None = None, weight: int = 1
+) -> Counter:
     """Count each pair of adjacent ids in ``ids`` (adding ``weight`` per occurrence to ``counts``)."""
     counts = Counter() if counts is None else counts
     for pair in pairwise(ids):
@@ -74,11 +78,15 @@ def _check_training_args(text: object, vocab_size: object, pattern: object) -> N
     require_instance(text, str, "text")
     require_int(vocab_size, "vocab_size", low=256, why="the byte alphabet")
     if pattern is not None and not isinstance(pattern, str):
-        raise TypeError(f"pattern must be a regular expression (str) or None, got {describe(pattern)}")
+        raise TypeError(
+            f"pattern must be a regular expression (str) or None, got {describe(pattern)}"
+        )
 
 
 def _chunks(text: str, pattern: str | None) -> list[str]:
-    return re.findall(pattern, text) if pattern is not None else ([text] if text else [])
+    return (
+        re.findall(pattern, text) if pattern is not None else ([text] if text else [])
+    )
 
 
 def train_bpe_naive(text: str, vocab_size: int, pattern=GPT2_SPLIT_PATTERN) -> dict:
@@ -98,7 +106,9 @@ def train_bpe_naive(text: str, vocab_size: int, pattern=GPT2_SPLIT_PATTERN) -> d
     return merges
 
 
-def train_bpe(text: str, vocab_size: int, pattern: str | None = GPT2_SPLIT_PATTERN) -> dict[Pair, int]:
+def train_bpe(
+    text: str, vocab_size: int, pattern: str | None = GPT2_SPLIT_PATTERN
+) -> dict[Pair, int]:
     """Learn the same merges as :func:`train_bpe_naive`, updating the pair counts only where a merge changed them.
 
     Equal chunks are merged once (weighted by how often they occur); ``where[pair]`` remembers which chunks
@@ -166,19 +176,31 @@ class BPETokenizer:
         special_tokens: Iterable[str] = (ENDOFTEXT,),
     ) -> None:
         if not isinstance(merges, dict):
-            raise TypeError(f"merges must be a dict {{(a, b): new_id}}, got {describe(merges)}")
+            raise TypeError(
+                f"merges must be a dict {{(a, b): new_id}}, got {describe(merges)}"
+            )
         vocab = {i: bytes([i]) for i in range(256)}
         for k, ((a, b), new_id) in enumerate(merges.items()):
             if new_id != 256 + k:
-                raise ValueError(f"merge number {k} must create id {256 + k}, got {new_id!r}")
+                raise ValueError(
+                    f"merge number {k} must create id {256 + k}, got {new_id!r}"
+                )
             if a not in vocab or b not in vocab:
-                raise ValueError(f"merge {(a, b)} -> {new_id} uses an id that does not exist yet")
+                raise ValueError(
+                    f"merge {(a, b)} -> {new_id} uses an id that does not exist yet"
+                )
             vocab[new_id] = vocab[a] + vocab[b]
         if pattern is not None and not isinstance(pattern, str):
-            raise TypeError(f"pattern must be a regular expression (str) or None, got {describe(pattern)}")
+            raise TypeError(
+                f"pattern must be a regular expression (str) or None, got {describe(pattern)}"
+            )
         special_tokens = list(special_tokens)
-        if len(set(special_tokens)) != len(special_tokens) or not all(isinstance(s, str) and s for s in special_tokens):
-            raise ValueError(f"special_tokens must be distinct non-empty strings, got {special_tokens!r}")
+        if len(set(special_tokens)) != len(special_tokens) or not all(
+            isinstance(s, str) and s for s in special_tokens
+        ):
+            raise ValueError(
+                f"special_tokens must be distinct non-empty strings, got {special_tokens!r}"
+            )
         self.merges = dict(merges)
         self.pattern = pattern
         self.vocab = vocab
@@ -198,8 +220,14 @@ class BPETokenizer:
         """Train on ``text`` so that the vocabulary (bytes, merges and special tokens) has ``vocab_size`` ids."""
         special_tokens = list(special_tokens)
         n = len(special_tokens)
-        require_int(vocab_size, "vocab_size", low=256 + n, why=f"256 bytes + {n} special tokens")
-        return cls(train_bpe(text, vocab_size - len(special_tokens), pattern), pattern, special_tokens)
+        require_int(
+            vocab_size, "vocab_size", low=256 + n, why=f"256 bytes + {n} special tokens"
+        )
+        return cls(
+            train_bpe(text, vocab_size - len(special_tokens), pattern),
+            pattern,
+            special_tokens,
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -239,11 +267,15 @@ class BPETokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``: their bytes, concatenated and decoded as UTF-8 (invalid bytes become U+FFFD)."""
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise TypeError(f"ids must be a sequence of int token ids, got {describe(ids)}")
+            raise TypeError(
+                f"ids must be a sequence of int token ids, got {describe(ids)}"
+            )
         ids = [int(i) for i in ids]
         bad = [i for i in ids if i not in self.vocab]
         if bad:
-            raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got {bad[0]}")
+            raise ValueError(
+                f"token ids must lie in [0, {self.vocab_size}), got {bad[0]}"
+            )
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
 
     def token_bytes(self, i: int) -> bytes:

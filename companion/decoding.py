@@ -50,29 +50,49 @@ __all__ = [
     "check_sampling_options",
 ]
 
-NextLogits = Callable[[Tensor], Tensor]  # the ids so far (B, t) → the next token's logits (B, V)
+# the ids so far (B, t) → the next token's logits (B, V)
+NextLogits = Callable[[Tensor], Tensor]
 
 
 def check_sampling_options(
-    temperature: object = 1.0, top_k: object = None, top_p: object = None, vocab_size: int | None = None, **_: object
+    temperature: object = 1.0,
+    top_k: object = None,
+    top_p: object = None,
+    vocab_size: int | None = None,
+    **_: object,
 ) -> None:
     """The sampler's options, checked once by each door that samples (``top_k`` against ``vocab_size`` if known)."""
     require_number(temperature, "temperature", low=0, finite=False)
     if top_k is not None:
-        require_int(top_k, "top_k", low=1, high=vocab_size, why="at most vocab_size" if vocab_size else "")
+        require_int(
+            top_k,
+            "top_k",
+            low=1,
+            high=vocab_size,
+            why="at most vocab_size" if vocab_size else "",
+        )
     if top_p is not None:
         require_number(top_p, "top_p", low=0, low_open=True, high=1)
 
 
-def _check_sampling(logits: object, temperature: object, top_k: object, top_p: object) -> None:
+def _check_sampling(
+    logits: object, temperature: object, top_k: object, top_p: object
+) -> None:
     logits = require_floats(logits, "logits", "(batch, vocab_size)", ndim=2)
     check_sampling_options(temperature, top_k, top_p, logits.shape[-1])
 
 
 def _check_decode(
-    next_logits: object, ids: object, max_new_tokens: object, eos_id: object, filler: object, sampling: dict
+    next_logits: object,
+    ids: object,
+    max_new_tokens: object,
+    eos_id: object,
+    filler: object,
+    sampling: dict,
 ) -> None:
-    require_callable(next_logits, "next_logits", "a function from ids (B, t) to logits (B, V)")
+    require_callable(
+        next_logits, "next_logits", "a function from ids (B, t) to logits (B, V)"
+    )
     check_token_ids(ids, "ids", None, min_length=1, layout="(batch, t)")
     require_positive_int(max_new_tokens, "max_new_tokens")
     for name, token in (("eos_id", eos_id), ("filler", filler)):
@@ -127,10 +147,18 @@ def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **samp
     return ids
 
 
-def _check_beam(next_logits: object, ids: object, max_new_tokens: object, beam_size: object, eos_id: object) -> None:
+def _check_beam(
+    next_logits: object,
+    ids: object,
+    max_new_tokens: object,
+    beam_size: object,
+    eos_id: object,
+) -> None:
     _check_decode(next_logits, ids, max_new_tokens, eos_id, None, {})
     if ids.shape[0] != 1:
-        raise ValueError(f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}")
+        raise ValueError(
+            f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}"
+        )
     require_positive_int(beam_size, "beam_size")
 
 

@@ -98,7 +98,9 @@ def encode(tokens: Sequence[str], vocabulary: Sequence[str]) -> torch.Tensor:
     Raises ``ValueError`` naming a token that is not in the vocabulary (this model has no unknown token).
     """
     if isinstance(tokens, str):
-        raise TypeError("tokens must be a list of str tokens, got one str (split it first)")
+        raise TypeError(
+            "tokens must be a list of str tokens, got one str (split it first)"
+        )
     index = {t: i for i, t in enumerate(vocabulary)}
     ids = []
     for t in tokens:
@@ -148,7 +150,9 @@ class WordEmbeddingLM(nn.Module):
             return next_token_probabilities(self.E @ self.U.T, temperature)
 
 
-def next_token_probabilities(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def next_token_probabilities(
+    scores: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Softmax of ``scores / temperature`` over the last dimension.
 
     ``p_j = exp(s_j / T) / sum_k exp(s_k / T)``. As ``T → 0`` this tends to all mass on the argmax; ``T = 0``
@@ -164,7 +168,9 @@ def next_token_probabilities(scores: torch.Tensor, temperature: float = 1.0) -> 
     """
     require_floating_tensor(scores, "scores")
     if scores.ndim == 0:
-        raise ValueError("scores must have at least 1 dimension (..., N), got a 0-d tensor")
+        raise ValueError(
+            "scores must have at least 1 dimension (..., N), got a 0-d tensor"
+        )
     require_number(temperature, "temperature", low=0)
     if temperature == 0:
         best = scores.argmax(dim=-1, keepdim=True)
@@ -177,7 +183,9 @@ def bigram_pairs(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     require_integer_tensor(ids, "ids")
     require_ndim(ids, "ids", 1, "(n,)")
     if ids.numel() < 2:
-        raise ValueError(f"ids must hold at least 2 tokens to form a bigram, got {ids.numel()}")
+        raise ValueError(
+            f"ids must hold at least 2 tokens to form a bigram, got {ids.numel()}"
+        )
     return ids[:-1], ids[1:]
 
 
@@ -251,9 +259,16 @@ def generate(
     if n_tokens == 0:
         return start.long().clone()
     g = None if seed is None else torch.Generator().manual_seed(seed)
-    next_logits = lambda ids: model(ids[0, -1:])  # (1, t) → (1, V): order 1, the last token only
+    # (1, t) → (1, V): order 1, the last token only
+    next_logits = lambda ids: model(ids[0, -1:])
     with torch.no_grad():  # the shared loop and sampler, checked above
-        ids = decoding.decode.unchecked(next_logits, start.long()[None], n_tokens, temperature=temperature, generator=g)
+        ids = decoding.decode.unchecked(
+            next_logits,
+            start.long()[None],
+            n_tokens,
+            temperature=temperature,
+            generator=g,
+        )
     return ids[0]
 
 
@@ -270,7 +285,9 @@ def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     require_positive_int(vocab_size, "vocab_size")
     prev, nxt = bigram_pairs(ids)
     require_index_range(ids, "ids", vocab_size)
-    flat = torch.bincount(prev.long() * vocab_size + nxt.long(), minlength=vocab_size * vocab_size)
+    flat = torch.bincount(
+        prev.long() * vocab_size + nxt.long(), minlength=vocab_size * vocab_size
+    )
     return flat.view(vocab_size, vocab_size)
 
 
@@ -299,7 +316,9 @@ def cross_entropy(transition: torch.Tensor, ids: torch.Tensor) -> float:
     require_ndim(transition, "transition", 2, "(N, N)")
     n = transition.shape[0]
     if transition.shape[1] != n:
-        raise ValueError(f"transition must be square (N, N), got shape {tuple(transition.shape)}")
+        raise ValueError(
+            f"transition must be square (N, N), got shape {tuple(transition.shape)}"
+        )
     prev, nxt = bigram_pairs(ids)
     require_index_range(ids, "ids", n)
     p = transition.detach().to(torch.float64)[prev, nxt]
@@ -336,10 +355,14 @@ def optimum_gap(model: WordEmbeddingLM | torch.Tensor, ids: torch.Tensor) -> Gap
     require_floating_tensor(table, "model")
     n = table.shape[0] if table.ndim == 2 else -1
     if table.ndim != 2 or table.shape[1] != n:
-        raise ValueError(f"the transition table must have shape (N, N), got {tuple(table.shape)}")
+        raise ValueError(
+            f"the transition table must have shape (N, N), got {tuple(table.shape)}"
+        )
     opt = bigram_probabilities(ids, n)
     q = table.detach().to(torch.float64)
-    terms = torch.where(opt > 0, opt * (opt.clamp_min(1e-300).log() - q.log()), torch.zeros_like(opt))
+    terms = torch.where(
+        opt > 0, opt * (opt.clamp_min(1e-300).log() - q.log()), torch.zeros_like(opt)
+    )
     kl = terms.sum(dim=1)
     counts = bigram_counts(ids, n).sum(dim=1).to(torch.float64)
     freq = counts / counts.sum()

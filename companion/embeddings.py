@@ -71,7 +71,9 @@ def dot_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return (u * v).sum(-1)
 
 
-def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+def cosine_similarity(
+    u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8
+) -> torch.Tensor:
     """Cosine similarity ``uᵀv / (‖u‖ ‖v‖)`` along the last dimension, a number in ``[-1, 1]``.
 
     Args:
@@ -82,7 +84,9 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
         tensor of the broadcast shape without the last dimension.
     """
     check_pair(u, v, ("u", "v"), same_dtype=False, width="D")
-    return dot_similarity(u, v) / (u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps))
+    return dot_similarity(u, v) / (
+        u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps)
+    )
 
 
 def pairwise_cosine(vectors: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -93,7 +97,9 @@ def pairwise_cosine(vectors: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     return unit @ unit.T
 
 
-def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+def nearest_neighbours(
+    vectors: torch.Tensor, query: int, k: int = 5
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` rows of ``vectors`` (shape ``(N, D)``) most cosine-similar to row ``query``, itself excluded.
 
     Returns:
@@ -112,4 +118,6 @@ def nearest_neighbours(vectors: torch.Tensor, query: int, k: int = 5) -> tuple[t
 
 def parameter_count(vocab_size: int, width: int) -> int:
     """The number of parameters of an embedding table: ``V × D``."""
-    return require_positive_int(vocab_size, "vocab_size") * require_positive_int(width, "width")
+    return require_positive_int(vocab_size, "vocab_size") * require_positive_int(
+        width, "width"
+    )

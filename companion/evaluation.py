@@ -78,7 +78,9 @@ def most_similar(
     else:
         require_floating_tensor(query, "query")
         if tuple(query.shape) != (vectors.shape[1],):
-            raise ValueError(f"query vector must have shape ({vectors.shape[1]},), got {tuple(query.shape)}")
+            raise ValueError(
+                f"query vector must have shape ({vectors.shape[1]},), got {tuple(query.shape)}"
+            )
         q = unit_rows(query.unsqueeze(0))[0]
     sims = unit @ q
     if exclude is not None:
@@ -87,10 +89,15 @@ def most_similar(
     if k > available:
         raise ValueError(f"k must be at most {available}, got {k}")
     top = sims.topk(k)
-    return [(words[i], float(s)) for i, s in zip(top.indices.tolist(), top.values.tolist(), strict=True)]
+    return [
+        (words[i], float(s))
+        for i, s in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+    ]
 
 
-def analogy(vectors: torch.Tensor, words: Sequence[str], a: str, b: str, c: str, k: int = 1) -> list[tuple[str, float]]:
+def analogy(
+    vectors: torch.Tensor, words: Sequence[str], a: str, b: str, c: str, k: int = 1
+) -> list[tuple[str, float]]:
     """3CosAdd: the ``k`` words ``d`` that best complete ``a : b :: c : d``, excluding ``a``, ``b``, ``c``.
 
     ``d = argmax_w cos(w, b̂ + ĉ - â)`` with ``x̂ = x / |x|`` ("man : king :: woman : ?" → "queen").
@@ -107,10 +114,15 @@ def analogy(vectors: torch.Tensor, words: Sequence[str], a: str, b: str, c: str,
     sims = unit @ (q / q.norm().clamp_min(1e-300))
     sims[[index[a], index[b], index[c]]] = -torch.inf
     top = sims.topk(min(k, len(words) - 3))
-    return [(words[i], float(s)) for i, s in zip(top.indices.tolist(), top.values.tolist(), strict=True)]
+    return [
+        (words[i], float(s))
+        for i, s in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+    ]
 
 
-def _ok_vocab(words: Sequence[str], restrict_vocab: int, case_insensitive: bool) -> dict[str, int]:
+def _ok_vocab(
+    words: Sequence[str], restrict_vocab: int, case_insensitive: bool
+) -> dict[str, int]:
     """gensim's map from (upper-cased) word to row, among the first ``restrict_vocab`` rows; first wins."""
     ok: dict[str, int] = {}
     for i, w in enumerate(words[:restrict_vocab]):
@@ -188,10 +200,20 @@ def evaluate_word_pairs(
         gold.append(float(score))
         model.append(float(unit[ok[ka]] @ unit[ok[kb]]))
     if not gold:
-        raise ValueError(f"every one of the {len(pairs)} pairs has a word outside the vocabulary")
+        raise ValueError(
+            f"every one of the {len(pairs)} pairs has a word outside the vocabulary"
+        )
     spearman = float(stats.spearmanr(gold, model)[0])
     pearson = float(stats.pearsonr(gold, model)[0])
-    return WordPairsResult(spearman, pearson, len(gold), oov, 100.0 * len(oov) / (len(gold) + len(oov)), gold, model)
+    return WordPairsResult(
+        spearman,
+        pearson,
+        len(gold),
+        oov,
+        100.0 * len(oov) / (len(gold) + len(oov)),
+        gold,
+        model,
+    )
 
 
 @dataclass(frozen=True)
@@ -271,7 +293,9 @@ def evaluate_analogies(
         for idx in (ia, ib, ic):
             sims[rows, idx] = -torch.inf
         top = sims.topk(topn, dim=1)
-        for (section, a, b, c, d), cand, vals in zip(chunk, top.indices.tolist(), top.values.tolist(), strict=True):
+        for (section, a, b, c, d), cand, vals in zip(
+            chunk, top.indices.tolist(), top.values.tolist(), strict=True
+        ):
             predicted = None
             for i, v in zip(cand, vals, strict=True):
                 if v == -torch.inf:

@@ -29,9 +29,27 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attention import scaled_dot_product_attention
-from .banded_attention import DEFAULT_BANDWIDTH, band_mask, band_matrix, banded_attention, banded_attention_dense
-from .linear_attention import DEFAULT_EPS, FeatureMap, elu_plus_one, linear_attention, numerical_rank
-from .validation import describe, require_callable, require_floating_tensor, require_number, require_positive_int
+from .banded_attention import (
+    DEFAULT_BANDWIDTH,
+    band_mask,
+    band_matrix,
+    banded_attention,
+    banded_attention_dense,
+)
+from .linear_attention import (
+    DEFAULT_EPS,
+    FeatureMap,
+    elu_plus_one,
+    linear_attention,
+    numerical_rank,
+)
+from .validation import (
+    describe,
+    require_callable,
+    require_floating_tensor,
+    require_number,
+    require_positive_int,
+)
 
 __all__ = [
     "elu_plus_one",
@@ -63,7 +81,11 @@ def tanh_plus_one(x: Tensor) -> Tensor:
     return torch.tanh(x) + 1
 
 
-FMM_FEATURE_MAPS: tuple[FeatureMap, ...] = (elu_plus_one, elu_flip_plus_one, tanh_plus_one)
+FMM_FEATURE_MAPS: tuple[FeatureMap, ...] = (
+    elu_plus_one,
+    elu_flip_plus_one,
+    tanh_plus_one,
+)
 """The three feature maps of the FMMformer code, in its order (``kernels = 1, 2, 3`` uses the first 1, 2, 3)."""
 
 
@@ -71,9 +93,14 @@ def _check_feature_maps(feature_maps: object) -> tuple[FeatureMap, ...]:
     if callable(feature_maps):
         feature_maps = (feature_maps,)
     if not isinstance(feature_maps, Sequence):
-        raise TypeError(f"feature_maps must be a sequence of feature maps, got {describe(feature_maps)}")
+        raise TypeError(
+            f"feature_maps must be a sequence of feature maps, got {describe(feature_maps)}"
+        )
     maps = enumerate(feature_maps)
-    return tuple(require_callable(f, f"feature_maps[{i}]", "a function (..., d_k) -> (..., r)") for i, f in maps)
+    return tuple(
+        require_callable(f, f"feature_maps[{i}]", "a function (..., d_k) -> (..., r)")
+        for i, f in maps
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -96,7 +123,9 @@ def far_field_attention(
         raise ValueError("far_field_attention needs at least one feature map, got none")
     out = linear_attention(q, k, v, mask, causal=causal, feature_map=maps[0], eps=eps)
     for phi in maps[1:]:
-        out = out + linear_attention(q, k, v, mask, causal=causal, feature_map=phi, eps=eps)
+        out = out + linear_attention(
+            q, k, v, mask, causal=causal, feature_map=phi, eps=eps
+        )
     return out
 
 
@@ -116,7 +145,12 @@ def far_field_matrix(
     maps = _check_feature_maps(feature_maps)
     require_floating_tensor(q, "q")
     require_floating_tensor(k, "k")
-    if q.ndim < 2 or k.ndim < 2 or q.shape[-1] != k.shape[-1] or q.shape[:-2] != k.shape[:-2]:
+    if (
+        q.ndim < 2
+        or k.ndim < 2
+        or q.shape[-1] != k.shape[-1]
+        or q.shape[:-2] != k.shape[:-2]
+    ):
         raise ValueError(
             f"q and k must have shapes (..., n_q, d_k) and (..., n_k, d_k) with the same leading dimensions, "
             f"got {tuple(q.shape)} and {tuple(k.shape)}"
@@ -135,15 +169,21 @@ def far_field_matrix(
 # FMMformer attention: the blend
 
 
-def _check_fmmformer(w_near: object, w_far: object, feature_maps: object) -> tuple[FeatureMap, ...]:
+def _check_fmmformer(
+    w_near: object, w_far: object, feature_maps: object
+) -> tuple[FeatureMap, ...]:
     for name, w in (("w_near", w_near), ("w_far", w_far)):
         if not isinstance(w, Tensor):
-            require_number(w, name, finite=False, why="or a tensor of one weight per head")
+            require_number(
+                w, name, finite=False, why="or a tensor of one weight per head"
+            )
     maps = _check_feature_maps(feature_maps)
     near_off = isinstance(w_near, (int, float)) and w_near == 0
     far_off = not maps or (isinstance(w_far, (int, float)) and w_far == 0)
     if near_off and far_off:
-        raise ValueError("fmmformer_attention: both terms are off (w_near = 0 and w_far = 0 or no feature maps)")
+        raise ValueError(
+            "fmmformer_attention: both terms are off (w_near = 0 and w_far = 0 or no feature maps)"
+        )
     return maps
 
 
@@ -178,17 +218,27 @@ def _inverse_softplus(y: float) -> float:
     return y + math.log(-math.expm1(-y))
 
 
-def _check_fmm_attention(bandwidth: object, n_heads: object, positive: object, init_near: float, init_far: float):
+def _check_fmm_attention(
+    bandwidth: object,
+    n_heads: object,
+    positive: object,
+    init_near: float,
+    init_far: float,
+):
     require_positive_int(bandwidth, "bandwidth")
     if n_heads is not None:
         require_positive_int(n_heads, "n_heads")
-    for name, w in (("init_near", init_near), ("init_far", init_far)) if positive else ():
+    for name, w in (
+        (("init_near", init_near), ("init_far", init_far)) if positive else ()
+    ):
         require_number(w, name, low=0, low_open=True, why="positive weights")
 
 
 def _check_head_weights(w: Tensor, q: Tensor) -> None:
     if w.ndim and (q.ndim < 3 or q.shape[-3] != w.shape[0]):
-        raise ValueError(f"FMMAttention has {w.shape[0]} heads' weights, got q of shape {tuple(q.shape)}")
+        raise ValueError(
+            f"FMMAttention has {w.shape[0]} heads' weights, got q of shape {tuple(q.shape)}"
+        )
 
 
 class FMMAttention(nn.Module):
@@ -229,7 +279,9 @@ class FMMAttention(nn.Module):
         return fmmformer_attention(q, k, v, mask, **learned, **fixed, **options)
 
     def extra_repr(self) -> str:
-        names = ", ".join(getattr(f, "__name__", type(f).__name__) for f in self.feature_maps)
+        names = ", ".join(
+            getattr(f, "__name__", type(f).__name__) for f in self.feature_maps
+        )
         return f"bandwidth={self.bandwidth}, feature_maps=({names}), positive={self.positive}"
 
 
@@ -250,7 +302,9 @@ class AttentionSpectrum:
         return int((self.full > eps).sum()), int((self.off_band > eps).sum())
 
 
-def attention_spectrum(a: Tensor, bandwidth: int, *, causal: bool = True) -> AttentionSpectrum:
+def attention_spectrum(
+    a: Tensor, bandwidth: int, *, causal: bool = True
+) -> AttentionSpectrum:
     """The spectrum of an attention matrix A (n_q, n_k) and of its far field A − band_k(A) (the band of ``band_mask``).
 
     Both are divided by σ_1(A), so the two curves share one scale: if A − band_k(A) is nearly low-rank its
@@ -261,7 +315,9 @@ def attention_spectrum(a: Tensor, bandwidth: int, *, causal: bool = True) -> Att
     """
     require_floating_tensor(a, "a")
     if a.ndim != 2:
-        raise ValueError(f"a must be one attention matrix (n_q, n_k), got shape {tuple(a.shape)}")
+        raise ValueError(
+            f"a must be one attention matrix (n_q, n_k), got shape {tuple(a.shape)}"
+        )
     a = a.detach().to(torch.float64)
     full = torch.linalg.svdvals(a)
     off = torch.linalg.svdvals(a - band_matrix(a, bandwidth, causal=causal))
@@ -269,7 +325,9 @@ def attention_spectrum(a: Tensor, bandwidth: int, *, causal: bool = True) -> Att
     return AttentionSpectrum(int(bandwidth), full / top, off / top)
 
 
-def far_field_rank(q: Tensor, k: Tensor, *, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]) -> int:
+def far_field_rank(
+    q: Tensor, k: Tensor, *, feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]
+) -> int:
     """Numerical rank of the non-causal far-field matrix of one head, q (n_q, d_k), k (n_k, d_k): ≤ r·d_k."""
     return numerical_rank(far_field_matrix(q, k, feature_maps=feature_maps))
 
@@ -298,15 +356,23 @@ def fmmformer_implementations(
         "sdpa": sdpa,
         "softmax": lambda q, k, v: scaled_dot_product_attention(q, k, v, causal=causal),
         "linear": lambda q, k, v: linear_attention(q, k, v, causal=causal),
-        "band": lambda q, k, v: banded_attention(q, k, v, causal=causal, bandwidth=bandwidth),
-        "fmmformer": lambda q, k, v: fmmformer_attention(q, k, v, causal=causal, bandwidth=bandwidth),
+        "band": lambda q, k, v: banded_attention(
+            q, k, v, causal=causal, bandwidth=bandwidth
+        ),
+        "fmmformer": lambda q, k, v: fmmformer_attention(
+            q, k, v, causal=causal, bandwidth=bandwidth
+        ),
     }
     if dense:
 
         def band_sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-            mask = band_mask(q.shape[-2], k.shape[-2], bandwidth, causal=causal).to(q.device)
+            mask = band_mask(q.shape[-2], k.shape[-2], bandwidth, causal=causal).to(
+                q.device
+            )
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
-        impls["band dense"] = lambda q, k, v: banded_attention_dense(q, k, v, causal=causal, bandwidth=bandwidth)
+        impls["band dense"] = lambda q, k, v: banded_attention_dense(
+            q, k, v, causal=causal, bandwidth=bandwidth
+        )
         impls["band sdpa"] = band_sdpa
     return impls

@@ -64,7 +64,12 @@ __all__ = [
 PAPER_ICE_STEAM: dict[str, dict[str, float]] = {
     "P(k|ice)": {"solid": 1.9e-4, "gas": 6.6e-5, "water": 3.0e-3, "fashion": 1.7e-5},
     "P(k|steam)": {"solid": 2.2e-5, "gas": 7.8e-4, "water": 2.2e-3, "fashion": 1.8e-5},
-    "P(k|ice)/P(k|steam)": {"solid": 8.9, "gas": 8.5e-2, "water": 1.36, "fashion": 0.96},
+    "P(k|ice)/P(k|steam)": {
+        "solid": 8.9,
+        "gas": 8.5e-2,
+        "water": 1.36,
+        "fashion": 0.96,
+    },
 }
 """Table 1 of Pennington, Socher & Manning (2014), the co-occurrence probabilities of probe words ``k`` with
 "ice" and "steam" in their 6-billion-token corpus, and their ratio. Only the ratio singles out the words
@@ -108,14 +113,20 @@ def cooccurrence_matrix(
         sentence_ids: ``(N,)`` sentence of each token; pairs never cross sentences (default: one sentence).
         dense: return a dense tensor (default: dense if ``V <= 2000``, else a coalesced sparse COO tensor).
     """
-    sentence_ids = check_token_stream(ids, window, sentence_ids, vocab_size, nonempty=True)
+    sentence_ids = check_token_stream(
+        ids, window, sentence_ids, vocab_size, nonempty=True
+    )
     left, right, weight = _pairs(ids, sentence_ids, window)
     keys = left * vocab_size + right
     unique, inverse = torch.unique(keys, return_inverse=True)
-    sums = torch.zeros(unique.numel(), dtype=torch.float64).index_add_(0, inverse, weight)
+    sums = torch.zeros(unique.numel(), dtype=torch.float64).index_add_(
+        0, inverse, weight
+    )
     rows, cols = unique // vocab_size, unique % vocab_size
     index = torch.stack([torch.cat([rows, cols]), torch.cat([cols, rows])])
-    x = torch.sparse_coo_tensor(index, torch.cat([sums, sums]), (vocab_size, vocab_size), check_invariants=True)
+    x = torch.sparse_coo_tensor(
+        index, torch.cat([sums, sums]), (vocab_size, vocab_size), check_invariants=True
+    )
     x = x.coalesce()
     if dense is None:
         dense = vocab_size <= 2000
@@ -146,7 +157,9 @@ def cooccurrence_rows(
 
     Cheap even for a vocabulary of every word (``min_count=1``), which rare probe words need.
     """
-    sentence_ids = check_token_stream(ids, window, sentence_ids, vocab_size, nonempty=True)
+    sentence_ids = check_token_stream(
+        ids, window, sentence_ids, vocab_size, nonempty=True
+    )
     rows = [int(r) for r in rows]
     if not rows:
         raise ValueError("rows must name at least one word id")
@@ -160,7 +173,9 @@ def cooccurrence_rows(
                 ok = (other >= 0) & (other < n)
                 p, q = where[ok], other[ok]
                 q = q[sentence_ids[q] == sentence_ids[p]]
-                out[r_pos].index_add_(0, ids[q], torch.full((q.numel(),), 1.0 / d, dtype=torch.float64))
+                out[r_pos].index_add_(
+                    0, ids[q], torch.full((q.numel(),), 1.0 / d, dtype=torch.float64)
+                )
     return out
 
 
@@ -198,11 +213,20 @@ def probability_ratio_table(
     p = x / x.sum(dim=1, keepdim=True)
     pi = {k: float(p[0, index[k]]) for k in probes}
     pj = {k: float(p[1, index[k]]) for k in probes}
-    ratio = {k: (pi[k] / pj[k]) if pj[k] > 0 else (math.inf if pi[k] > 0 else math.nan) for k in probes}
-    return {f"P(k|{word_i})": pi, f"P(k|{word_j})": pj, f"P(k|{word_i})/P(k|{word_j})": ratio}
+    ratio = {
+        k: (pi[k] / pj[k]) if pj[k] > 0 else (math.inf if pi[k] > 0 else math.nan)
+        for k in probes
+    }
+    return {
+        f"P(k|{word_i})": pi,
+        f"P(k|{word_j})": pj,
+        f"P(k|{word_i})/P(k|{word_j})": ratio,
+    }
 
 
-def glove_weight(x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75) -> torch.Tensor:
+def glove_weight(
+    x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75
+) -> torch.Tensor:
     """GloVe's weighting ``f(x) = (x / x_max)^alpha`` for ``x < x_max``, else 1 (elementwise).
 
     ``f(0) = 0``, so pairs that never co-occur carry no weight; frequent pairs are capped at 1.
@@ -233,19 +257,37 @@ def glove_loss(
         x: ``(B,)`` positive co-occurrence values.
         reduction: ``"sum"`` (the paper's ``J`` over these pairs), ``"mean"`` or ``"none"`` (``(B,)``).
     """
-    for t, name in ((w, "w"), (w_tilde, "w_tilde"), (b, "b"), (b_tilde, "b_tilde"), (x, "x")):
+    for t, name in (
+        (w, "w"),
+        (w_tilde, "w_tilde"),
+        (b, "b"),
+        (b_tilde, "b_tilde"),
+        (x, "x"),
+    ):
         require_floating_tensor(t, name)
     require_ndim(w, "w", 2, "(B, D)")
     if w_tilde.shape != w.shape:
-        raise ValueError(f"w_tilde must have the shape of w {tuple(w.shape)}, got {tuple(w_tilde.shape)}")
+        raise ValueError(
+            f"w_tilde must have the shape of w {tuple(w.shape)}, got {tuple(w_tilde.shape)}"
+        )
     for t, name in ((b, "b"), (b_tilde, "b_tilde"), (x, "x")):
         if tuple(t.shape) != (w.shape[0],):
-            raise ValueError(f"{name} must have shape ({w.shape[0]},), got {tuple(t.shape)}")
-    require_entries(x, "x", low=0, low_open=True, why="only non-zero co-occurrences enter the loss")
+            raise ValueError(
+                f"{name} must have shape ({w.shape[0]},), got {tuple(t.shape)}"
+            )
+    require_entries(
+        x, "x", low=0, low_open=True, why="only non-zero co-occurrences enter the loss"
+    )
     require_choice(reduction, "reduction", ("sum", "mean", "none"))
     diff = (w * w_tilde).sum(-1) + b + b_tilde - x.log()
     loss = glove_weight(x, x_max, alpha) * diff.pow(2)
-    return loss.sum() if reduction == "sum" else loss.mean() if reduction == "mean" else loss
+    return (
+        loss.sum()
+        if reduction == "sum"
+        else loss.mean()
+        if reduction == "mean"
+        else loss
+    )
 
 
 class GloVe(nn.Module):
@@ -267,12 +309,25 @@ class GloVe(nn.Module):
         self.b, self.b_tilde = init(vocab_size), init(vocab_size)
 
     def forward(
-        self, i: torch.Tensor, j: torch.Tensor, x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75
+        self,
+        i: torch.Tensor,
+        j: torch.Tensor,
+        x: torch.Tensor,
+        x_max: float = 100.0,
+        alpha: float = 0.75,
     ) -> torch.Tensor:
         """``J`` summed over the pairs ``(i[n], j[n])`` (``(B,)`` ids) with values ``x`` (``(B,)``)."""
         require_integer_tensor(i, "i")
         require_integer_tensor(j, "j")
-        return glove_loss(self.w[i], self.w_tilde[j], self.b[i], self.b_tilde[j], x, x_max=x_max, alpha=alpha)
+        return glove_loss(
+            self.w[i],
+            self.w_tilde[j],
+            self.b[i],
+            self.b_tilde[j],
+            x,
+            x_max=x_max,
+            alpha=alpha,
+        )
 
     def vectors(self) -> torch.Tensor:
         """The ``(V, D)`` word vectors ``W + W̃``."""
@@ -305,7 +360,9 @@ class GloVeConfig:
         for name in ("vector_size", "epochs", "batch_size"):
             require_positive_int(getattr(self, name), name)
         if not self.lr > 0 or not self.x_max > 0 or not self.alpha > 0:
-            raise ValueError(f"lr, x_max and alpha must be > 0, got {self.lr}, {self.x_max}, {self.alpha}")
+            raise ValueError(
+                f"lr, x_max and alpha must be > 0, got {self.lr}, {self.x_max}, {self.alpha}"
+            )
 
 
 CHAPTER_GLOVE = GloVeConfig(vector_size=50, x_max=10.0, epochs=15)
@@ -324,7 +381,9 @@ class GloVeResult:
     config: GloVeConfig
 
 
-def train_glove(x: torch.Tensor, config: GloVeConfig | None = None, *, progress: bool = True) -> GloVeResult:
+def train_glove(
+    x: torch.Tensor, config: GloVeConfig | None = None, *, progress: bool = True
+) -> GloVeResult:
     """Fit GloVe to a co-occurrence matrix by AdaGrad over shuffled mini-batches of its non-zero entries.
 
     For a batch of entries ``n = (i, j)`` with ``e_n = w_i · w̃_j + b_i + b̃_j - log X_ij``, the gradient of
@@ -348,7 +407,9 @@ def train_glove(x: torch.Tensor, config: GloVeConfig | None = None, *, progress:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {describe(x)}")
     if x.ndim != 2 or x.shape[0] != x.shape[1]:
-        raise ValueError(f"x must be a square (V, V) matrix, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must be a square (V, V) matrix, got shape {tuple(x.shape)}"
+        )
     if x.is_sparse:
         x = x.coalesce()
         (rows, cols), vals = x.indices(), x.values()
@@ -360,7 +421,9 @@ def train_glove(x: torch.Tensor, config: GloVeConfig | None = None, *, progress:
     if vals.numel() == 0:
         raise ValueError("x has no positive entry to fit")
     log_x = vals.log().to(torch.float32)
-    weight = glove_weight(vals.to(torch.float64), cfg.x_max, cfg.alpha).to(torch.float32)
+    weight = glove_weight(vals.to(torch.float64), cfg.x_max, cfg.alpha).to(
+        torch.float32
+    )
     g = torch.Generator().manual_seed(cfg.seed)
     model = GloVe(x.shape[0], cfg.vector_size, seed=cfg.seed)
     params = [model.w, model.w_tilde, model.b, model.b_tilde]
@@ -373,16 +436,26 @@ def train_glove(x: torch.Tensor, config: GloVeConfig | None = None, *, progress:
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            for _ in tqdm(range(cfg.epochs), desc="GloVe", unit="epoch", disable=not progress):
+            for _ in tqdm(
+                range(cfg.epochs), desc="GloVe", unit="epoch", disable=not progress
+            ):
                 order = torch.randperm(nnz, generator=g)
                 total = 0.0
                 for start in range(0, nnz, cfg.batch_size):
                     sl = order[start : start + cfg.batch_size]
                     i, j = rows[sl], cols[sl]
-                    wi, wj = model.w.index_select(0, i), model.w_tilde.index_select(0, j)
+                    wi, wj = (
+                        model.w.index_select(0, i),
+                        model.w_tilde.index_select(0, j),
+                    )
                     err = torch.bmm(wi.unsqueeze(1), wj.unsqueeze(2)).view(-1)
-                    err += model.b.index_select(0, i) + model.b_tilde.index_select(0, j) - log_x[sl]
-                    f_err = weight[sl] * err  # f(X_ij) e_n: the gradient of J/2 with respect to e_n
+                    err += (
+                        model.b.index_select(0, i)
+                        + model.b_tilde.index_select(0, j)
+                        - log_x[sl]
+                    )
+                    # f(X_ij) e_n: the gradient of J/2 with respect to e_n
+                    f_err = weight[sl] * err
                     total += float(f_err @ err)
                     grads = [torch.zeros_like(p) for p in params]
                     grads[0].index_add_(0, i, wj.mul_(f_err.unsqueeze(1)))

@@ -30,10 +30,16 @@ from torch import Tensor, nn
 from .attention import KVCache
 from .attention import scaled_dot_product_attention as sdpa
 from .decoding import check_sampling_options, decode
-from .decoding import sample_next as sample_next  # re-exported: documented in companion.decoding
+
+# re-exported: documented in companion.decoding
+from .decoding import sample_next as sample_next
 from .decoding import top_k_logits as top_k_logits
 from .decoding import top_p_logits as top_p_logits
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+)
 from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 from .validation import (
     check_token_ids,
@@ -67,12 +73,17 @@ GPT2_SIZES = {
 
 #: The positions added to the token embeddings, by :attr:`GPTConfig.positional`; the third choice, ``"rope"``,
 #: adds none: every block rotates its queries and keys (:class:`~companion.positional.RotaryEmbedding`).
-POSITIONAL = {"learned": LearnedPositionalEmbedding, "sinusoidal": SinusoidalPositionalEncoding}
+POSITIONAL = {
+    "learned": LearnedPositionalEmbedding,
+    "sinusoidal": SinusoidalPositionalEncoding,
+}
 
 
 def _check_gpt_config(c: GPTConfig) -> int:
     """Check the fields of a :class:`GPTConfig`; return ``d_ff`` (4 d when it is None)."""
-    require_positive_ints(vocab_size=c.vocab_size, context_length=c.context_length, n_layers=c.n_layers)
+    require_positive_ints(
+        vocab_size=c.vocab_size, context_length=c.context_length, n_layers=c.n_layers
+    )
     require_heads(c.d_model, c.n_heads)
     require_probability(c.dropout)
     require_positive_number(c.eps, "eps")
@@ -125,15 +136,29 @@ def parameter_count(config: GPTConfig) -> int:
     """
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {describe(config)}")
-    V, T, L, d, d_ff = config.vocab_size, config.context_length, config.n_layers, config.d_model, config.d_ff
+    V, T, L, d, d_ff = (
+        config.vocab_size,
+        config.context_length,
+        config.n_layers,
+        config.d_model,
+        config.d_ff,
+    )
     assert d_ff is not None  # set by __post_init__
     positions = T * d if config.positional == "learned" else 0
     output = 0 if config.tie_weights else V * d + V
-    return V * d + positions + L * (4 * d * d + 2 * d * d_ff + d_ff + 9 * d) + 2 * d + output
+    return (
+        V * d
+        + positions
+        + L * (4 * d * d + 2 * d * d_ff + d_ff + 9 * d)
+        + 2 * d
+        + output
+    )
 
 
 def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
-    check_token_ids(ids, "ids", c.vocab_size, c.context_length, offset=offset, min_length=1)
+    check_token_ids(
+        ids, "ids", c.vocab_size, c.context_length, offset=offset, min_length=1
+    )
 
 
 class GPT(nn.Module):
@@ -184,7 +209,9 @@ class GPT(nn.Module):
         self.apply(self._init_weights)
         for b in self.blocks:
             for layer in (b.self_attn.out_proj, b.ff.linear2):
-                nn.init.normal_(layer.weight, std=0.02 / math.sqrt(2 * self.config.n_layers))
+                nn.init.normal_(
+                    layer.weight, std=0.02 / math.sqrt(2 * self.config.n_layers)
+                )
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -201,7 +228,9 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
-def _check_generate(model: object, ids: object, max_new_tokens: object, eos_id: object, options: dict) -> None:
+def _check_generate(
+    model: object, ids: object, max_new_tokens: object, eos_id: object, options: dict
+) -> None:
     require_instance(model, GPT, "model")
     vocab_size, context_length = model.config.vocab_size, model.config.context_length
     check_token_ids(ids, "ids", vocab_size, min_length=1, layout="(batch, t)")
@@ -240,8 +269,11 @@ def generate(
     columns) once every sequence has. The model is in eval mode during the call; n + max_new_tokens must not
     exceed the context length T.
     """
-    options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    _check_generate(model, ids, max_new_tokens, eos_id, options)  # once: the loop below does not re-check
+    options = dict(
+        temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
+    )
+    # once: the loop below does not re-check
+    _check_generate(model, ids, max_new_tokens, eos_id, options)
     caches = model.new_caches() if use_cache else None
 
     def next_logits(ids: Tensor) -> Tensor:  # (B, t) → (B, V)
@@ -251,4 +283,6 @@ def generate(
         return model(new, caches)[:, -1]
 
     with eval_mode(model):
-        return decode.unchecked(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)
+        return decode.unchecked(
+            next_logits, ids, max_new_tokens, eos_id=eos_id, **options
+        )

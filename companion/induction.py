@@ -48,16 +48,33 @@ def repeated_segments(
     Each sequence repeats a segment s_b of p_b *distinct* random tokens (drawn without replacement from
     ``vocab_size``), with the period p_b drawn uniformly from ``periods = (lowest, highest)``, both included.
     """
-    for name, value in (("batch_size", batch_size), ("length", length), ("vocab_size", vocab_size)):
+    for name, value in (
+        ("batch_size", batch_size),
+        ("length", length),
+        ("vocab_size", vocab_size),
+    ):
         require_positive_int(value, name)
-    why = "periods = (lowest, highest), 1 <= lowest <= highest <= min(length, vocab_size)"
-    require_int(len(require_instance(periods, tuple, "periods")), "len(periods)", low=2, high=2, why=why)
+    why = (
+        "periods = (lowest, highest), 1 <= lowest <= highest <= min(length, vocab_size)"
+    )
+    require_int(
+        len(require_instance(periods, tuple, "periods")),
+        "len(periods)",
+        low=2,
+        high=2,
+        why=why,
+    )
     lowest, highest = periods
     require_int(
-        highest, "highest", low=require_int(lowest, "lowest", low=1, why=why), high=min(length, vocab_size), why=why
+        highest,
+        "highest",
+        low=require_int(lowest, "lowest", low=1, why=why),
+        high=min(length, vocab_size),
+        why=why,
     )
     p = torch.randint(periods[0], periods[1] + 1, (batch_size,), generator=generator)
-    segments = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=-1)  # a random order of V
+    # a random order of V
+    segments = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=-1)
     t = torch.arange(length)
     return segments.gather(1, t % p[:, None]), p
 
@@ -81,7 +98,11 @@ class AttentionOnlyTransformer(nn.Module):
         attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
     ) -> None:
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("context_length", context_length), ("n_layers", n_layers)):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("context_length", context_length),
+            ("n_layers", n_layers),
+        ):
             require_positive_int(value, name)
         require_heads(d_model, n_heads)
         self.vocab_size, self.context_length = vocab_size, context_length
@@ -100,7 +121,9 @@ class AttentionOnlyTransformer(nn.Module):
         return self.unembed(x)  # (B, n, V)
 
 
-def first_and_repeat_loss(model: nn.Module, ids: torch.Tensor, periods: torch.Tensor) -> tuple[float, float]:
+def first_and_repeat_loss(
+    model: nn.Module, ids: torch.Tensor, periods: torch.Tensor
+) -> tuple[float, float]:
     """The mean next-token loss (nats) on targets t ≤ p (first occurrence) and t > p (repeats): ids (B, n), p (B,).
 
     Target t is the token ``ids[:, t]`` predicted at position t - 1. The tokens up to t = p - 1 are new; the
@@ -109,12 +132,17 @@ def first_and_repeat_loss(model: nn.Module, ids: torch.Tensor, periods: torch.Te
     earlier occurrence of its previous token, followed by it.
     """
     if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] < 2:
-        raise ValueError(f"ids must be a (batch, n) tensor of token ids with n >= 2, got {describe(ids)}")
+        raise ValueError(
+            f"ids must be a (batch, n) tensor of token ids with n >= 2, got {describe(ids)}"
+        )
     if not isinstance(periods, torch.Tensor) or periods.shape != ids.shape[:1]:
-        raise ValueError(f"periods must be a tensor of shape ({ids.shape[0]},), got {describe(periods)}")
+        raise ValueError(
+            f"periods must be a tensor of shape ({ids.shape[0]},), got {describe(periods)}"
+        )
     with torch.no_grad():
         logits = model(ids[:, :-1])  # (B, n - 1, V)
-        losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, n - 1)
+        # (B, n - 1)
+        losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
     targets = torch.arange(1, ids.shape[1])  # the position of each target
     repeat = targets[None, :] > periods[:, None]
     return float(losses[~repeat].mean()), float(losses[repeat].mean())

@@ -113,7 +113,9 @@ def exponential_kernel(q: Tensor, k: Tensor) -> Tensor:
     return torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
 
 
-def kernel_matrix(q: Tensor, k: Tensor, *, feature_map: FeatureMap = elu_plus_one) -> Tensor:
+def kernel_matrix(
+    q: Tensor, k: Tensor, *, feature_map: FeatureMap = elu_plus_one
+) -> Tensor:
     """sim(q_i, k_j) = φ(q_i)ᵀφ(k_j), q (..., n_q, d_k), k (..., n_k, d_k) → (..., n_q, n_k): rank ≤ r."""
     return feature_map(q) @ feature_map(k).transpose(-2, -1)
 
@@ -153,7 +155,9 @@ def _features(
                 f"shape {(*x.shape[:-1], 'r')}, got {describe(phi)}"
             )
     if phi_q.shape[-1] != phi_k.shape[-1]:
-        raise ValueError(f"feature_map gave r = {phi_q.shape[-1]} features for q but {phi_k.shape[-1]} for k")
+        raise ValueError(
+            f"feature_map gave r = {phi_q.shape[-1]} features for q but {phi_k.shape[-1]} for k"
+        )
     if keep is not None:
         phi_k = phi_k * keep.unsqueeze(-1).to(phi_k.dtype)
     return phi_q, phi_k, v, eps
@@ -169,7 +173,9 @@ def _no_dropout(dropout_p: float) -> None:
 
 def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor, chunk_size: object = 1) -> None:
     require_positive_int(chunk_size, "chunk_size")
-    require_keys_cover_queries(phi_q.shape[-2], phi_k.shape[-2], "causal linear attention")
+    require_keys_cover_queries(
+        phi_q.shape[-2], phi_k.shape[-2], "causal linear attention"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -193,7 +199,9 @@ def kernel_attention(
     require_callable(kernel, "kernel", "a function (q, k) -> (..., n_q, n_k)")
     sim = kernel(q, k)  # (..., n_q, n_k)
     if not isinstance(sim, Tensor) or sim.shape != (*q.shape[:-2], n_q, n_k):
-        raise ValueError(f"kernel must return shape {(*q.shape[:-2], n_q, n_k)}, got {describe(sim)}")
+        raise ValueError(
+            f"kernel must return shape {(*q.shape[:-2], n_q, n_k)}, got {describe(sim)}"
+        )
     if mask is not None:
         sim = sim * check_mask(mask, tuple(sim.shape))
     if causal:
@@ -214,7 +222,13 @@ def quadratic_linear_attention(
     """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
     require_callable(feature_map, "feature_map", "a function (..., d_k) -> (..., r)")
     return kernel_attention(
-        q, k, v, mask, causal=causal, kernel=lambda q, k: kernel_matrix(q, k, feature_map=feature_map), eps=eps
+        q,
+        k,
+        v,
+        mask,
+        causal=causal,
+        kernel=lambda q, k: kernel_matrix(q, k, feature_map=feature_map),
+        eps=eps,
     )
 
 
@@ -256,7 +270,10 @@ class LinearAttentionState:
     @property
     def nbytes(self) -> int:
         """The number of bytes the state holds, the same however many tokens it has summed."""
-        return self.s.numel() * self.s.element_size() + self.z.numel() * self.z.element_size()
+        return (
+            self.s.numel() * self.s.element_size()
+            + self.z.numel() * self.z.element_size()
+        )
 
 
 def _state_of(phi_k: Tensor, v: Tensor) -> LinearAttentionState:
@@ -264,14 +281,24 @@ def _state_of(phi_k: Tensor, v: Tensor) -> LinearAttentionState:
     return LinearAttentionState(phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2))
 
 
-def _prefix(phi_k: Tensor, v: Tensor, n_q: int) -> tuple[LinearAttentionState, Tensor, Tensor]:
+def _prefix(
+    phi_k: Tensor, v: Tensor, n_q: int
+) -> tuple[LinearAttentionState, Tensor, Tensor]:
     """Causal alignment at the end: the first n_k − n_q keys are seen by every query and start the state."""
     n_pre = phi_k.shape[-2] - n_q
-    return _state_of(phi_k[..., :n_pre, :], v[..., :n_pre, :]), phi_k[..., n_pre:, :], v[..., n_pre:, :]
+    return (
+        _state_of(phi_k[..., :n_pre, :], v[..., :n_pre, :]),
+        phi_k[..., n_pre:, :],
+        v[..., n_pre:, :],
+    )
 
 
 def linear_attention_state(
-    k: Tensor, v: Tensor, mask: Tensor | None = None, *, feature_map: FeatureMap = elu_plus_one
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    feature_map: FeatureMap = elu_plus_one,
 ) -> LinearAttentionState:
     """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
     require_tensor(k, "k")
@@ -281,12 +308,18 @@ def linear_attention_state(
 
 def _read(phi_q: Tensor, state: LinearAttentionState, eps: float) -> Tensor:
     """y = φ(q)ᵀS / (φ(q)ᵀz + eps) for one position: φ(q) (..., r) → y (..., d_v)."""
-    return (phi_q.unsqueeze(-2) @ state.s).squeeze(-2) / ((phi_q * state.z).sum(dim=-1, keepdim=True) + eps)
+    return (phi_q.unsqueeze(-2) @ state.s).squeeze(-2) / (
+        (phi_q * state.z).sum(dim=-1, keepdim=True) + eps
+    )
 
 
-def _update(state: LinearAttentionState, phi_k: Tensor, v: Tensor) -> LinearAttentionState:
+def _update(
+    state: LinearAttentionState, phi_k: Tensor, v: Tensor
+) -> LinearAttentionState:
     """S ← S + φ(k)vᵀ, z ← z + φ(k) for one position: φ(k) (..., r), v (..., d_v)."""
-    return LinearAttentionState(state.s + phi_k.unsqueeze(-1) * v.unsqueeze(-2), state.z + phi_k)
+    return LinearAttentionState(
+        state.s + phi_k.unsqueeze(-1) * v.unsqueeze(-2), state.z + phi_k
+    )
 
 
 def _check_one_position(q: object, k: object, v: object) -> None:
@@ -296,7 +329,9 @@ def _check_one_position(q: object, k: object, v: object) -> None:
 
 def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
     if not isinstance(state, LinearAttentionState):
-        raise TypeError(f"state must be a LinearAttentionState or None, got {describe(state)}")
+        raise TypeError(
+            f"state must be a LinearAttentionState or None, got {describe(state)}"
+        )
     if state.s.shape != (*phi_k.shape, v.shape[-1]) or state.z.shape != phi_k.shape:
         raise ValueError(
             f"state must hold s of shape {(*phi_k.shape, v.shape[-1])} and z of shape {tuple(phi_k.shape)}, "
@@ -385,7 +420,8 @@ def causal_linear_attention_cumsum(
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
     _check_causal_lengths(phi_q, phi_k)
     state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])
-    s = state.s.unsqueeze(-3) + (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(dim=-3)  # (..., N, r, d_v)
+    # (..., N, r, d_v)
+    s = state.s.unsqueeze(-3) + (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(dim=-3)
     z = state.z.unsqueeze(-2) + phi_k.cumsum(dim=-2)  # (..., N, r)
     numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., N, d_v)
     denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., N, 1)
@@ -400,7 +436,9 @@ def _check_matrix(a: object, r: object | None = None) -> Tensor:
     a = require_floats(a, "a", "(..., m, n)", min_ndim=2, what="a matrix")
     if r is not None and require_int(r, "r", low=0) > min(a.shape[-2:]):
         limit = min(a.shape[-2:])
-        raise ValueError(f"r must be at most min(m, n) = {limit} for a of shape {tuple(a.shape)}, got {r}")
+        raise ValueError(
+            f"r must be at most min(m, n) = {limit} for a of shape {tuple(a.shape)}, got {r}"
+        )
     return a
 
 
@@ -426,7 +464,8 @@ def low_rank_error(a: Tensor, ranks: int | Iterable[int]) -> Tensor:
         _check_matrix(a, r)
     sigma2 = torch.linalg.svdvals(a) ** 2  # (..., min(m, n)), largest first
     tail = sigma2.flip(-1).cumsum(-1).flip(-1)  # tail[i] = Σ_{i' ≥ i} σ_{i'}²
-    tail = torch.cat([tail, torch.zeros_like(tail[..., :1])], dim=-1)  # tail[min(m, n)] = 0
+    # tail[min(m, n)] = 0
+    tail = torch.cat([tail, torch.zeros_like(tail[..., :1])], dim=-1)
     errors = (tail[..., rs] / tail[..., :1]).sqrt()
     return errors[..., 0] if single else errors
 

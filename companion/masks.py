@@ -36,7 +36,12 @@ __all__ = [
 ]
 
 
-def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.device | str | None = None) -> torch.Tensor:
+def causal_mask(
+    n_queries: int,
+    n_keys: int | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """The causal (look-ahead) mask: query ``i`` may attend to key ``j`` exactly when ``j <= i + n_keys - n_queries``.
 
     For a square mask ``mask[i, j] = (j <= i)``, a lower-triangular matrix of ``True`` including the diagonal.
@@ -58,10 +63,14 @@ def causal_mask(n_queries: int, n_keys: int | None = None, *, device: torch.devi
     if n_keys is None:
         n_keys = n_queries
     require_positive_int(n_keys, "n_keys")
-    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(
+        n_keys - n_queries
+    )
 
 
-def padding_mask_from_lengths(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+def padding_mask_from_lengths(
+    lengths: torch.Tensor, max_len: int | None = None
+) -> torch.Tensor:
     """A padding mask from sequence lengths: ``mask[b, t] = (t < lengths[b])``.
 
     Args:
@@ -78,7 +87,9 @@ def padding_mask_from_lengths(lengths: torch.Tensor, max_len: int | None = None)
     else:
         require_positive_int(max_len, "max_len")
     if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
-        raise ValueError(f"lengths must lie in [0, {max_len}] (max_len), got {lengths.tolist()}")
+        raise ValueError(
+            f"lengths must lie in [0, {max_len}] (max_len), got {lengths.tolist()}"
+        )
     positions = torch.arange(max_len, device=lengths.device)
     return positions.unsqueeze(0) < lengths.unsqueeze(1)
 
@@ -98,7 +109,9 @@ def padding_mask_from_ids(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return ids != require_int(pad_id, "pad_id")
 
 
-def padding_to_attention_mask(padding_mask: torch.Tensor, *, heads: bool = False) -> torch.Tensor:
+def padding_to_attention_mask(
+    padding_mask: torch.Tensor, *, heads: bool = False
+) -> torch.Tensor:
     """Turn a key padding mask ``(batch, n_keys)`` into an attention mask that broadcasts over the queries.
 
     Every query may attend to exactly the real (non-padding) keys of its own sequence.

@@ -95,7 +95,9 @@ def distance_kernel_matrix(
     same = y is None
     y = x if y is None else require_floats(y, "y", "(N, dim)", ndim=2, nonempty=(0,))
     if y.shape[1] != x.shape[1] or y.dtype != x.dtype:
-        raise ValueError(f"y must have shape (n, {x.shape[1]}) and dtype {x.dtype}, got {describe(y)}")
+        raise ValueError(
+            f"y must have shape (n, {x.shape[1]}) and dtype {x.dtype}, got {describe(y)}"
+        )
     r = torch.cdist(x, y, compute_mode=_EXACT)
     if same:
         r = r.fill_diagonal_(1.0)  # any positive number: the diagonal is zeroed below
@@ -104,7 +106,10 @@ def distance_kernel_matrix(
 
 
 def _blocked_pair_sum(
-    x: torch.Tensor, masses: torch.Tensor, pair: Callable[[torch.Tensor], torch.Tensor], block: int = 1024
+    x: torch.Tensor,
+    masses: torch.Tensor,
+    pair: Callable[[torch.Tensor], torch.Tensor],
+    block: int = 1024,
 ) -> torch.Tensor:
     """Σ_{j ≠ i} m_j pair(x_i − x_j), computed block of targets by block (memory block × N, not N²)."""
     out = []
@@ -113,7 +118,8 @@ def _blocked_pair_sum(
         rows = slice(start, start + block)
         diff = x[rows].unsqueeze(1) - x.unsqueeze(0)  # (block, N, dim): x_i − x_j
         self_pair = index[rows].unsqueeze(1) == index  # (block, N)
-        diff = diff.masked_fill(self_pair.unsqueeze(-1), 1.0)  # a harmless stand-in, zeroed below
+        # a harmless stand-in, zeroed below
+        diff = diff.masked_fill(self_pair.unsqueeze(-1), 1.0)
         values = pair(diff)  # (block, N) or (block, N, dim)
         keep = (~self_pair).to(x.dtype)
         if values.ndim == 3:
@@ -123,7 +129,9 @@ def _blocked_pair_sum(
     return torch.cat(out)
 
 
-def direct_potential(x: torch.Tensor, masses: torch.Tensor, kernel: Kernel = inverse_distance) -> torch.Tensor:
+def direct_potential(
+    x: torch.Tensor, masses: torch.Tensor, kernel: Kernel = inverse_distance
+) -> torch.Tensor:
     """φ_i = Σ_{j ≠ i} m_j g(‖x_i − x_j‖), x (N, dim), masses (N,) → (N,): every pair, O(N²) time."""
     x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
     masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
@@ -139,7 +147,10 @@ def direct_field(x: torch.Tensor, masses: torch.Tensor) -> torch.Tensor:
 
 
 def cutoff_potential(
-    x: torch.Tensor, masses: torch.Tensor, radius: float, kernel: Kernel = inverse_distance
+    x: torch.Tensor,
+    masses: torch.Tensor,
+    radius: float,
+    kernel: Kernel = inverse_distance,
 ) -> torch.Tensor:
     """φ_i^cut = Σ_{j ≠ i, ‖x_i − x_j‖ < radius} m_j g(‖x_i − x_j‖): only the near pairs (local attention)."""
     require_number(radius, "radius", low=0, low_open=True)
@@ -150,7 +161,9 @@ def cutoff_potential(
         return torch.where(r < radius, kernel(r), torch.zeros_like(r))
 
     x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
-    return _blocked_pair_sum(x, require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype), near)
+    return _blocked_pair_sum(
+        x, require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype), near
+    )
 
 
 def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
@@ -176,7 +189,11 @@ def default_n_cells(n: int, dim: int = 2) -> int:
 
 
 def cell_potential(
-    x: torch.Tensor, masses: torch.Tensor, n_cells: int | None = None, *, order: Literal[0, 1] = 1
+    x: torch.Tensor,
+    masses: torch.Tensor,
+    n_cells: int | None = None,
+    *,
+    order: Literal[0, 1] = 1,
 ) -> torch.Tensor:
     """φ_i ≈ near field (direct, own and neighbouring cells) + far field (multipoles of the other cells), g = 1/r.
 
@@ -199,7 +216,14 @@ def cell_potential(
     n, dim = x.shape
     c = default_n_cells(n, dim) if n_cells is None else n_cells
     require_positive_int(c, "n_cells")
-    require_entries(x, "x", low=0, high=1, high_open=True, why="cell_potential needs points in the unit cube")
+    require_entries(
+        x,
+        "x",
+        low=0,
+        high=1,
+        high_open=True,
+        why="cell_potential needs points in the unit cube",
+    )
     h = 1.0 / c
 
     # Which cell each particle is in, and its slot among the particles of that cell.
@@ -221,7 +245,10 @@ def cell_potential(
     pos[cell, slot], mass[cell, slot], real[cell, slot] = x, masses, True
 
     # Near field: the 3^dim neighbour offsets, each one batched over all cells.
-    grid = torch.stack(torch.unravel_index(torch.arange(n_cell_total, device=x.device), (c,) * dim), -1)  # (C^dim, dim)
+    # (C^dim, dim)
+    grid = torch.stack(
+        torch.unravel_index(torch.arange(n_cell_total, device=x.device), (c,) * dim), -1
+    )
     near = x.new_zeros(n_cell_total, p)
     for offset in itertools.product((-1, 0, 1), repeat=dim):
         other = grid + torch.tensor(offset, device=x.device)
@@ -230,15 +257,19 @@ def cell_potential(
         r = torch.cdist(pos, pos[src], compute_mode=_EXACT)  # (C^dim, P, P)
         ok = real.unsqueeze(2) & real[src].unsqueeze(1) & inside.view(-1, 1, 1)
         if not any(offset):
-            ok = ok & ~torch.eye(p, dtype=torch.bool, device=x.device)  # no self-interaction
-        inv = torch.where(ok, 1.0 / torch.where(ok, r, torch.ones_like(r)), torch.zeros_like(r))
+            # no self-interaction
+            ok = ok & ~torch.eye(p, dtype=torch.bool, device=x.device)
+        inv = torch.where(
+            ok, 1.0 / torch.where(ok, r, torch.ones_like(r)), torch.zeros_like(r)
+        )
         near = near + (inv * mass[src].unsqueeze(1)).sum(-1)
     phi = near[cell, slot]  # (N,)
 
     # Far field: each particle against the expansions of the cells that are not its neighbours.
     centre = (grid.to(x.dtype) + 0.5) * h  # (C^dim, dim)
     total = mass.sum(-1)  # M_b
-    dipole = (mass.unsqueeze(-1) * (pos - centre.unsqueeze(1))).sum(1)  # p_b (C^dim, dim)
+    # p_b (C^dim, dim)
+    dipole = (mass.unsqueeze(-1) * (pos - centre.unsqueeze(1))).sum(1)
     for start in range(0, n, 2048):
         rows = slice(start, start + 2048)
         d = x[rows].unsqueeze(1) - centre  # (rows, C^dim, dim)
@@ -284,7 +315,9 @@ def numerical_ranks(a: torch.Tensor, eps: Sequence[float]) -> list[int]:
     """
     eps = list(eps)
     if not eps:
-        raise ValueError(f"eps must be a non-empty list of positive tolerances, got {eps!r}")
+        raise ValueError(
+            f"eps must be a non-empty list of positive tolerances, got {eps!r}"
+        )
     for e in eps:
         require_number(e, "each tolerance in eps", low=0, low_open=True)
     return [numerical_rank(a, rtol=float(e)) for e in eps]
@@ -339,7 +372,9 @@ def hmatrix_partition(n: int, leaf_size: int = 16, eta: float = 1.0) -> list[HBl
     return blocks
 
 
-def hmatrix_ranks(a: torch.Tensor, blocks: Sequence[HBlock], eps: float = 1e-6) -> list[int]:
+def hmatrix_ranks(
+    a: torch.Tensor, blocks: Sequence[HBlock], eps: float = 1e-6
+) -> list[int]:
     """The numerical rank at tolerance ε of each block of ``a`` (n, n): small for the far blocks of a smooth kernel."""
     require_floating_tensor(a, "a")
     if not all(isinstance(b, HBlock) for b in blocks):

@@ -39,7 +39,9 @@ __all__ = [
 
 def _require_even(d: int, name: str = "d") -> int:
     if require_positive_int(d, name) % 2:
-        raise ValueError(f"RoPE rotates pairs of features, so {name} must be even, got {name} = {d}")
+        raise ValueError(
+            f"RoPE rotates pairs of features, so {name} must be even, got {name} = {d}"
+        )
     return d
 
 
@@ -53,8 +55,13 @@ def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
     """Check ``x (..., n, d)`` with ``d`` even and ``positions (n,)`` (default ``0 … n-1``); return the positions."""
     x = require_floating_tensor(x, "x")
     _require_even(x.shape[-1] if x.ndim else 0, "d (the last dimension of x)")
-    positions = torch.arange(x.shape[-2], device=x.device) if positions is None else positions
-    if x.ndim < 2 or require_integer_tensor(positions, "positions").shape != x.shape[-2:-1]:
+    positions = (
+        torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+    )
+    if (
+        x.ndim < 2
+        or require_integer_tensor(positions, "positions").shape != x.shape[-2:-1]
+    ):
         raise ValueError(
             f"positions must have shape ({x.shape[-2]},), one per row of x (shape {tuple(x.shape)}), "
             f"got shape {tuple(positions.shape)}"
@@ -81,11 +88,16 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     pe: Tensor
 
-    def __init__(self, d_model: int, context_length: int = 512, *, base: float = 10000.0) -> None:
+    def __init__(
+        self, d_model: int, context_length: int = 512, *, base: float = 10000.0
+    ) -> None:
         super().__init__()
         self.d_model, self.context_length = d_model, context_length
-        table = sinusoidal_positional_encoding(context_length, d_model, base=base, dtype=torch.float64)
-        self.register_buffer("pe", table, persistent=False)  # float64, cast to the input's dtype on use
+        table = sinusoidal_positional_encoding(
+            context_length, d_model, base=base, dtype=torch.float64
+        )
+        # float64, cast to the input's dtype on use
+        self.register_buffer("pe", table, persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         check_sequence(x, "x", self.d_model, self.context_length, offset)
@@ -99,10 +111,14 @@ class LearnedPositionalEmbedding(nn.Module):
     """x + P[offset : offset + n], P a trained table (T, d_model), initially N(0, std²): x (..., n, d_model), T the
     context length."""
 
-    def __init__(self, d_model: int, context_length: int = 512, *, std: float = 0.02) -> None:
+    def __init__(
+        self, d_model: int, context_length: int = 512, *, std: float = 0.02
+    ) -> None:
         super().__init__()
         self.d_model, self.context_length = d_model, context_length
-        self.embedding = nn.Embedding(require_positive_int(context_length, "context_length"), d_model)
+        self.embedding = nn.Embedding(
+            require_positive_int(context_length, "context_length"), d_model
+        )
         nn.init.normal_(self.embedding.weight, std=std)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
@@ -117,14 +133,20 @@ def rope_angles(positions: Tensor, d: int, *, base: float = 10000.0) -> Tensor:
     """angle[p, i] = positions[p] · base^(-2i/d): positions (n,) integer → float64 (n, d/2)."""
     _check_table(1, _require_even(d), base)
     require_ndim(require_integer_tensor(positions, "positions"), "positions", 1, "(n,)")
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=positions.device) / d)  # (d/2,)
+    # (d/2,)
+    theta = base ** (
+        -torch.arange(0, d, 2, dtype=torch.float64, device=positions.device) / d
+    )
     return positions.to(torch.float64).unsqueeze(1) * theta
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate the pairs ``(x_2i, x_2i+1)`` of ``x (..., n, d)`` by the angles of ``cos, sin`` ``(n, d/2)``."""
     x_even, x_odd = x[..., 0::2], x[..., 1::2]
-    rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)  # (..., n, d/2, 2)
+    # (..., n, d/2, 2)
+    rotated = torch.stack(
+        (x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1
+    )
     return rotated.flatten(-2)
 
 
@@ -142,12 +164,16 @@ class RotaryEmbedding(nn.Module):
     cos: Tensor
     sin: Tensor
 
-    def __init__(self, d: int, context_length: int = 2048, *, base: float = 10000.0) -> None:
+    def __init__(
+        self, d: int, context_length: int = 2048, *, base: float = 10000.0
+    ) -> None:
         super().__init__()
         self.d, self.base = _require_even(d), base
-        self.context_length = require_positive_int(context_length, "context_length")  # T
+        # T
+        self.context_length = require_positive_int(context_length, "context_length")
         angle = rope_angles(torch.arange(context_length), d, base=base)
-        self.register_buffer("cos", angle.cos(), persistent=False)  # float64: float64 checks are exact
+        # float64: float64 checks are exact
+        self.register_buffer("cos", angle.cos(), persistent=False)
         self.register_buffer("sin", angle.sin(), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:

@@ -95,15 +95,20 @@ VARIANTS = ("cos", "cos_sin")
 # Shift-invariant kernels (exact)
 
 
-def gaussian_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
+def gaussian_kernel(
+    x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0
+) -> torch.Tensor:
     """k(x, y) = exp(−‖x − y‖² / (2σ²)) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/(2σ²)."""
     x, y = check_pair(x, y, ndim=2)
     sigma = require_number(sigma, "sigma", low=0, low_open=True)
-    sq = (x * x).sum(-1)[:, None] + (y * y).sum(-1)[None, :] - 2 * x @ y.T  # ‖x − y‖², (N, M)
+    # ‖x − y‖², (N, M)
+    sq = (x * x).sum(-1)[:, None] + (y * y).sum(-1)[None, :] - 2 * x @ y.T
     return torch.exp(-sq.clamp_min(0) / (2 * sigma**2))
 
 
-def laplace_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
+def laplace_kernel(
+    x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0
+) -> torch.Tensor:
     """k(x, y) = exp(−‖x − y‖₁ / σ) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/σ."""
     x, y = check_pair(x, y, ndim=2)
     sigma = require_number(sigma, "sigma", low=0, low_open=True)
@@ -118,7 +123,11 @@ def cauchy_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch
     return torch.exp(-torch.log1p((delta / sigma) ** 2).sum(-1))
 
 
-_KERNEL_FUNCTIONS = {"gaussian": gaussian_kernel, "laplace": laplace_kernel, "cauchy": cauchy_kernel}
+_KERNEL_FUNCTIONS = {
+    "gaussian": gaussian_kernel,
+    "laplace": laplace_kernel,
+    "cauchy": cauchy_kernel,
+}
 
 
 def shift_invariant_kernel(
@@ -128,10 +137,15 @@ def shift_invariant_kernel(
     return _KERNEL_FUNCTIONS[require_choice(kernel, "kernel", KERNELS)](x, y, sigma)
 
 
-def kernel_at(delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0) -> torch.Tensor:
+def kernel_at(
+    delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0
+) -> torch.Tensor:
     """k(Δ) for differences Δ of shape (..., d) -> (...), for one of :data:`KERNELS`."""
     delta = require_floats(delta, "delta", "(..., d)", min_ndim=1, nonempty=(-1,))
-    kernel, sigma = require_choice(kernel, "kernel", KERNELS), require_number(sigma, "sigma", low=0, low_open=True)
+    kernel, sigma = (
+        require_choice(kernel, "kernel", KERNELS),
+        require_number(sigma, "sigma", low=0, low_open=True),
+    )
     u = delta / sigma
     if kernel == "gaussian":
         return torch.exp(-(u * u).sum(-1) / 2)
@@ -145,15 +159,25 @@ def kernel_at(delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0)
 
 
 def orthogonal_gaussian(
-    d: int, R: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+    d: int,
+    R: int,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """W (d, R) in blocks of d orthogonal columns, each with the norm of a N(0, I_d) vector (χ_d): w_r ~ N(0, I)."""
     d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
     n_blocks = math.ceil(R / d)
-    q, r = torch.linalg.qr(torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64))
-    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]  # sign fix: each q is uniform (Haar)
-    norms = torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64).norm(dim=1)  # χ_d per column
-    blocks = q * norms[:, None, :]  # (n_blocks, d, d): orthogonal columns of χ_d lengths
+    q, r = torch.linalg.qr(
+        torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64)
+    )
+    # sign fix: each q is uniform (Haar)
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
+    # χ_d per column
+    norms = torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64).norm(
+        dim=1
+    )
+    # (n_blocks, d, d): orthogonal columns of χ_d lengths
+    blocks = q * norms[:, None, :]
     return blocks.transpose(0, 1).reshape(d, n_blocks * d)[:, :R].to(dtype)
 
 
@@ -168,25 +192,36 @@ def sample_frequencies(
 ) -> torch.Tensor:
     """R frequencies w_r ~ p(w) as the columns of W (d, R): N(0, σ⁻²I), Cauchy(0, 1/σ) or Laplace(0, 1/σ)."""
     d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
-    kernel, sigma = require_choice(kernel, "kernel", KERNELS), require_number(sigma, "sigma", low=0, low_open=True)
+    kernel, sigma = (
+        require_choice(kernel, "kernel", KERNELS),
+        require_number(sigma, "sigma", low=0, low_open=True),
+    )
     if orthogonal and kernel != "gaussian":
-        raise ValueError(f"orthogonal frequencies are implemented for the gaussian kernel only, got kernel={kernel!r}")
+        raise ValueError(
+            f"orthogonal frequencies are implemented for the gaussian kernel only, got kernel={kernel!r}"
+        )
     if orthogonal:
         return orthogonal_gaussian(d, R, generator, dtype) / sigma
     if kernel == "gaussian":
         w = torch.randn(d, R, generator=generator, dtype=torch.float64)
     elif kernel == "laplace":  # standard Cauchy: tan(π(u − 1/2)), u ~ U(0, 1)
-        w = torch.tan(math.pi * (torch.rand(d, R, generator=generator, dtype=torch.float64) - 0.5))
+        w = torch.tan(
+            math.pi * (torch.rand(d, R, generator=generator, dtype=torch.float64) - 0.5)
+        )
     else:  # standard Laplace: the difference of two independent Exp(1) variables
         e = torch.empty(2, d, R, dtype=torch.float64).exponential_(generator=generator)
         w = e[0] - e[1]
     return (w / sigma).to(dtype)
 
 
-def sample_phases(R: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32):
+def sample_phases(
+    R: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+):
     """R phases b_r ~ U(0, 2π) -> (R,)."""
     R = require_positive_int(R, "R")
-    return (2 * math.pi * torch.rand(R, generator=generator, dtype=torch.float64)).to(dtype)
+    return (2 * math.pi * torch.rand(R, generator=generator, dtype=torch.float64)).to(
+        dtype
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -226,9 +261,14 @@ class RandomFourierFeatures(nn.Module):
             require_choice(kernel, "kernel", KERNELS),
             require_number(sigma, "sigma", low=0, low_open=True),
         )
-        self.variant, self.orthogonal = require_choice(variant, "variant", VARIANTS), bool(orthogonal)
+        self.variant, self.orthogonal = (
+            require_choice(variant, "variant", VARIANTS),
+            bool(orthogonal),
+        )
         if self.variant == "cos_sin" and R % 2:
-            raise ValueError(f"the cos_sin variant needs an even number of features R, got R={R}")
+            raise ValueError(
+                f"the cos_sin variant needs an even number of features R, got R={R}"
+            )
         self.register_buffer("w", torch.empty(0))
         self.register_buffer("b", torch.empty(0))
         self.redraw(seed)
@@ -237,7 +277,9 @@ class RandomFourierFeatures(nn.Module):
         """Draw new frequencies w (and phases b) from p(w); ``seed=None`` draws from PyTorch's global generator."""
         g = None if seed is None else torch.Generator().manual_seed(seed)
         n_freq = self.R if self.variant == "cos" else self.R // 2
-        self.w = sample_frequencies(self.d, n_freq, self.kernel, self.sigma, self.orthogonal, g, torch.float64)
+        self.w = sample_frequencies(
+            self.d, n_freq, self.kernel, self.sigma, self.orthogonal, g, torch.float64
+        )
         self.b = sample_phases(n_freq, g, torch.float64)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -246,13 +288,17 @@ class RandomFourierFeatures(nn.Module):
         return random_fourier_features_cos_sin(x, self.w)
 
 
-def _check_features(x: object, w: object, b: object = None, *, name: str = "x", stabilize: object = None):
+def _check_features(
+    x: object, w: object, b: object = None, *, name: str = "x", stabilize: object = None
+):
     """Check the inputs of a random-feature map; return them, ``w`` and ``b`` in the dtype of ``x``."""
     x = require_floats(x, name, "(..., d)", min_ndim=1, nonempty=(-1,))
     w = require_floats(w, "w", "(d, R)", shape=(x.shape[-1], "R")).to(x.dtype)
     require_choice(stabilize, "stabilize", (None, "rows", "all"))
     if stabilize == "all" and x.ndim < 2:
-        raise ValueError(f"stabilize='all' needs x of shape (..., n, d), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"stabilize='all' needs x of shape (..., n, d), got shape {tuple(x.shape)}"
+        )
     if b is None:
         return x, w
     return x, w, require_floats(b, "b", "(R,)", shape=(w.shape[1],)).to(x.dtype)
@@ -265,10 +311,17 @@ def monte_carlo_kernel(delta: Tensor, w: Tensor) -> Tensor:
 
 
 def rff_variance(
-    delta: torch.Tensor, R: int, kernel: str = "gaussian", sigma: float = 1.0, variant: str = "cos"
+    delta: torch.Tensor,
+    R: int,
+    kernel: str = "gaussian",
+    sigma: float = 1.0,
+    variant: str = "cos",
 ) -> torch.Tensor:
     """Var[z(x)ᵀz(y)] for Δ = x − y (..., d) -> (...): (1 + k(2Δ)/2 − k(Δ)²)/R or (1 + k(2Δ) − 2k(Δ)²)/R."""
-    R, variant = require_positive_int(R, "R"), require_choice(variant, "variant", VARIANTS)
+    R, variant = (
+        require_positive_int(R, "R"),
+        require_choice(variant, "variant", VARIANTS),
+    )
     k1, k2 = kernel_at(delta, kernel, sigma), kernel_at(2 * delta, kernel, sigma)
     if variant == "cos":
         return (1 + k2 / 2 - k1**2) / R
@@ -301,7 +354,9 @@ def approximation_errors(
     errors = torch.empty(len(Rs), len(seeds), dtype=torch.float64)
     for i, R in enumerate(Rs):
         for s, seed in enumerate(seeds):
-            z = RandomFourierFeatures(x.shape[-1], R, kernel, sigma, variant, orthogonal, seed=seed).to(x.dtype)(x)
+            z = RandomFourierFeatures(
+                x.shape[-1], R, kernel, sigma, variant, orthogonal, seed=seed
+            ).to(x.dtype)(x)
             errors[i, s] = kernel_approximation_error(k, z @ z.T)
     return errors
 
@@ -310,7 +365,9 @@ def approximation_errors(
 # Ridge regression with the exact kernel or with features
 
 
-def _check_ridge(a: object, a_name: str, targets: object, lam: object) -> tuple[torch.Tensor, torch.Tensor, float]:
+def _check_ridge(
+    a: object, a_name: str, targets: object, lam: object
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     require_floating_tensor(a, a_name)
     require_floating_tensor(targets, "targets")
     if a.ndim != 2 or targets.ndim not in (1, 2) or targets.shape[0] != a.shape[0]:
@@ -321,16 +378,24 @@ def _check_ridge(a: object, a_name: str, targets: object, lam: object) -> tuple[
     return a, targets.to(a.dtype), require_number(lam, "lam", low=0, low_open=True)
 
 
-def kernel_ridge(k_train: torch.Tensor, targets: torch.Tensor, lam: float) -> torch.Tensor:
+def kernel_ridge(
+    k_train: torch.Tensor, targets: torch.Tensor, lam: float
+) -> torch.Tensor:
     """α = (K + λI)⁻¹ Y for K (N, N), Y (N, c) -> (N, c); predictions are K_test α. O(N³)."""
     k_train, targets, lam = _check_ridge(k_train, "k_train", targets, lam)
     if k_train.shape[0] != k_train.shape[1]:
-        raise ValueError(f"k_train must be square (N, N), got shape {tuple(k_train.shape)}")
+        raise ValueError(
+            f"k_train must be square (N, N), got shape {tuple(k_train.shape)}"
+        )
     eye = torch.eye(k_train.shape[0], dtype=k_train.dtype)
-    return torch.cholesky_solve(_as_2d(targets), torch.linalg.cholesky(k_train + lam * eye)).reshape(targets.shape)
+    return torch.cholesky_solve(
+        _as_2d(targets), torch.linalg.cholesky(k_train + lam * eye)
+    ).reshape(targets.shape)
 
 
-def feature_ridge(z_train: torch.Tensor, targets: torch.Tensor, lam: float) -> torch.Tensor:
+def feature_ridge(
+    z_train: torch.Tensor, targets: torch.Tensor, lam: float
+) -> torch.Tensor:
     """β = (ZᵀZ + λI)⁻¹ ZᵀY for Z (N, R), Y (N, c) -> (R, c); predictions are Z_test β. O(N·R² + R³)."""
     z_train, targets, lam = _check_ridge(z_train, "z_train", targets, lam)
     eye = torch.eye(z_train.shape[1], dtype=z_train.dtype)
@@ -343,11 +408,19 @@ def _as_2d(t: torch.Tensor) -> torch.Tensor:
     return t if t.ndim == 2 else t[:, None]
 
 
-def one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def one_hot(
+    labels: torch.Tensor, num_classes: int, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
     """Y[n, c] = 1 if labels[n] == c else 0 for labels (N,) -> (N, C): ridge targets for classification."""
     num_classes = require_positive_int(num_classes, "num_classes")
-    if not isinstance(labels, torch.Tensor) or labels.dtype.is_floating_point or labels.ndim != 1:
-        raise TypeError(f"labels must be a 1-dimensional integer tensor, got {describe(labels)}")
+    if (
+        not isinstance(labels, torch.Tensor)
+        or labels.dtype.is_floating_point
+        or labels.ndim != 1
+    ):
+        raise TypeError(
+            f"labels must be a 1-dimensional integer tensor, got {describe(labels)}"
+        )
     if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
         raise ValueError(
             f"labels must lie in [0, {num_classes - 1}], got values {int(labels.min())}…{int(labels.max())}"
@@ -386,14 +459,19 @@ def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
     return torch.exp(exponent) / math.sqrt(w.shape[1])
 
 
-def softmax_kernel_mse(x: torch.Tensor, y: torch.Tensor, m: int, kind: str = "positive") -> torch.Tensor:
+def softmax_kernel_mse(
+    x: torch.Tensor, y: torch.Tensor, m: int, kind: str = "positive"
+) -> torch.Tensor:
     """Lemma 2 (Choromanski et al., 2021) for x, y (..., d) -> (...), m iid w ~ N(0, I) (trig: 2m features).
 
     trig:     MSE = exp(‖x + y‖²) SM(x, y)⁻² (1 − exp(−‖x − y‖²))² / (2m)
     positive: MSE = exp(‖x + y‖²) SM(x, y)² (1 − exp(−‖x + y‖²)) / m
     """
     x, y = check_pair(x, y, same_dtype=False)
-    m, kind = require_positive_int(m, "m"), require_choice(kind, "kind", ("positive", "trig"))
+    m, kind = (
+        require_positive_int(m, "m"),
+        require_choice(kind, "kind", ("positive", "trig")),
+    )
     s, dlt = ((x + y) ** 2).sum(-1), ((x - y) ** 2).sum(-1)  # ‖x + y‖², ‖x − y‖²
     sm = torch.exp((x * y).sum(-1))
     if kind == "trig":
@@ -430,19 +508,27 @@ class PerformerFeatures(nn.Module):
         self.d, self.m = require_positive_int(d, "d"), require_positive_int(m, "m")
         self.kind = require_choice(kind, "kind", ("positive", "trig"))
         self.orthogonal = bool(orthogonal)
-        self.scale = d**-0.25 if scale is None else require_number(scale, "scale", low=0, low_open=True)
+        self.scale = (
+            d**-0.25
+            if scale is None
+            else require_number(scale, "scale", low=0, low_open=True)
+        )
         self.register_buffer("w", torch.empty(0))
         self.redraw(seed)
 
     def redraw(self, seed: int | None = None) -> None:
         """Draw new frequencies w (d, m) ~ N(0, I), block-orthogonal if ``orthogonal``; ``None``: global RNG."""
         g = None if seed is None else torch.Generator().manual_seed(seed)
-        self.w = sample_frequencies(self.d, self.m, "gaussian", 1.0, self.orthogonal, g, torch.float32)
+        self.w = sample_frequencies(
+            self.d, self.m, "gaussian", 1.0, self.orthogonal, g, torch.float32
+        )
 
     def _input(self, x: object) -> Tensor:
         x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
         if x.shape[-1] != self.d:
-            raise ValueError(f"x must have shape (..., d={self.d}), got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (..., d={self.d}), got shape {tuple(x.shape)}"
+            )
         return x * self.scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -457,13 +543,26 @@ class PerformerFeatures(nn.Module):
         xw = x @ self.w.to(x.dtype)
         if self.kind == "trig":  # φ = e^{‖x‖²/2} [cos, sin] / √m
             a = (x * x).sum(-1, keepdim=True).detach() / 2
-            return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(self.m), a
+            return torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(
+                self.m
+            ), a
         exponent = xw - (x * x).sum(-1, keepdim=True) / 2  # φ = exp(exponent) / √m
-        a = exponent.detach().amax(dim=-1, keepdim=True)  # the row's largest exponent: f's largest entry is 1/√m
+        # the row's largest exponent: f's largest entry is 1/√m
+        a = exponent.detach().amax(dim=-1, keepdim=True)
         return torch.exp(exponent - a) / math.sqrt(self.m), a
 
 
-def performer_attention(q, k, v, features, mask=None, *, causal=False, eps=DEFAULT_EPS, chunk_size=DEFAULT_CHUNK_SIZE):
+def performer_attention(
+    q,
+    k,
+    v,
+    features,
+    mask=None,
+    *,
+    causal=False,
+    eps=DEFAULT_EPS,
+    chunk_size=DEFAULT_CHUNK_SIZE,
+):
     """Linear attention with ``features`` (a :class:`PerformerFeatures`), stabilised without seeing the future.
 
     With φ(x_j) = f_j e^{a_j} (:meth:`PerformerFeatures.scaled`), row i of linear attention is N_i / (D_i + ε),
@@ -476,17 +575,24 @@ def performer_attention(q, k, v, features, mask=None, *, causal=False, eps=DEFAU
     e^{M_old − M_new} when the maximum grows. ``mask``: a key-padding mask, as in linear attention.
     """
     q, k, v = check_attention_inputs(q, k, v)
-    eps, chunk_size = require_number(eps, "eps", low=0), require_positive_int(chunk_size, "chunk_size")
+    eps, chunk_size = (
+        require_number(eps, "eps", low=0),
+        require_positive_int(chunk_size, "chunk_size"),
+    )
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not isinstance(features, PerformerFeatures):
-        raise TypeError(f"features must be a PerformerFeatures, got {describe(features)}")
+        raise TypeError(
+            f"features must be a PerformerFeatures, got {describe(features)}"
+        )
     (f_q, a_q), (f_k, a_k) = features.scaled(q), features.scaled(k)
     if keep is not None:
         a_k = a_k.masked_fill(~keep.unsqueeze(-1), -math.inf)
     if not causal:
-        reference = a_k.amax(dim=-2, keepdim=True)  # M, one constant for all keys, (..., 1, 1)
+        # M, one constant for all keys, (..., 1, 1)
+        reference = a_k.amax(dim=-2, keepdim=True)
         phi_k = f_k * _exp_difference(a_k, reference)
-        s, z = phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2).unsqueeze(-1)  # (..., r, d_v), (..., r, 1)
+        # (..., r, d_v), (..., r, 1)
+        s, z = phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2).unsqueeze(-1)
         return _ratio(f_q @ s, f_q @ z, eps, a_q + reference)
     require_keys_cover_queries(q.shape[-2], k.shape[-2], "causal Performer attention")
     return _causal_stabilised(f_q, a_q, f_k, a_k, v, eps, chunk_size)
@@ -497,7 +603,9 @@ def _exp_difference(a: Tensor, b: Tensor) -> Tensor:
     return torch.where(a == -math.inf, 0.0, torch.exp(a - b)).to(a.dtype)
 
 
-def _ratio(numerator: Tensor, denominator: Tensor, eps: float, log_scale: Tensor) -> Tensor:
+def _ratio(
+    numerator: Tensor, denominator: Tensor, eps: float, log_scale: Tensor
+) -> Tensor:
     """N / (D + ε) from N e^{−s}, D e^{−s} (s = ``log_scale`` per row): N e^{−s} / (D e^{−s} + ε e^{−s})."""
     if eps:  # with no key seen, s = −∞ and ε e^{−s} = ∞: the output is 0, as N / ε
         denominator = denominator + eps * torch.exp(-log_scale)
@@ -506,24 +614,38 @@ def _ratio(numerator: Tensor, denominator: Tensor, eps: float, log_scale: Tensor
 
 def _causal_stabilised(f_q, a_q, f_k, a_k, v, eps: float, chunk_size: int) -> Tensor:
     """Row i: Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} v_j / (Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} + ε e^{−a_i − M_i})."""
-    n_q, n_pre = f_q.shape[-2], f_k.shape[-2] - f_q.shape[-2]  # the first n_pre keys are seen by every query
+    # the first n_pre keys are seen by every query
+    n_q, n_pre = f_q.shape[-2], f_k.shape[-2] - f_q.shape[-2]
     # The state S = Σ f_j e^{a_j − M} v_jᵀ, z = Σ f_j e^{a_j − M} of the keys so far, relative to M their max.
-    reference = a_k[..., : max(n_pre, 1), :].amax(dim=-2, keepdim=True)  # (..., 1, 1); any value if n_pre = 0
+    # (..., 1, 1); any value if n_pre = 0
+    reference = a_k[..., : max(n_pre, 1), :].amax(dim=-2, keepdim=True)
     weighted = f_k[..., :n_pre, :] * _exp_difference(a_k[..., :n_pre, :], reference)
-    s, z = weighted.transpose(-2, -1) @ v[..., :n_pre, :], weighted.sum(dim=-2).unsqueeze(-1)
+    s, z = (
+        weighted.transpose(-2, -1) @ v[..., :n_pre, :],
+        weighted.sum(dim=-2).unsqueeze(-1),
+    )
     outputs = []
     for start in range(0, n_q, chunk_size):
         rows = slice(start, min(start + chunk_size, n_q))
         keys = slice(n_pre + rows.start, n_pre + rows.stop)
         f_c, a_c, v_c = f_k[..., keys, :], a_k[..., keys, :], v[..., keys, :]
-        running = torch.maximum(a_c.cummax(dim=-2).values, reference)  # M_i, (..., C, 1)
+        # M_i, (..., C, 1)
+        running = torch.maximum(a_c.cummax(dim=-2).values, reference)
         log_w = a_c.transpose(-2, -1) - running  # [i, j] = a_j − M_i, (..., C, C)
-        after = torch.ones(log_w.shape[-2:], dtype=torch.bool, device=log_w.device).triu(1)
-        log_w = log_w.masked_fill(after | (a_c.transpose(-2, -1) == -math.inf), -math.inf)  # j > i or dropped
+        after = torch.ones(
+            log_w.shape[-2:], dtype=torch.bool, device=log_w.device
+        ).triu(1)
+        # j > i or dropped
+        log_w = log_w.masked_fill(
+            after | (a_c.transpose(-2, -1) == -math.inf), -math.inf
+        )
         weights = (f_q[..., rows, :] @ f_c.transpose(-2, -1)) * torch.exp(log_w)
-        carry = _exp_difference(reference, running)  # e^{M_before − M_i} ≤ 1, (..., C, 1)
+        # e^{M_before − M_i} ≤ 1, (..., C, 1)
+        carry = _exp_difference(reference, running)
         numerator = weights @ v_c + (f_q[..., rows, :] @ s) * carry
-        denominator = weights.sum(dim=-1, keepdim=True) + (f_q[..., rows, :] @ z) * carry
+        denominator = (
+            weights.sum(dim=-1, keepdim=True) + (f_q[..., rows, :] @ z) * carry
+        )
         outputs.append(_ratio(numerator, denominator, eps, a_q[..., rows, :] + running))
         new_reference = running[..., -1:, :]
         weighted = f_c * _exp_difference(a_c, new_reference)
@@ -539,7 +661,9 @@ def _causal_stabilised(f_q, a_q, f_k, a_k, v, eps: float, chunk_size: int) -> Te
 class PerformerAttention(nn.Module):
     """:func:`performer_attention` as MultiHeadAttention's attention, with ``PerformerFeatures(d, m, **options)``."""
 
-    def __init__(self, d: int, m: int, *, eps: float = DEFAULT_EPS, **options: object) -> None:
+    def __init__(
+        self, d: int, m: int, *, eps: float = DEFAULT_EPS, **options: object
+    ) -> None:
         super().__init__()
         self.features = PerformerFeatures(d, m, **options)
         self.eps = require_number(eps, "eps", low=0)
@@ -554,4 +678,6 @@ class PerformerAttention(nn.Module):
                 f"Performer attention forms no attention weights to drop, got dropout_p={dropout_p}: "
                 "build the model with attention dropout 0"
             )
-        return performer_attention(q, k, v, self.features, mask, causal=causal, eps=self.eps)
+        return performer_attention(
+            q, k, v, self.features, mask, causal=causal, eps=self.eps
+        )

@@ -34,7 +34,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .validation import require_floats, require_int, require_number, require_positive_int
+from .validation import (
+    require_floats,
+    require_int,
+    require_number,
+    require_positive_int,
+)
 
 __all__ = [
     "shared_features",
@@ -88,8 +93,13 @@ def quarter_circle_margin(n: int) -> float:
     if n == 1:  # one key: its value, alone
         return 1.0
     delta = math.pi / (2 * (n - 1))
-    off_centre = 0.0 if n % 2 else delta / 2  # the key nearest θ = π/4 has the largest Σ_j cos(θ_i − θ_j)
-    return (1 - math.cos(delta)) * math.sin(delta / 2) / (math.sin(n * delta / 2) * math.cos(off_centre))
+    # the key nearest θ = π/4 has the largest Σ_j cos(θ_i − θ_j)
+    off_centre = 0.0 if n % 2 else delta / 2
+    return (
+        (1 - math.cos(delta))
+        * math.sin(delta / 2)
+        / (math.sin(n * delta / 2) * math.cos(off_centre))
+    )
 
 
 def softmax_residual(n: int, beta: float) -> float:
@@ -112,7 +122,9 @@ def key_only_leak(phi_q: Tensor, phi_k: Tensor) -> Tensor:
     phi_q = require_floats(phi_q, "phi_q", "(K, r)", ndim=2)
     phi_k = require_floats(phi_k, "phi_k", "(K, r)", ndim=2)
     if phi_q.shape != phi_k.shape:
-        raise ValueError(f"phi_q and phi_k must have the same shape, got {tuple(phi_q.shape)}, {tuple(phi_k.shape)}")
+        raise ValueError(
+            f"phi_q and phi_k must have the same shape, got {tuple(phi_q.shape)}, {tuple(phi_k.shape)}"
+        )
     scores = phi_q @ phi_k.T  # (K, K): query a against key b
     leak = scores / scores.diagonal()[:, None]
     return leak - torch.diag_embed(leak.diagonal())
@@ -124,7 +136,9 @@ def key_only_least_leak(n_keys: int, r: int) -> float:
     return math.sqrt(max(n_keys - r, 0) / (n_keys * (n_keys - 1)))
 
 
-def learn_key_only_features(n_keys: int, r: int, *, steps: int = 1000, lr: float = 0.1, seed: int = 0) -> Tensor:
+def learn_key_only_features(
+    n_keys: int, r: int, *, steps: int = 1000, lr: float = 0.1, seed: int = 0
+) -> Tensor:
     """elu + 1 features (2, K, r) of K keys' queries and keys, fitted by Adam to recall every two-pair context.
 
     The loss is the mean squared error of query a's read-out in the context of pairs a and b, over all a ≠ b,

@@ -83,9 +83,14 @@ class Vocabulary:
     ) -> None:
         tokens = _check_tokens(tokens, min_count, order, ties)
         counts = Counter(tokens)
-        kept = [t for t in counts if counts[t] >= min_count and t not in specials]  # in order of appearance
+        # in order of appearance
+        kept = [t for t in counts if counts[t] >= min_count and t not in specials]
         if order == "frequency":
-            kept.sort(key=(lambda t: (-counts[t], t)) if ties == "alphabetical" else (lambda t: -counts[t]))
+            kept.sort(
+                key=(lambda t: (-counts[t], t))
+                if ties == "alphabetical"
+                else (lambda t: -counts[t])
+            )
         if not kept:
             raise ValueError(
                 f"min_count={min_count} removes every token (the most frequent one occurs {max(counts.values())} times)"
@@ -94,9 +99,15 @@ class Vocabulary:
         self.specials = tuple(specials)
         self.itos: list[str] = [*self.specials, *kept]
         self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
-        self.counts = torch.tensor([0] * len(self.specials) + [counts[t] for t in kept], dtype=torch.long)
-        self.unk_id, self.pad_id, self.bos_id, self.eos_id = (self.stoi.get(t) for t in (UNK, PAD, BOS, EOS))
-        self.cls_id, self.sep_id, self.mask_id = (self.stoi.get(t) for t in (CLS, SEP, MASK))
+        self.counts = torch.tensor(
+            [0] * len(self.specials) + [counts[t] for t in kept], dtype=torch.long
+        )
+        self.unk_id, self.pad_id, self.bos_id, self.eos_id = (
+            self.stoi.get(t) for t in (UNK, PAD, BOS, EOS)
+        )
+        self.cls_id, self.sep_id, self.mask_id = (
+            self.stoi.get(t) for t in (CLS, SEP, MASK)
+        )
 
     @property
     def total(self) -> int:
@@ -125,7 +136,9 @@ class Vocabulary:
         """``vocab[i]``: the token of id ``i``; ``vocab[token]``: its id, ``KeyError`` if it is not there."""
         if isinstance(key, str):
             if key not in self.stoi:
-                raise KeyError(f"{key!r} is not in the vocabulary ({len(self)} tokens, min_count={self.min_count})")
+                raise KeyError(
+                    f"{key!r} is not in the vocabulary ({len(self)} tokens, min_count={self.min_count})"
+                )
             return self.stoi[key]
         return self.itos[key]
 
@@ -142,12 +155,18 @@ class Vocabulary:
         """The id of ``token``, or ``unk_id`` if it is not in the vocabulary (``KeyError`` if there is no ``<unk>``)."""
         if not isinstance(token, str):
             raise TypeError(f"token must be a str, got {describe(token)}")
-        return self.stoi.get(token, self.unk_id) if self.unk_id is not None else self[token]
+        return (
+            self.stoi.get(token, self.unk_id)
+            if self.unk_id is not None
+            else self[token]
+        )
 
     def encode(self, tokens: Sequence[str]) -> torch.Tensor:
         """Map a sequence of tokens to a ``(len(tokens),)`` tensor of ``torch.long`` ids."""
         if isinstance(tokens, str):
-            raise TypeError("encode takes a list of tokens, got one str (call tokenize() first)")
+            raise TypeError(
+                "encode takes a list of tokens, got one str (call tokenize() first)"
+            )
         return torch.tensor([self.id(t) for t in tokens], dtype=torch.long)
 
     def decode(self, ids: torch.Tensor | Sequence[int]) -> list[str]:
@@ -162,9 +181,13 @@ class Vocabulary:
         return out
 
 
-def _check_tokens(tokens: object, min_count: object, order: str, ties: str) -> list[str]:
+def _check_tokens(
+    tokens: object, min_count: object, order: str, ties: str
+) -> list[str]:
     if isinstance(tokens, str):
-        raise TypeError("tokens must be a sequence of str tokens, got one str (did you forget tokenize()?)")
+        raise TypeError(
+            "tokens must be a sequence of str tokens, got one str (did you forget tokenize()?)"
+        )
     require_int(min_count, "min_count", low=1)
     require_choice(order, "order", ("frequency", "appearance"))
     require_choice(ties, "ties", ("alphabetical", "appearance"))

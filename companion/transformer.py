@@ -35,7 +35,11 @@ from .attention import KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
 from .decoding import beam_search, decode
 from .masks import padding_to_attention_mask
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from .positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+)
 from .validation import (
     check_token_ids,
     describe,
@@ -66,7 +70,12 @@ __all__ = [
     "beam_decode",
 ]
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh")}  # gelu_tanh: GPT-2
+# gelu_tanh: GPT-2
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),
+}
 
 
 class LayerNorm(nn.Module):
@@ -145,14 +154,20 @@ class EncoderBlock(nn.Module):
 class CausalBlock(EncoderBlock):
     """GPT's block: an :class:`EncoderBlock` whose self-attention is causal (position i sees positions j <= i)."""
 
-    def __init__(self, *args: Any, rotary: RotaryEmbedding | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, rotary: RotaryEmbedding | None = None, **kwargs: Any
+    ) -> None:
         """The arguments of :class:`EncoderBlock`, and ``rotary``: RoPE on every head's queries and keys."""
         super().__init__(*args, **kwargs)
         self.self_attn.rotary = rotary
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+    ) -> Tensor:
         """``cache`` (a :class:`~companion.attention.KVCache`) holds the earlier positions' keys and values."""
-        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True, cache=cache))
+        x = self.residuals[0](
+            x, lambda h: self.self_attn(h, mask=mask, causal=True, cache=cache)
+        )
         return self.residuals[1](x, self.ff)
 
 
@@ -224,7 +239,9 @@ class TransformerConfig:
         require_choice(self.positional, "positional", ("sinusoidal", "learned"))
         require_choice(self.activation, "activation", sorted(ACTIVATIONS))
         if self.pad_id is not None:
-            require_index(self.pad_id, "pad_id", min(self.src_vocab_size, self.tgt_vocab_size))
+            require_index(
+                self.pad_id, "pad_id", min(self.src_vocab_size, self.tgt_vocab_size)
+            )
 
 
 class EncoderDecoder(nn.Module):
@@ -234,22 +251,38 @@ class EncoderDecoder(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         if not isinstance(config, TransformerConfig):
-            raise TypeError(f"config must be a TransformerConfig, got {describe(config)}")
+            raise TypeError(
+                f"config must be a TransformerConfig, got {describe(config)}"
+            )
         self.config = c = config
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
-        positions = SinusoidalPositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEmbedding
-        self.src_pos, self.tgt_pos = positions(c.d_model, c.context_length), positions(c.d_model, c.context_length)
+        positions = (
+            SinusoidalPositionalEncoding
+            if c.positional == "sinusoidal"
+            else LearnedPositionalEmbedding
+        )
+        self.src_pos = positions(c.d_model, c.context_length)
+        self.tgt_pos = positions(c.d_model, c.context_length)
         self.dropout = nn.Dropout(c.dropout)
         block = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout, norm_first=c.norm_first,
                      activation=c.activation, eps=c.eps)  # fmt: skip
-        self.encoder = nn.ModuleList(EncoderBlock(**block) for _ in range(c.n_encoder_layers))
-        self.decoder = nn.ModuleList(DecoderBlock(**block) for _ in range(c.n_decoder_layers))
+        self.encoder = nn.ModuleList(
+            EncoderBlock(**block) for _ in range(c.n_encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderBlock(**block) for _ in range(c.n_decoder_layers)
+        )
         # with pre-norm a last LayerNorm closes the encoder and the decoder (as in nn.Transformer)
-        self.encoder_norm = LayerNorm(c.d_model, c.eps) if c.norm_first else nn.Identity()
-        self.decoder_norm = LayerNorm(c.d_model, c.eps) if c.norm_first else nn.Identity()
+        self.encoder_norm = (
+            LayerNorm(c.d_model, c.eps) if c.norm_first else nn.Identity()
+        )
+        self.decoder_norm = (
+            LayerNorm(c.d_model, c.eps) if c.norm_first else nn.Identity()
+        )
         self.lm_head = nn.Linear(c.d_model, c.tgt_vocab_size)
-        for name, p in self.named_parameters():  # Xavier-uniform matrices, as in nn.Transformer
+        # Xavier-uniform matrices, as in nn.Transformer
+        for name, p in self.named_parameters():
             if p.dim() > 1 and "pos" not in name:
                 nn.init.xavier_uniform_(p)
 
@@ -261,8 +294,12 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids (B, n_src) → memory (B, n_src, d_model)."""
-        check_token_ids(src, "src", self.config.src_vocab_size, self.config.context_length)
-        x = self.dropout(self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model)))
+        check_token_ids(
+            src, "src", self.config.src_vocab_size, self.config.context_length
+        )
+        x = self.dropout(
+            self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model))
+        )
         mask = self.padding_mask(src)
         for block in self.encoder:
             x = block(x, mask)
@@ -270,8 +307,12 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, tgt: Tensor, memory: Tensor, src: Tensor | None = None) -> Tensor:
         """tgt (B, n_tgt), memory (B, n_src, d) → logits (B, n_tgt, V); t predicts t + 1."""
-        check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length)
-        x = self.dropout(self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model)))
+        check_token_ids(
+            tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length
+        )
+        x = self.dropout(
+            self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model))
+        )
         mask = self.padding_mask(tgt)
         memory_mask = None if src is None else self.padding_mask(src)
         for block in self.decoder:
@@ -288,9 +329,12 @@ class EncoderDecoder(nn.Module):
 
 def _check_seq2seq_batch(batch: object) -> tuple[Tensor, Tensor]:
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise TypeError(f"batch must be a pair (src, tgt) of id tensors, got {describe(batch)}")
+        raise TypeError(
+            f"batch must be a pair (src, tgt) of id tensors, got {describe(batch)}"
+        )
     src, tgt = batch
-    return src, check_token_ids(tgt, "tgt", None, min_length=2)  # BOS and one token at least
+    # BOS and one token at least
+    return src, check_token_ids(tgt, "tgt", None, min_length=2)
 
 
 def seq2seq_loss(model: EncoderDecoder, batch: tuple, *, label_smoothing=0.0) -> Tensor:
@@ -306,7 +350,9 @@ def _check_smoothing(logits: object, y: object, epsilon: object) -> None:
     logits = require_floats(logits, "logits", "(N, V)", ndim=2)
     y = require_integer_tensor(y, "y")
     if y.shape != logits.shape[:1]:
-        raise ValueError(f"y must hold one class per row of logits, shape ({logits.shape[0]},), got {describe(y)}")
+        raise ValueError(
+            f"y must hold one class per row of logits, shape ({logits.shape[0]},), got {describe(y)}"
+        )
     require_probability(epsilon, "epsilon")
 
 
@@ -339,16 +385,25 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
-def _check_greedy_decode(model: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
+def _check_greedy_decode(
+    model: object, bos_id: object, eos_id: object, max_new_tokens: object
+) -> None:
     require_instance(model, EncoderDecoder, "model")
-    if 1 + require_positive_int(max_new_tokens, "max_new_tokens") > model.config.context_length:
+    if (
+        1 + require_positive_int(max_new_tokens, "max_new_tokens")
+        > model.config.context_length
+    ):
         raise ValueError(
             f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's context length T = "
             f"{model.config.context_length}"
         )
-    require_index(bos_id, "bos_id", model.config.tgt_vocab_size, predicate="be a token id")
+    require_index(
+        bos_id, "bos_id", model.config.tgt_vocab_size, predicate="be a token id"
+    )
     if eos_id is not None:
-        require_index(eos_id, "eos_id", model.config.tgt_vocab_size, predicate="be a token id")
+        require_index(
+            eos_id, "eos_id", model.config.tgt_vocab_size, predicate="be a token id"
+        )
 
 
 @torch.no_grad()
@@ -365,10 +420,14 @@ def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) ->
         return decode.unchecked(logits, bos, max_new_tokens, **greedy)  # checked above
 
 
-def _check_beam_decode(model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object) -> None:
+def _check_beam_decode(
+    model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object
+) -> None:
     _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
     if src.shape[0] != 1:
-        raise ValueError(f"beam_decode translates one source: src must have shape (1, n_src), got {describe(src)}")
+        raise ValueError(
+            f"beam_decode translates one source: src must have shape (1, n_src), got {describe(src)}"
+        )
 
 
 @torch.no_grad()

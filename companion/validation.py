@@ -55,7 +55,9 @@ __all__ = [
 ]
 
 
-def door(check: Callable[..., object]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+def door(
+    check: Callable[..., object],
+) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
     """Check a public entry point's arguments once, where they come in: ``@door(check)`` calls ``check`` with the
     call's arguments (by name, defaults filled in; ``check`` takes the names it needs) and then the function.
 
@@ -71,7 +73,13 @@ def door(check: Callable[..., object]) -> Callable[[Callable[..., _T]], Callable
         def checked(*args: object, **kwargs: object) -> _T:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            check(**{name: value for name, value in bound.arguments.items() if name in wanted})
+            check(
+                **{
+                    name: value
+                    for name, value in bound.arguments.items()
+                    if name in wanted
+                }
+            )
             return f(*args, **kwargs)
 
         checked.unchecked = f
@@ -114,7 +122,9 @@ def require_floating_tensor(x: object, name: str) -> torch.Tensor:
     return x
 
 
-def require_ndim(x: torch.Tensor, name: str, ndim: int | Sequence[int], layout: str = "") -> torch.Tensor:
+def require_ndim(
+    x: torch.Tensor, name: str, ndim: int | Sequence[int], layout: str = ""
+) -> torch.Tensor:
     """Raise :class:`ValueError` unless ``x.ndim`` is ``ndim`` (or one of them).
 
     ``layout`` names the dimensions expected, e.g. ``"(batch, seq, d)"``, and goes into the message.
@@ -136,7 +146,9 @@ def require_index_range(ids: torch.Tensor, name: str, size: int) -> torch.Tensor
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= size:
         bad = low if low < 0 else high
-        raise ValueError(f"{name} must lie in [0, {size - 1}] (the table has {size} rows), got index {bad}")
+        raise ValueError(
+            f"{name} must lie in [0, {size - 1}] (the table has {size} rows), got index {bad}"
+        )
     return ids
 
 
@@ -149,7 +161,12 @@ def require_positive_int(value: object, name: str) -> int:
     return value
 
 
-def _bounds(low: float | None, high: float | None, low_open: bool = False, high_open: bool = False) -> str:
+def _bounds(
+    low: float | None,
+    high: float | None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> str:
     if low is not None and high is not None:
         return f" in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
     if low is not None:
@@ -159,11 +176,20 @@ def _bounds(low: float | None, high: float | None, low_open: bool = False, high_
     return ""
 
 
-def require_int(value: object, name: str, *, low: int | None = None, high: int | None = None, why: str = "") -> int:
+def require_int(
+    value: object,
+    name: str,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    why: str = "",
+) -> int:
     """Return ``value`` if it is a Python ``int`` (not ``bool``) with ``low <= value <= high`` (a bound that is
     ``None`` is not checked), else raise :class:`TypeError` or :class:`ValueError` naming the range (and
     ``why``, in parentheses, if given)."""
-    expected = f"{name} must be an int{_bounds(low, high)}" + (f" ({why})" if why else "")
+    expected = f"{name} must be an int{_bounds(low, high)}" + (
+        f" ({why})" if why else ""
+    )
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{expected}, got {describe(value)}")
     if (low is not None and value < low) or (high is not None and value > high):
@@ -179,7 +205,9 @@ def require_index(value: object, name: str, size: int, *, predicate: str = "") -
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int index, got {describe(value)}")
     if not 0 <= value < size:
-        expected = f"{predicate} in [0, {size})" if predicate else f"lie in [0, {size - 1}]"
+        expected = (
+            f"{predicate} in [0, {size})" if predicate else f"lie in [0, {size - 1}]"
+        )
         raise ValueError(f"{name} must {expected}, got {value!r}")
     return value
 
@@ -212,12 +240,16 @@ def require_number(
     return float(value)
 
 
-def require_ids(ids: object, name: str, vocab_size: int, ndim: int | None = None, layout: str = "") -> torch.Tensor:
+def require_ids(
+    ids: object, name: str, vocab_size: int, ndim: int | None = None, layout: str = ""
+) -> torch.Tensor:
     """Return ``ids`` if it is an integer tensor (of ``ndim`` dimensions, if given) of ids in ``[0, vocab_size)``."""
     ids = require_integer_tensor(ids, name)
     if ndim is not None:
         require_ndim(ids, name, ndim, layout)
-    return require_index_range(ids, name, require_positive_int(vocab_size, "vocab_size"))
+    return require_index_range(
+        ids, name, require_positive_int(vocab_size, "vocab_size")
+    )
 
 
 def require_positive_ints(**values: object) -> None:
@@ -282,13 +314,21 @@ def check_attention_inputs(
     ``v (n_k, d_v)``, ``mask (n_q, n_k)``; ``keys_cover_queries=True`` asks for ``n_k >= n_q`` (queries aligned
     with the last keys, as causal and banded attention align them).
     """
-    q, k, v = (require_floating_tensor(x, name) for name, x in (("q", q), ("k", k), ("v", v)))
+    q, k, v = (
+        require_floating_tensor(x, name) for name, x in (("q", q), ("k", k), ("v", v))
+    )
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.ndim < 2 or (unbatched and x.ndim != 2):
-            want = "2 dimensions (seq, d)" if unbatched else "at least 2 dimensions (..., seq, d)"
+            want = (
+                "2 dimensions (seq, d)"
+                if unbatched
+                else "at least 2 dimensions (..., seq, d)"
+            )
             raise ValueError(f"{name} must have {want}, got shape {tuple(x.shape)}")
     if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+        raise TypeError(
+            f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
+        )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             "q and k must have the same last dimension d_k: expected k of shape (..., n_k, "
@@ -328,19 +368,25 @@ def check_labels(labels: object, name: str, size: int, what: str) -> list:
     """Return ``labels`` as a list if it is a sequence (not one str) of ``size`` labels, else raise naming
     ``what`` they label (e.g. ``"(one word per row of vectors)"``)."""
     if isinstance(labels, str) or not isinstance(labels, Sequence):
-        raise TypeError(f"{name} must be a sequence of {size} labels {what}, got {describe(labels)}")
+        raise TypeError(
+            f"{name} must be a sequence of {size} labels {what}, got {describe(labels)}"
+        )
     if len(labels) != size:
         raise ValueError(f"{name} must have {size} labels {what}, got {len(labels)}")
     return list(labels)
 
 
-def check_mask(mask: object, scores_shape: Sequence[int], *, exact: bool = False) -> torch.Tensor:
+def check_mask(
+    mask: object, scores_shape: Sequence[int], *, exact: bool = False
+) -> torch.Tensor:
     """Return ``mask`` if it is a boolean tensor of at least 2 dimensions that broadcasts against the scores
     ``(..., n_q, n_k)`` without enlarging them (exactly their shape if ``exact``), else raise."""
     mask = require_bool_mask(mask)
     scores = tuple(scores_shape)
     try:
-        ok = 2 <= mask.ndim <= len(scores) and torch.broadcast_shapes(mask.shape, scores) == torch.Size(scores)
+        ok = 2 <= mask.ndim <= len(scores) and torch.broadcast_shapes(
+            mask.shape, scores
+        ) == torch.Size(scores)
         ok = ok and (not exact or tuple(mask.shape) == scores)
     except RuntimeError:
         ok = False
@@ -357,7 +403,9 @@ def check_heads(x: object, n_heads: object) -> torch.Tensor:
     x = require_tensor(x, "x")
     n_heads = require_positive_int(n_heads, "n_heads")
     if x.ndim < 2:
-        raise ValueError(f"x must have at least 2 dimensions (..., n, d_model), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have at least 2 dimensions (..., n, d_model), got shape {tuple(x.shape)}"
+        )
     if x.shape[-1] % n_heads:
         raise ValueError(
             f"the width d_model = {x.shape[-1]} of x (shape {tuple(x.shape)}) must be divisible by n_heads = {n_heads}"
@@ -369,7 +417,9 @@ def require_min_ndim(x: object, name: str, ndim: int, layout: str) -> torch.Tens
     """Return ``x`` if it is a tensor with at least ``ndim`` dimensions (``layout``, e.g. ``"(..., n, d)"``)."""
     x = require_tensor(x, name)
     if x.ndim < ndim:
-        raise ValueError(f"{name} must have at least {ndim} dimensions {layout}, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have at least {ndim} dimensions {layout}, got shape {tuple(x.shape)}"
+        )
     return x
 
 
@@ -377,7 +427,9 @@ def require_heads(d_model: object, n_heads: object) -> None:
     """Raise unless ``d_model`` and ``n_heads`` are positive ints and ``n_heads`` divides ``d_model``."""
     d_model = require_positive_int(d_model, "d_model")
     if d_model % require_positive_int(n_heads, "n_heads"):
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")
+        raise ValueError(
+            f"d_model = {d_model} must be divisible by n_heads = {n_heads}"
+        )
 
 
 def check_mha_inputs(query: object, key: object, value: object, d_model: int) -> None:
@@ -388,7 +440,9 @@ def check_mha_inputs(query: object, key: object, value: object, d_model: int) ->
     )
     for name, x in (("query", q), ("key", k), ("value", v)):
         if x.shape[-1] != d_model:
-            raise ValueError(f"{name} must have last dimension d_model = {d_model}, got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must have last dimension d_model = {d_model}, got shape {tuple(x.shape)}"
+            )
     if k.shape[0] != q.shape[0] or v.shape[:2] != k.shape[:2]:
         raise ValueError(
             f"key and value must have shape ({q.shape[0]}, n_k, {d_model}) with the same n_k, got shapes "
@@ -397,13 +451,19 @@ def check_mha_inputs(query: object, key: object, value: object, d_model: int) ->
 
 
 def check_sequence(
-    x: object, name: str, d_model: int, context_length: int | None = None, offset: int = 0
+    x: object,
+    name: str,
+    d_model: int,
+    context_length: int | None = None,
+    offset: int = 0,
 ) -> torch.Tensor:
     """Raise unless ``x`` is a floating tensor ``(..., n, d_model)`` whose positions ``offset … offset + n - 1``
     lie below ``context_length``."""
     x = require_floating_tensor(x, name)
     if x.ndim < 2 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (..., n, {d_model}) (..., n, d), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have shape (..., n, {d_model}) (..., n, d), got shape {tuple(x.shape)}"
+        )
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, got {offset!r}")
     if context_length is not None and offset + x.shape[-2] > context_length:
@@ -429,7 +489,9 @@ def check_token_ids(
     below ``context_length`` (``offset`` positions already sit in a cache); ``layout`` names the dimensions."""
     ids = require_ndim(require_integer_tensor(ids, name), name, 2, layout)
     if ids.shape[1] < min_length:
-        count = {1: "one token", 2: "two tokens"}.get(min_length, f"{min_length} tokens")
+        count = {1: "one token", 2: "two tokens"}.get(
+            min_length, f"{min_length} tokens"
+        )
         raise ValueError(
             f"{name} must hold at least {count} per sequence (n >= {min_length}), got shape {tuple(ids.shape)}"
         )
@@ -475,17 +537,34 @@ def require_floats(
         sizes = f"({sizes}{',' if len(shape) == 1 else ''})"
         want = f"{layout} = {sizes}" if layout else sizes
     ok = (ndim is None or x.ndim == ndim) and (min_ndim is None or x.ndim >= min_ndim)
-    ok = ok and (shape is None or all(isinstance(s, str) or s == n for s, n in zip(shape, x.shape, strict=True)))
+    ok = ok and (
+        shape is None
+        or all(
+            isinstance(s, str) or s == n for s, n in zip(shape, x.shape, strict=True)
+        )
+    )
     ok = ok and all(x.shape[d] > 0 for d in nonempty)
     if not ok:
-        rules = [f"{ndim} dimension{'s' if ndim != 1 else ''}"] if ndim is not None and shape is None else []
-        rules += [f"at least {min_ndim} dimension{'s' if min_ndim != 1 else ''}"] if min_ndim else []
+        rules = (
+            [f"{ndim} dimension{'s' if ndim != 1 else ''}"]
+            if ndim is not None and shape is None
+            else []
+        )
+        rules += (
+            [f"at least {min_ndim} dimension{'s' if min_ndim != 1 else ''}"]
+            if min_ndim
+            else []
+        )
         rules += [f"at least one entry along dimension {d}" for d in nonempty]
-        expected = f"be {what} {want}".rstrip() if what else f"have shape {want or '(...)'}"
+        expected = (
+            f"be {what} {want}".rstrip() if what else f"have shape {want or '(...)'}"
+        )
         expected += f" ({', '.join(rules)})" if rules else ""
         raise ValueError(f"{name} must {expected}, got shape {tuple(x.shape)}")
     if dtype is not None and x.dtype != dtype:
-        raise TypeError(f"{name} must have dtype {dtype} (that of the other inputs), got {x.dtype}")
+        raise TypeError(
+            f"{name} must have dtype {dtype} (that of the other inputs), got {x.dtype}"
+        )
     return x
 
 
@@ -508,7 +587,10 @@ def require_entries(
     if x.dtype == torch.bool or x.dtype.is_complex:
         raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
     verb = "lie" if low is not None and high is not None else "be"
-    expected = f"{name} must {verb}{_bounds(low, high, low_open, high_open)} entrywise" + (f" ({why})" if why else "")
+    expected = (
+        f"{name} must {verb}{_bounds(low, high, low_open, high_open)} entrywise"
+        + (f" ({why})" if why else "")
+    )
     ok = torch.ones(x.shape, dtype=torch.bool, device=x.device)  # NaN lies in no range
     if low is not None:
         ok &= x > low if low_open else x >= low
@@ -516,7 +598,9 @@ def require_entries(
         ok &= x < high if high_open else x <= high
     bad = ~ok
     if bool(bad.any()):
-        raise ValueError(f"{expected}, got an entry {x[bad][0].item()!r} (shape {tuple(x.shape)})")
+        raise ValueError(
+            f"{expected}, got an entry {x[bad][0].item()!r} (shape {tuple(x.shape)})"
+        )
     return x
 
 
@@ -548,7 +632,9 @@ def check_pair(
             f"{tuple(y.shape)} (the same {width} for both: {x.shape[-1]} ≠ {y.shape[-1]})"
         )
     if same_dtype and x.dtype != y.dtype:
-        raise TypeError(f"{a} and {b} must share one dtype, got {x.dtype} and {y.dtype}")
+        raise TypeError(
+            f"{a} and {b} must share one dtype, got {x.dtype} and {y.dtype}"
+        )
     if ndim is None:
         try:
             torch.broadcast_shapes(x.shape[:-1], y.shape[:-1])
@@ -560,7 +646,12 @@ def check_pair(
 
 
 def check_token_stream(
-    ids: object, window: object, sentence_ids: object = None, vocab_size: int | None = None, *, nonempty: bool = False
+    ids: object,
+    window: object,
+    sentence_ids: object = None,
+    vocab_size: int | None = None,
+    *,
+    nonempty: bool = False,
 ) -> torch.Tensor:
     """Check a stream of token ids ``(N,)`` (in ``[0, vocab_size)``, if given; at least one, if ``nonempty``), a
     context window ``>= 1`` and the sentence id of each token ``(N,)`` (``None``: one sentence); return the
@@ -574,7 +665,9 @@ def check_token_stream(
     if sentence_ids is None:
         return torch.zeros(ids.numel(), dtype=torch.long)
     if require_integer_tensor(sentence_ids, "sentence_ids").shape != ids.shape:
-        raise ValueError(f"sentence_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(sentence_ids.shape)}")
+        raise ValueError(
+            f"sentence_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(sentence_ids.shape)}"
+        )
     return sentence_ids
 
 
@@ -587,7 +680,9 @@ def check_windowed_stream(
     if windows is None:
         return sentence_ids, torch.full((ids.numel(),), window, dtype=torch.long)
     if require_integer_tensor(windows, "windows").shape != ids.shape:
-        raise ValueError(f"windows must have the shape of ids {tuple(ids.shape)}, got {tuple(windows.shape)}")
+        raise ValueError(
+            f"windows must have the shape of ids {tuple(ids.shape)}, got {tuple(windows.shape)}"
+        )
     return sentence_ids, require_entries(windows, "windows", low=1, high=window)
 
 
@@ -595,15 +690,24 @@ def check_windowed_stream(
 # The checks of single functions, kept here so that the functions the book shows are their mathematics
 
 
-def check_negative_sampling(v: object, u_pos: object, u_neg: object, reduction: object) -> None:
+def check_negative_sampling(
+    v: object, u_pos: object, u_neg: object, reduction: object
+) -> None:
     """word2vec.negative_sampling_loss: ``v (B, D)``, ``u_pos (B, D)``, ``u_neg (B, K, D)``, a reduction."""
-    v, u_pos, u_neg = (require_floating_tensor(x, n) for x, n in ((v, "v"), (u_pos, "u_pos"), (u_neg, "u_neg")))
+    v, u_pos, u_neg = (
+        require_floating_tensor(x, n)
+        for x, n in ((v, "v"), (u_pos, "u_pos"), (u_neg, "u_neg"))
+    )
     require_ndim(v, "v", 2, "(B, D)")
     require_ndim(u_neg, "u_neg", 3, "(B, K, D)")
     if u_pos.shape != v.shape:
-        raise ValueError(f"u_pos must have the shape of v {tuple(v.shape)}, got {tuple(u_pos.shape)}")
+        raise ValueError(
+            f"u_pos must have the shape of v {tuple(v.shape)}, got {tuple(u_pos.shape)}"
+        )
     if u_neg.shape[0] != v.shape[0] or u_neg.shape[2] != v.shape[1]:
-        raise ValueError(f"u_neg must have shape ({v.shape[0]}, K, {v.shape[1]}), got {tuple(u_neg.shape)}")
+        raise ValueError(
+            f"u_neg must have shape ({v.shape[0]}, K, {v.shape[1]}), got {tuple(u_neg.shape)}"
+        )
     require_choice(reduction, "reduction", ("mean", "sum", "none"))
 
 

@@ -122,10 +122,14 @@ def _check_sentences(sentences: object) -> list[Sequence[str]]:
     try:
         out = list(sentences)
     except TypeError:
-        raise TypeError(f"sentences must be an iterable of token lists, got {describe(sentences)}") from None
+        raise TypeError(
+            f"sentences must be an iterable of token lists, got {describe(sentences)}"
+        ) from None
     for s in out[:1]:
         if isinstance(s, str) or not isinstance(s, Sequence):
-            raise TypeError(f"each sentence must be a list of str tokens, got {describe(s)}")
+            raise TypeError(
+                f"each sentence must be a list of str tokens, got {describe(s)}"
+            )
     return out
 
 
@@ -153,10 +157,18 @@ def build_vocab(sentences: Iterable[Sequence[str]], min_count: int = 5) -> Vocab
             f"min_count={min_count} removes every word: the most frequent word occurs "
             f"{max(counts.values())} times (corpus of {sum(counts.values())} tokens)"
         )
-    return Vocabulary((w for s in sents for w in s), min_count, specials=(), order="frequency", ties="appearance")
+    return Vocabulary(
+        (w for s in sents for w in s),
+        min_count,
+        specials=(),
+        order="frequency",
+        ties="appearance",
+    )
 
 
-def encode_sentences(sentences: Iterable[Sequence[str]], vocab: Vocabulary) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_sentences(
+    sentences: Iterable[Sequence[str]], vocab: Vocabulary
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The corpus as one stream of ids, dropping words outside the vocabulary (as gensim does).
 
     Returns:
@@ -165,7 +177,9 @@ def encode_sentences(sentences: Iterable[Sequence[str]], vocab: Vocabulary) -> t
     """
     sents = _check_sentences(sentences)
     if not isinstance(vocab, Vocabulary):
-        raise TypeError(f"vocab must be a companion.text.Vocabulary, got {describe(vocab)}")
+        raise TypeError(
+            f"vocab must be a companion.text.Vocabulary, got {describe(vocab)}"
+        )
     index = vocab.stoi
     ids: list[int] = []
     lengths: list[int] = []
@@ -175,7 +189,9 @@ def encode_sentences(sentences: Iterable[Sequence[str]], vocab: Vocabulary) -> t
         lengths.append(len(ids) - before)
     if not ids:
         raise ValueError("no token of the corpus is in the vocabulary")
-    sentence_ids = torch.repeat_interleave(torch.arange(len(sents)), torch.tensor(lengths, dtype=torch.long))
+    sentence_ids = torch.repeat_interleave(
+        torch.arange(len(sents)), torch.tensor(lengths, dtype=torch.long)
+    )
     return torch.tensor(ids, dtype=torch.long), sentence_ids
 
 
@@ -184,7 +200,13 @@ def encode_sentences(sentences: Iterable[Sequence[str]], vocab: Vocabulary) -> t
 
 
 def _check_counts(counts: object) -> torch.Tensor:
-    require_entries(require_tensor(counts, "counts"), "counts", low=0, low_open=True, why="positive counts")
+    require_entries(
+        require_tensor(counts, "counts"),
+        "counts",
+        low=0,
+        low_open=True,
+        why="positive counts",
+    )
     if require_ndim(counts, "counts", 1, "(V,)").numel() == 0:
         raise ValueError("counts must not be empty (V >= 1)")
     return counts.to(torch.float64)
@@ -208,12 +230,17 @@ def keep_probabilities(counts: Tensor, sample=1e-3, formula="reference") -> Tens
     return keep.clamp(max=1.0)  # min(1, ·); float64, in (0, 1]
 
 
-def subsample(ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def subsample(
+    ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """A ``(N,)`` bool mask keeping token ``t`` with probability ``keep[ids[t]]``, independently."""
     require_integer_tensor(ids, "ids")
     require_floating_tensor(keep, "keep")
     require_index_range(ids, "ids", keep.numel())
-    return torch.rand(ids.shape, generator=generator, dtype=torch.float64) < keep.to(torch.float64)[ids]
+    return (
+        torch.rand(ids.shape, generator=generator, dtype=torch.float64)
+        < keep.to(torch.float64)[ids]
+    )
 
 
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
@@ -225,7 +252,9 @@ def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tenso
 
 
 def sample_negatives(
-    noise: torch.Tensor, shape: tuple[int, ...] | int, generator: torch.Generator | None = None
+    noise: torch.Tensor,
+    shape: tuple[int, ...] | int,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Draw word ids from the distribution ``noise`` (``(V,)``, summing to 1) by inverting its CDF.
 
@@ -236,14 +265,18 @@ def sample_negatives(
     require_ndim(noise, "noise", 1, "(V,)")
     require_entries(noise, "noise", low=0, why="a distribution")
     if not math.isclose(float(noise.sum()), 1.0, rel_tol=1e-6):
-        raise ValueError(f"noise must sum to 1 (a distribution), got a sum of {float(noise.sum())!r}")
+        raise ValueError(
+            f"noise must sum to 1 (a distribution), got a sum of {float(noise.sum())!r}"
+        )
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     cdf = noise.to(torch.float64).cumsum(0)
     u = torch.rand(shape, generator=generator, dtype=torch.float64) * cdf[-1]
     return torch.searchsorted(cdf, u, right=True).clamp_(max=noise.numel() - 1)
 
 
-def reduced_windows(n: int, window: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def reduced_windows(
+    n: int, window: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """The reference code's dynamic windows: ``n`` half-widths drawn uniformly from ``1..window``."""
     require_int(n, "n", low=0)
     require_positive_int(window, "window")
@@ -281,7 +314,11 @@ def context_windows(
     pos = torch.arange(n).unsqueeze(1) + offsets
     inside = (pos >= 0) & (pos < n)
     pos = pos.clamp(0, max(n - 1, 0))
-    mask = inside & (offsets.abs() <= windows.unsqueeze(1)) & (sentence_ids[pos] == sentence_ids.unsqueeze(1))
+    mask = (
+        inside
+        & (offsets.abs() <= windows.unsqueeze(1))
+        & (sentence_ids[pos] == sentence_ids.unsqueeze(1))
+    )
     return ids[pos], mask
 
 
@@ -338,7 +375,10 @@ class SkipGramNegativeSampling(nn.Module):
 
 
 def skipgram_window_gradients(
-    v: torch.Tensor, u: torch.Tensor, context_mask: torch.Tensor, output_mask: torch.Tensor
+    v: torch.Tensor,
+    u: torch.Tensor,
+    context_mask: torch.Tensor,
+    output_mask: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Hand-derived gradients of the SGNS loss for ``G`` windows with shared outputs.
 
@@ -366,9 +406,13 @@ def skipgram_window_gradients(
     if u.shape[0] != g or u.shape[2] != d:
         raise ValueError(f"u must have shape ({g}, 1 + K, {d}), got {tuple(u.shape)}")
     if tuple(context_mask.shape) != (g, c):
-        raise ValueError(f"context_mask must have shape ({g}, {c}), got {tuple(context_mask.shape)}")
+        raise ValueError(
+            f"context_mask must have shape ({g}, {c}), got {tuple(context_mask.shape)}"
+        )
     if tuple(output_mask.shape) != (g, u.shape[1]):
-        raise ValueError(f"output_mask must have shape ({g}, {u.shape[1]}), got {tuple(output_mask.shape)}")
+        raise ValueError(
+            f"output_mask must have shape ({g}, {u.shape[1]}), got {tuple(output_mask.shape)}"
+        )
     error, loss = _sgns_error(v, u, context_mask, output_mask)
     return torch.bmm(error, u), torch.bmm(error.transpose(1, 2), v), loss
 
@@ -435,17 +479,31 @@ class Word2VecConfig:
 
     def __post_init__(self) -> None:
         if self.architecture not in ("skipgram", "cbow"):
-            raise ValueError(f"architecture must be 'skipgram' or 'cbow', got {self.architecture!r}")
-        for name in ("vector_size", "window", "min_count", "negative", "epochs", "batch_pairs", "slices"):
+            raise ValueError(
+                f"architecture must be 'skipgram' or 'cbow', got {self.architecture!r}"
+            )
+        for name in (
+            "vector_size",
+            "window",
+            "min_count",
+            "negative",
+            "epochs",
+            "batch_pairs",
+            "slices",
+        ):
             require_positive_int(getattr(self, name), name)
         if not 0 <= self.sample < 1:
             raise ValueError(f"sample must lie in [0, 1), got {self.sample}")
         if not 0 < self.min_alpha <= self.alpha:
-            raise ValueError(f"need 0 < min_alpha <= alpha, got min_alpha={self.min_alpha}, alpha={self.alpha}")
+            raise ValueError(
+                f"need 0 < min_alpha <= alpha, got min_alpha={self.min_alpha}, alpha={self.alpha}"
+            )
         if self.threads is not None:
             require_positive_int(self.threads, "threads")
         if self.architecture == "cbow" and not self.shared_negatives:
-            raise ValueError("shared_negatives=False applies to skip-gram only (CBOW has one output per window)")
+            raise ValueError(
+                "shared_negatives=False applies to skip-gram only (CBOW has one output per window)"
+            )
 
 
 CHAPTER_CONFIG = Word2VecConfig(epochs=5, alpha=0.05)
@@ -491,12 +549,16 @@ class Word2VecModel:
         return to_keyed_vectors(self.vectors, self.vocab.words, self.vocab.counts)
 
 
-def to_keyed_vectors(vectors: torch.Tensor, words: Sequence[str], counts: torch.Tensor | None = None) -> Any:
+def to_keyed_vectors(
+    vectors: torch.Tensor, words: Sequence[str], counts: torch.Tensor | None = None
+) -> Any:
     """A gensim ``KeyedVectors`` holding ``vectors`` (``(V, D)``) under the keys ``words``, in this order."""
     require_floating_tensor(vectors, "vectors")
     require_ndim(vectors, "vectors", 2, "(V, D)")
     if len(words) != vectors.shape[0]:
-        raise ValueError(f"need one word per row: {vectors.shape[0]} rows, got {len(words)} words")
+        raise ValueError(
+            f"need one word per row: {vectors.shape[0]} rows, got {len(words)} words"
+        )
     if len(set(words)) != len(words):
         raise ValueError("words must be distinct")
     from gensim.models import KeyedVectors
@@ -552,14 +614,26 @@ def _epoch_batches(
         if cfg.shared_negatives:
             neg = sample_negatives(noise, (c.numel(), k), g)
             out = torch.cat([c.unsqueeze(1), neg], 1)
-            omask = torch.cat([torch.ones_like(c, dtype=torch.bool).unsqueeze(1), neg != c.unsqueeze(1)], 1)
+            omask = torch.cat(
+                [
+                    torch.ones_like(c, dtype=torch.bool).unsqueeze(1),
+                    neg != c.unsqueeze(1),
+                ],
+                1,
+            )
             per_batch = max(1, cfg.batch_pairs // (2 * w))
         else:  # one window per pair: C = 1 context, its own negatives
             c = c.unsqueeze(1).expand_as(ctx)[cmask]
             ctx = ctx[cmask].unsqueeze(1)
             neg = sample_negatives(noise, (c.numel(), k), g)
             out = torch.cat([c.unsqueeze(1), neg], 1)
-            omask = torch.cat([torch.ones_like(c, dtype=torch.bool).unsqueeze(1), neg != c.unsqueeze(1)], 1)
+            omask = torch.cat(
+                [
+                    torch.ones_like(c, dtype=torch.bool).unsqueeze(1),
+                    neg != c.unsqueeze(1),
+                ],
+                1,
+            )
             cmask = torch.ones_like(ctx, dtype=torch.bool)
             per_batch = cfg.batch_pairs
         for start in range(0, ctx.shape[0], per_batch):
@@ -569,7 +643,9 @@ def _epoch_batches(
     return [batches[i] for i in order]
 
 
-def _skipgram_chunk(win: torch.Tensor, wout: torch.Tensor, bt: _Batch, lr: float) -> tuple:
+def _skipgram_chunk(
+    win: torch.Tensor, wout: torch.Tensor, bt: _Batch, lr: float
+) -> tuple:
     gsz, c = bt.contexts.shape
     ci, oi = bt.contexts.reshape(-1), bt.outputs.reshape(-1)
     v = win.index_select(0, ci).view(gsz, c, -1)
@@ -587,7 +663,8 @@ def _cbow_chunk(win: torch.Tensor, wout: torch.Tensor, bt: _Batch, lr: float) ->
     v = win.index_select(0, ci).view(gsz, c, -1)
     u = wout.index_select(0, oi).view(gsz, bt.outputs.shape[1], -1)
     cm = bt.context_mask.to(v.dtype)
-    h = torch.bmm(cm.unsqueeze(1), v).squeeze(1) / cm.sum(1, keepdim=True)  # (G, D) mean of the context
+    # (G, D) mean of the context
+    h = torch.bmm(cm.unsqueeze(1), v).squeeze(1) / cm.sum(1, keepdim=True)
     s = torch.bmm(u, h.unsqueeze(2)).squeeze(2)  # (G, 1 + K)
     om = bt.output_mask.to(v.dtype)
     sign = torch.ones(s.shape[1], dtype=s.dtype)
@@ -598,7 +675,8 @@ def _cbow_chunk(win: torch.Tensor, wout: torch.Tensor, bt: _Batch, lr: float) ->
     error.mul_(om).mul_(-lr)
     dh = torch.bmm(error.unsqueeze(1), u)  # (G, 1, D)
     du = (error.unsqueeze(2) * h.unsqueeze(1)).view(-1, h.shape[1])
-    dv = (dh * cm.unsqueeze(2)).view(-1, h.shape[1])  # every context word gets the whole error
+    # every context word gets the whole error
+    dv = (dh * cm.unsqueeze(2)).view(-1, h.shape[1])
     return ci, dv, oi, du, float(loss)
 
 
@@ -618,7 +696,9 @@ def _split(bt: _Batch, parts: int) -> list[_Batch]:
     ]
 
 
-def _apply(table: torch.Tensor, updates: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+def _apply(
+    table: torch.Tensor, updates: list[tuple[torch.Tensor, torch.Tensor]]
+) -> None:
     for index, delta in updates:
         table.index_add_(0, index, delta)
 
@@ -664,17 +744,28 @@ def train_word2vec(
     pairs_total = 0
     intra_op = torch.get_num_threads()
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
-    bar = tqdm(total=None, unit="batch", desc=f"word2vec {cfg.architecture}", disable=not progress)
+    bar = tqdm(
+        total=None,
+        unit="batch",
+        desc=f"word2vec {cfg.architecture}",
+        disable=not progress,
+    )
     start_time = time.perf_counter()
     try:
-        torch.set_num_threads(1)  # the operators are too small for intra-op threads; the workers parallelise
+        # the operators are too small for intra-op threads; the workers parallelise
+        torch.set_num_threads(1)
         for epoch in range(cfg.epochs):
             batches = _epoch_batches(ids, sentence_ids, keep, noise, cfg, g)
             bar.total = bar.n + len(batches) * (cfg.epochs - epoch)
             bar.refresh()
             loss_sum, count_sum = 0.0, 0
             for j, bt in enumerate(batches):
-                lr = cfg.alpha - (cfg.alpha - cfg.min_alpha) * (epoch + j / len(batches)) / cfg.epochs
+                lr = (
+                    cfg.alpha
+                    - (cfg.alpha - cfg.min_alpha)
+                    * (epoch + j / len(batches))
+                    / cfg.epochs
+                )
                 parts = _split(bt, cfg.slices)
                 if pool is None or len(parts) == 1:
                     results = [chunk(win, wout, p, lr) for p in parts]
@@ -701,4 +792,6 @@ def train_word2vec(
             pool.shutdown()
         torch.set_num_threads(intra_op)
     seconds = time.perf_counter() - start_time
-    return Word2VecModel(vocab, win, wout, history, epoch_losses, cfg, pairs_total, seconds)
+    return Word2VecModel(
+        vocab, win, wout, history, epoch_losses, cfg, pairs_total, seconds
+    )

@@ -23,7 +23,13 @@ from pathlib import Path
 
 from .validation import describe, require_int
 
-__all__ = ["SPECIAL_TOKENS", "basic_tokenize", "wordpiece", "WordPieceTokenizer", "load_vocab"]
+__all__ = [
+    "SPECIAL_TOKENS",
+    "basic_tokenize",
+    "wordpiece",
+    "WordPieceTokenizer",
+    "load_vocab",
+]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens of BERT (padding, unknown word, start of input for classification, separator, masked word)."""
@@ -64,7 +70,11 @@ def _is_cjk(ch: str) -> bool:
 
 def _strip_accents(word: str) -> str:
     # Decompose (é -> e + combining acute accent) and drop the combining marks (category Mn).
-    return "".join(ch for ch in unicodedata.normalize("NFD", word) if unicodedata.category(ch) != "Mn")
+    return "".join(
+        ch
+        for ch in unicodedata.normalize("NFD", word)
+        if unicodedata.category(ch) != "Mn"
+    )
 
 
 def _split_on_punctuation(word: str) -> list[str]:
@@ -128,7 +138,9 @@ def load_vocab(path: str | Path) -> dict[str, int]:
         for i, line in enumerate(f):
             token = line.rstrip("\n")
             if token in vocab:
-                raise ValueError(f"{path}: token {token!r} appears twice (lines {vocab[token] + 1} and {i + 1})")
+                raise ValueError(
+                    f"{path}: token {token!r} appears twice (lines {vocab[token] + 1} and {i + 1})"
+                )
             vocab[token] = i
     return vocab
 
@@ -143,12 +155,18 @@ class WordPieceTokenizer:
         max_chars: words longer than this become ``[UNK]`` (BERT: 100).
     """
 
-    def __init__(self, vocab: dict[str, int], lower_case: bool = True, max_chars: int = 100) -> None:
+    def __init__(
+        self, vocab: dict[str, int], lower_case: bool = True, max_chars: int = 100
+    ) -> None:
         if not isinstance(vocab, dict):
-            raise TypeError(f"vocab must be a dict {{token: id}}, got {describe(vocab)}")
+            raise TypeError(
+                f"vocab must be a dict {{token: id}}, got {describe(vocab)}"
+            )
         missing = [s for s in SPECIAL_TOKENS if s not in vocab]
         if missing:
-            raise ValueError(f"vocab must contain the special tokens {list(SPECIAL_TOKENS)}; missing {missing}")
+            raise ValueError(
+                f"vocab must contain the special tokens {list(SPECIAL_TOKENS)}; missing {missing}"
+            )
         if sorted(vocab.values()) != list(range(len(vocab))):
             raise ValueError(f"vocab ids must be 0 .. {len(vocab) - 1}, each used once")
         require_int(max_chars, "max_chars", low=1)
@@ -156,7 +174,9 @@ class WordPieceTokenizer:
         self.id_to_token = {i: t for t, i in vocab.items()}
         self.lower_case = lower_case
         self.max_chars = max_chars
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (vocab[s] for s in SPECIAL_TOKENS)
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            vocab[s] for s in SPECIAL_TOKENS
+        )
 
     @classmethod
     def from_file(cls, path: str | Path, lower_case: bool = True) -> WordPieceTokenizer:
@@ -199,11 +219,15 @@ class WordPieceTokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         """Join the tokens of ``ids`` with spaces, gluing ``##`` continuations to the piece before."""
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise TypeError(f"ids must be a sequence of int token ids, got {describe(ids)}")
+            raise TypeError(
+                f"ids must be a sequence of int token ids, got {describe(ids)}"
+            )
         ids = [int(i) for i in ids]
         bad = [i for i in ids if i not in self.id_to_token]
         if bad:
-            raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got {bad[0]}")
+            raise ValueError(
+                f"token ids must lie in [0, {self.vocab_size}), got {bad[0]}"
+            )
         special = set(self.special_ids) if skip_special_tokens else set()
         tokens = [self.id_to_token[i] for i in ids if i not in special]
         return " ".join(tokens).replace(" ##", "").strip()

@@ -23,7 +23,15 @@ from typing import Any
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _MAGIC = re.compile(r"^\s*[%!]")
-_LITERAL_NODES = (ast.Constant, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List, ast.Set, ast.Dict)
+_LITERAL_NODES = (
+    ast.Constant,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.Tuple,
+    ast.List,
+    ast.Set,
+    ast.Dict,
+)
 _LITERAL_OPS = (ast.operator, ast.unaryop, ast.expr_context)
 
 
@@ -32,12 +40,17 @@ class Answer:
     """The code the grader runs for one exercise, and what it left out that the code refers to."""
 
     name: str
-    code: str = ""  # imports, constants and definitions, in the notebook's order; "" when not found
-    cell: int | None = None  # the code cell (0-based) holding the definition of ``name``
+    # imports, constants and definitions, in the notebook's order; "" when not found
+    code: str = ""
+    # the code cell (0-based) holding the definition of ``name``
+    cell: int | None = None
     definition: ast.AST | None = None
-    skipped: list[str] = field(default_factory=list)  # names used, bound only by statements not run
-    unparsable: list[int] = field(default_factory=list)  # code cells with a syntax error (left out)
-    assigned: bool = False  # ``name`` is bound only by statements the grader does not run (``name = f(...)``)
+    # names used, bound only by statements not run
+    skipped: list[str] = field(default_factory=list)
+    # code cells with a syntax error (left out)
+    unparsable: list[int] = field(default_factory=list)
+    # ``name`` is bound only by statements the grader does not run (``name = f(...)``)
+    assigned: bool = False
 
     @property
     def found(self) -> bool:
@@ -51,7 +64,8 @@ def parse(source: str) -> ast.Module:
     """``ast.parse`` under one lock. The grader grades several notebooks in threads (``--jobs``), and CPython 3.11
     keeps the AST constructor's recursion depth per interpreter, not per thread: two threads parsing at once can
     fail with "SystemError: AST constructor recursion depth mismatch" (CPython issue 106905)."""
-    for attempt in range(3):  # and, should a thread outside the grader's code parse at the same moment, again
+    # and, should a thread outside the grader's code parse at the same moment, again
+    for attempt in range(3):
         try:
             with _AST_LOCK:
                 return ast.parse(source)
@@ -92,7 +106,11 @@ def _bound(stmt: ast.stmt) -> set[str]:
 def _used(stmt: ast.stmt) -> set[str]:
     """The global names a statement reads (anywhere inside it: bodies, decorators, defaults, bases), less the
     names bound inside a definition (its arguments, variables, nested definitions and imports)."""
-    loads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loads = {
+        n.id
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
     if not isinstance(stmt, DEFINITIONS):
         return loads
     inner: set[str] = set()
@@ -107,7 +125,9 @@ def _used(stmt: ast.stmt) -> set[str]:
             inner |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.ExceptHandler) and node.name:
             inner.add(node.name)
-    declared = {n for node in ast.walk(stmt) if isinstance(node, ast.Global) for n in node.names}
+    declared = {
+        n for node in ast.walk(stmt) if isinstance(node, ast.Global) for n in node.names
+    }
     return loads - (inner - declared)
 
 
@@ -117,10 +137,18 @@ def _kind(stmt: ast.stmt) -> str | None:
         return "def"
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
         return "import"
-    if isinstance(stmt, ast.Assign) and stmt.value is not None and _is_literal(stmt.value):
+    if (
+        isinstance(stmt, ast.Assign)
+        and stmt.value is not None
+        and _is_literal(stmt.value)
+    ):
         if all(isinstance(t, ast.Name) for t in stmt.targets):
             return "constant"
-    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
+    if (
+        isinstance(stmt, ast.AnnAssign)
+        and stmt.value is not None
+        and isinstance(stmt.target, ast.Name)
+    ):
         if _is_literal(stmt.value):
             return "constant"
     return None
@@ -144,7 +172,8 @@ def extract(cells: list[str], name: str) -> Answer:
     """The answer to the exercise ``name`` in a notebook whose code cells are ``cells``."""
     stmts, bad = statements(cells)
     answer = Answer(name, unparsable=bad)
-    taken: dict[str, int] = {}  # name -> index (in stmts) of the statement the answer takes for it
+    # name -> index (in stmts) of the statement the answer takes for it
+    taken: dict[str, int] = {}
     other: set[str] = set()  # names bound by statements the grader does not run
     for k, (_, stmt) in enumerate(stmts):
         kind = _kind(stmt)
@@ -152,7 +181,8 @@ def extract(cells: list[str], name: str) -> Answer:
             if kind is None:
                 other.add(bound)
             else:
-                taken[bound] = k  # the last one wins, as it would in a notebook run top to bottom
+                # the last one wins, as it would in a notebook run top to bottom
+                taken[bound] = k
     if name not in taken:
         answer.assigned = name in other
         return answer
@@ -171,7 +201,12 @@ def extract(cells: list[str], name: str) -> Answer:
         k = taken[current]
         keep.add(k)
         todo.extend(_used(stmts[k][1]) - seen)
-    future = [k for k in sorted(keep) if isinstance(stmts[k][1], ast.ImportFrom) and stmts[k][1].module == "__future__"]
+    future = [
+        k
+        for k in sorted(keep)
+        if isinstance(stmts[k][1], ast.ImportFrom)
+        and stmts[k][1].module == "__future__"
+    ]
     order = future + [k for k in sorted(keep) if k not in future]
     answer.code = "\n".join(ast.unparse(stmts[k][1]) for k in order) + "\n"
     answer.cell, answer.definition = stmts[taken[name]]
@@ -184,7 +219,11 @@ def is_stub(answer: Answer) -> bool:
     node = answer.definition
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    body = [
+        s
+        for s in node.body
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
     if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
         return False
     exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
@@ -197,7 +236,12 @@ def imported_modules(answer: Answer) -> list[str]:
     for node in ast.walk(parse(answer.code)):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module != "__future__":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module != "__future__"
+        ):
             found.append(node.module)
     return sorted(set(found))
 
@@ -209,8 +253,15 @@ def mentions(answer: Answer, name: str) -> bool:
     aliases = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            aliases |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "companion"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "companion":
+            aliases |= {
+                (a.asname or a.name).split(".")[0]
+                for a in node.names
+                if a.name.split(".")[0] == "companion"
+            }
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").split(".")[0] == "companion"
+        ):
             if any(a.name == name for a in node.names):
                 return True
             aliases |= {a.asname or a.name for a in node.names}
@@ -234,7 +285,11 @@ class _Normalise(ast.NodeTransformer):
         return self.names.setdefault(name, f"v{len(self.names)}")
 
     def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
             if isinstance(body[0].value.value, str):
                 body = body[1:] or [ast.Pass()]
         return body
@@ -270,7 +325,9 @@ def normalised(node: ast.AST) -> str:
     """A text that two definitions share when they differ only in comments, docstrings, annotations, layout and
     the names of their local variables."""
     copy = parse(ast.unparse(node)).body[0]
-    return ast.dump(_Normalise().visit(copy), annotate_fields=False, include_attributes=False)
+    return ast.dump(
+        _Normalise().visit(copy), annotate_fields=False, include_attributes=False
+    )
 
 
 _CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -286,8 +343,11 @@ def book_solutions(chapter_md: Path) -> dict[str, str]:
         if "# BEGIN SOLUTION" not in body:
             continue
         lines = body.splitlines()
-        if lines and lines[0].strip() == "---":  # a cell's option block: --- :tags: [...] ---
-            end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
+        # a cell's option block: --- :tags: [...] ---
+        if lines and lines[0].strip() == "---":
+            end = next(
+                (i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0
+            )
             lines = lines[end + 1 :]
         lines = [line for line in lines if not line.startswith(":")]
         tree = _parse_cell("\n".join(lines))

@@ -107,7 +107,9 @@ def _own(controller: str) -> Path | None:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if controllers.split(",") == [controller] or (controller == "" and controllers == ""):
+        if controllers.split(",") == [controller] or (
+            controller == "" and controllers == ""
+        ):
             base = ROOT if controller == "" else ROOT / controller
             return base / path.lstrip("/")
     return None
@@ -122,7 +124,9 @@ def create(memory_bytes: int, pids: int = PIDS) -> tuple[Cgroup | None, str]:
             return None, "this process's control group was not found"
         try:
             wanted = {"memory", "pids"}
-            if not wanted <= set((parent / "cgroup.subtree_control").read_text().split()):
+            if not wanted <= set(
+                (parent / "cgroup.subtree_control").read_text().split()
+            ):
                 (parent / "cgroup.subtree_control").write_text("+memory +pids\n")
             folder = parent / name
             folder.mkdir()
@@ -138,7 +142,10 @@ def create(memory_bytes: int, pids: int = PIDS) -> tuple[Cgroup | None, str]:
             group.peak()
         except (OSError, ValueError, IndexError) as e:
             group.remove()
-            return None, f"the kernel's memory peak of a control group cannot be reset here ({e})"
+            return (
+                None,
+                f"the kernel's memory peak of a control group cannot be reset here ({e})",
+            )
         return group, ""
     dirs: dict[str, Path] = {}
     for controller in ("memory", "pids"):
@@ -167,4 +174,11 @@ def wrap(group: Cgroup, argv: list[str]) -> list[str]:
     """``argv`` run by a shell that first moves itself into ``group``: every process it becomes or starts is in
     the group from its first instruction."""
     joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(group.procs)))
-    return ["/bin/sh", "-c", f'{joins} && shift {len(group.procs)} && exec "$@"', "sh", *group.procs, *argv]
+    return [
+        "/bin/sh",
+        "-c",
+        f'{joins} && shift {len(group.procs)} && exec "$@"',
+        "sh",
+        *group.procs,
+        *argv,
+    ]

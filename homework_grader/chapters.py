@@ -45,7 +45,12 @@ class Chapter:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Chapter:
-        return cls(data["key"], data["number"], data["title"], tuple(Exercise(**e) for e in data["exercises"]))
+        return cls(
+            data["key"],
+            data["number"],
+            data["title"],
+            tuple(Exercise(**e) for e in data["exercises"]),
+        )
 
 
 def default_homework_dir() -> Path:
@@ -77,7 +82,9 @@ def find_checker(name: str) -> str:
         if isinstance(getattr(importlib.import_module(module), name, None), Checker):
             found.append(module)
     if len(found) != 1:
-        raise ValueError(f"expected one checker called {name} in companion.exercises, found {found or 'none'}")
+        raise ValueError(
+            f"expected one checker called {name} in companion.exercises, found {found or 'none'}"
+        )
     return found[0]
 
 
@@ -96,7 +103,13 @@ def load_chapters(homework_dir: Path | str | None = None) -> list[Chapter]:
         for source in code_sources(nb):
             m = _CHECKER_CELL.match(source)
             if m:
-                exercises.append(Exercise(name=m.group(2), checker=m.group(1), module=find_checker(m.group(1))))
+                exercises.append(
+                    Exercise(
+                        name=m.group(2),
+                        checker=m.group(1),
+                        module=find_checker(m.group(1)),
+                    )
+                )
         if not exercises:
             continue
         title = _title(nb) or path.stem
@@ -124,11 +137,18 @@ def detect_chapter(nb: dict[str, Any], chapters: list[Chapter]) -> Chapter | Non
     sources = code_sources(nb)
     title = _title(nb)
     imported = {m for s in sources for m in _IMPORT.findall(s)}
-    calls = {(m.group(1), m.group(2)) for s in sources for line in s.splitlines() if (m := _CHECKER_CELL.match(line))}
+    calls = {
+        (m.group(1), m.group(2))
+        for s in sources
+        for line in s.splitlines()
+        if (m := _CHECKER_CELL.match(line))
+    }
     best, best_score = None, 0
     for chapter in chapters:
         score = 3 * (title == chapter.title)
-        score += 2 * any(e.module.rsplit(".", 1)[-1] in imported for e in chapter.exercises)
+        score += 2 * any(
+            e.module.rsplit(".", 1)[-1] in imported for e in chapter.exercises
+        )
         score += sum((e.checker, e.name) in calls for e in chapter.exercises)
         if score > best_score:
             best, best_score = chapter, score

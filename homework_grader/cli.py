@@ -34,7 +34,9 @@ def find_submissions(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     if root.is_file():
         return [(root.stem, root)], []
     paths = sorted(
-        p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and not p.name.startswith(".")
+        p
+        for p in root.rglob("*.ipynb")
+        if ".ipynb_checkpoints" not in p.parts and not p.name.startswith(".")
     )
     by_student: dict[str, list[Path]] = {}
     for p in paths:
@@ -94,7 +96,9 @@ def grade(
     if not submissions.exists():
         raise UsageError(f"the submissions folder {submissions} does not exist")
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is an existing file; it must be a folder (new or existing)")
+        raise UsageError(
+            f"--out {out} is an existing file; it must be a folder (new or existing)"
+        )
     for what, value in (
         ("--jobs", jobs),
         ("--timeout", timeout),
@@ -114,7 +118,11 @@ def grade(
         raise UsageError(f"no .ipynb files under {submissions}")
     assignment = _assignment(chapter, chapters, [p for _, p in found], detect_chapter)
     book = (homework or default_homework_dir()).resolve().parent
-    limits = {"seconds": timeout, "memory_bytes": int(memory_gb * 2**30), "output_bytes": int(output_mb * 2**20)}
+    limits = {
+        "seconds": timeout,
+        "memory_bytes": int(memory_gb * 2**30),
+        "output_bytes": int(output_mb * 2**20),
+    }
     limits["private"] = (str(submissions.resolve()), str(out.resolve()))
     base = {
         "chapters": [c.to_json() for c in chapters],
@@ -130,19 +138,31 @@ def grade(
     ]
     with tempfile.TemporaryDirectory(prefix="companion-grader-") as scratch:
         sandbox = _walls(Path(scratch), chapters, names) if isolation else None
-        base["isolation"] = _isolation() if isolation else "none (--no-isolation: the submissions are trusted)"
+        base["isolation"] = (
+            _isolation()
+            if isolation
+            else "none (--no-isolation: the submissions are trusted)"
+        )
         memory = int(memory_gb * 2**30)
         if sandbox is not None:
-            sandbox["memory_bytes"] = memory  # the control group's limit: the answer's, plus the fork server's
+            # the control group's limit: the answer's, plus the fork server's
+            sandbox["memory_bytes"] = memory
         results = _grade_all(found, base, jobs, progress, (preload, sandbox, memory))
     # here every grading process has ended, each after its fork server and every answer's process
     root = submissions if submissions.is_dir() else submissions.parent
     for (student, path), result in zip(found, results, strict=True):
         result["student"] = student
         result["file"] = str(path.relative_to(root))
-        result["problems"] = [n for n in notes if _note_student(n, root, path)] + result["problems"]
+        result["problems"] = [
+            n for n in notes if _note_student(n, root, path)
+        ] + result["problems"]
     return report.write_all(
-        out, results, chapters, assignment, isolation=base["isolation"], solutions=base["solutions"]
+        out,
+        results,
+        chapters,
+        assignment,
+        isolation=base["isolation"],
+        solutions=base["solutions"],
     )
 
 
@@ -193,22 +213,34 @@ def _isolation() -> str:
     return f"bubblewrap and a control group per notebook (memory measured and limited, at most {cgroup.PIDS} tasks)"
 
 
-def _grade_all(found: list, base: dict[str, Any], jobs: int, progress: bool, initargs: tuple) -> list:
+def _grade_all(
+    found: list, base: dict[str, Any], jobs: int, progress: bool, initargs: tuple
+) -> list:
     from tqdm.auto import tqdm
 
     results: list[dict[str, Any] | None] = [None] * len(found)
     # Processes, not threads: each grading process has its own random generator for the checkers' cases and its
     # own fork server; none of them ever runs a student's code (the answers' processes do).
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=initargs) as pool:
-        futures = {pool.submit(_grade_one, base, str(p)): i for i, (_, p) in enumerate(found)}
-        bar = tqdm(total=len(found), desc="grading", unit="notebook", disable=not progress)
+    with ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_start_worker, initargs=initargs
+    ) as pool:
+        futures = {
+            pool.submit(_grade_one, base, str(p)): i for i, (_, p) in enumerate(found)
+        }
+        bar = tqdm(
+            total=len(found), desc="grading", unit="notebook", disable=not progress
+        )
         for future in as_completed(futures):
             i = futures[future]
             try:
                 results[i] = json.loads(future.result())
             except Exception as e:  # the grading process itself died
-                results[i] = _failed({"path": str(found[i][1])}, f"the grader failed ({type(e).__name__}: {e})", 0.0)
+                results[i] = _failed(
+                    {"path": str(found[i][1])},
+                    f"the grader failed ({type(e).__name__}: {e})",
+                    0.0,
+                )
             bar.update(1)
         bar.close()
     return results
@@ -218,7 +250,9 @@ def _grade_all(found: list, base: dict[str, Any], jobs: int, progress: bool, ini
 GRADER_MEMORY = 8 * 2**30
 
 
-def _start_worker(preload: list[str], sandbox: dict[str, Any] | None = None, memory: int = 0) -> None:
+def _start_worker(
+    preload: list[str], sandbox: dict[str, Any] | None = None, memory: int = 0
+) -> None:
     """In each grading process: the fork server's preloads and sandbox, its end when this process ends, and a
     limit on this process's memory (what the answers send cannot grow it past that: that notebook fails)."""
     from multiprocessing.util import Finalize
@@ -232,7 +266,9 @@ def _start_worker(preload: list[str], sandbox: dict[str, Any] | None = None, mem
         import resource
 
         limit = GRADER_MEMORY + 2 * memory
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        resource.setrlimit(
+            resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1])
+        )
     except (ImportError, ValueError, OSError):
         pass
 
@@ -245,11 +281,17 @@ def _grade_one(base: dict[str, Any], path: str) -> str:
     start = time.monotonic()
     try:
         result = worker.grade({**base, "path": path})
-    except Exception as e:  # a failure of the grader itself (its memory limit too): that notebook's row says so
-        result = _failed({"path": path}, f"the grader failed on this notebook ({type(e).__name__}: {e})", start)
+    # a failure of the grader itself (its memory limit too): that notebook's row says so
+    except Exception as e:
+        result = _failed(
+            {"path": path},
+            f"the grader failed on this notebook ({type(e).__name__}: {e})",
+            start,
+        )
     finally:
         if remote.ZYGOTE.walls is not None:
-            remote.ZYGOTE.stop()  # the next notebook gets a fresh sandbox: nothing of this one is left in it
+            # the next notebook gets a fresh sandbox: nothing of this one is left in it
+            remote.ZYGOTE.stop()
     return json.dumps(result, default=str)
 
 
@@ -257,13 +299,17 @@ def _note_student(note: str, root: Path, path: Path) -> bool:
     return f"graded the newest, {path.relative_to(root)};" in note
 
 
-def _assignment(chosen: str | None, chapters: list[Chapter], paths: list[Path], detect) -> Chapter:
+def _assignment(
+    chosen: str | None, chapters: list[Chapter], paths: list[Path], detect
+) -> Chapter:
     """The chapter the gradebook's columns come from: ``--chapter`` (number or key), else the most common one."""
     if chosen:
         for c in chapters:
             if chosen in (c.key, str(c.number), f"{c.number:02d}"):
                 return c
-        raise UsageError(f"--chapter {chosen}: no such chapter; there are {', '.join(c.key for c in chapters)}")
+        raise UsageError(
+            f"--chapter {chosen}: no such chapter; there are {', '.join(c.key for c in chapters)}"
+        )
     votes = Counter()
     for p in paths:
         try:
@@ -273,7 +319,9 @@ def _assignment(chosen: str | None, chapters: list[Chapter], paths: list[Path], 
         if c is not None:
             votes[c.key] += 1
     if not votes:
-        raise UsageError("no submission is recognisably a homework notebook of the book: say --chapter N")
+        raise UsageError(
+            "no submission is recognisably a homework notebook of the book: say --chapter N"
+        )
     key = votes.most_common(1)[0][0]
     return next(c for c in chapters if c.key == key)
 
@@ -299,22 +347,48 @@ def main(argv: list[str] | None = None) -> int:
         "and a summary table and chart. Each exercise's answer is taken out of the notebook and checked in a "
         "process of its own; nothing else of the notebook runs.",
     )
-    parser.add_argument("submissions", type=Path, help="a folder of .ipynb files (any layout), or one notebook")
-    parser.add_argument("--out", type=Path, required=True, help="the folder for gradebook.csv, feedback/, summary")
+    parser.add_argument(
+        "submissions",
+        type=Path,
+        help="a folder of .ipynb files (any layout), or one notebook",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the folder for gradebook.csv, feedback/, summary",
+    )
     parser.add_argument(
         "--chapter",
         help="the assignment's chapter (1 or 01_words_to_vectors); default: the most "
         "common chapter among the submissions",
     )
-    parser.add_argument("--homework", type=Path, help="the book's book/homework folder (default: this checkout's)")
     parser.add_argument(
-        "--jobs", type=_positive_int, default=max(1, (os.cpu_count() or 2) // 2), help="notebooks at once"
+        "--homework",
+        type=Path,
+        help="the book's book/homework folder (default: this checkout's)",
     )
     parser.add_argument(
-        "--timeout", type=_positive, default=60.0, help="seconds per exercise (wall clock, and CPU time)"
+        "--jobs",
+        type=_positive_int,
+        default=max(1, (os.cpu_count() or 2) // 2),
+        help="notebooks at once",
     )
-    parser.add_argument("--memory-gb", type=_positive, default=4.0, help="memory per exercise's process")
-    parser.add_argument("--output-mb", type=_positive, default=10.0, help="output an exercise's process may print")
+    parser.add_argument(
+        "--timeout",
+        type=_positive,
+        default=60.0,
+        help="seconds per exercise (wall clock, and CPU time)",
+    )
+    parser.add_argument(
+        "--memory-gb", type=_positive, default=4.0, help="memory per exercise's process"
+    )
+    parser.add_argument(
+        "--output-mb",
+        type=_positive,
+        default=10.0,
+        help="output an exercise's process may print",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--no-isolation",

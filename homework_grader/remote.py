@@ -51,8 +51,10 @@ class Limits:
     seconds: float = 60.0
     memory_bytes: int = 4 * 2**30
     output_bytes: int = 10 * 2**20
-    startup_seconds: float = 120.0  # starting Python and importing torch: not the student's time
-    private: tuple[str, ...] = ()  # folders the answer may not open at all (the submissions, the results)
+    # starting Python and importing torch: not the student's time
+    startup_seconds: float = 120.0
+    # folders the answer may not open at all (the submissions, the results)
+    private: tuple[str, ...] = ()
 
 
 class Stopped(Abort):
@@ -74,7 +76,8 @@ class Sandbox:
     over_output: bool = False
     deadline: float = 0.0
     isolated: bool = False
-    lost: bool = False  # its monitor was gone: the answer ended the process that watched it
+    # its monitor was gone: the answer ended the process that watched it
+    lost: bool = False
     #: where the checker's memory measurements take the peaks this process measures (see check_exercise)
     memory: RemoteMemory = field(default_factory=RemoteMemory)
 
@@ -85,10 +88,18 @@ class Sandbox:
         to_child, from_child, out = os.pipe(), os.pipe(), os.pipe()
         control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         status = (control[0].detach(), control[1].detach())
-        self._rfd, self._wfd, self._out, self._status = from_child[0], to_child[1], out[0], status[0]
+        self._rfd, self._wfd, self._out, self._status = (
+            from_child[0],
+            to_child[1],
+            out[0],
+            status[0],
+        )
         self.isolated = ZYGOTE.walls is not None
         try:
-            ZYGOTE.fork({"folder": self.tmp.name}, [to_child[0], from_child[1], out[1], status[1]])
+            ZYGOTE.fork(
+                {"folder": self.tmp.name},
+                [to_child[0], from_child[1], out[1], status[1]],
+            )
         finally:
             for fd in (to_child[0], from_child[1], out[1], status[1]):
                 os.close(fd)
@@ -97,7 +108,9 @@ class Sandbox:
         deadline = time.monotonic() + self.limits.startup_seconds
         line = self._status_line(deadline)
         if not line.strip().isdigit():
-            raise Stopped("error", "the grader could not start a process for the answer")
+            raise Stopped(
+                "error", "the grader could not start a process for the answer"
+            )
         self.pid = int(line)
         cpu = self.limits.seconds + 1
         init = {**init, "memory_bytes": self.limits.memory_bytes, "cpu_seconds": cpu}
@@ -133,7 +146,9 @@ class Sandbox:
                 self.over_output = True
                 self.kill()
 
-    def _send(self, message: dict[str, Any], deadline: float, strict: bool = False) -> None:
+    def _send(
+        self, message: dict[str, Any], deadline: float, strict: bool = False
+    ) -> None:
         data = wire.dumps(message, strict=strict)
         try:
             os.set_blocking(self._wfd, False)
@@ -156,7 +171,9 @@ class Sandbox:
             self.kill()
             if "cut short" in str(e):
                 raise self._stopped(False) from None
-            raise Stopped("error", f"its process sent something that is not an answer ({e})") from None
+            raise Stopped(
+                "error", f"its process sent something that is not an answer ({e})"
+            ) from None
 
     def _stopped(self, timed_out: bool) -> Stopped:
         self.kill()
@@ -165,17 +182,31 @@ class Sandbox:
         if self.over_output:
             return Stopped("error", f"it printed more than the {mb:g} MB output limit")
         if timed_out:
-            return Stopped("timeout", f"it ran past the {self.limits.seconds:g} s limit")
+            return Stopped(
+                "timeout", f"it ran past the {self.limits.seconds:g} s limit"
+            )
         if code == -signal.SIGXCPU:
-            return Stopped("timeout", f"it used more than {self.limits.seconds:g} s of CPU time")
+            return Stopped(
+                "timeout", f"it used more than {self.limits.seconds:g} s of CPU time"
+            )
         if self.lost:
-            return Stopped("error", "its process ended the processes that watched it (its sandbox was ended)")
+            return Stopped(
+                "error",
+                "its process ended the processes that watched it (its sandbox was ended)",
+            )
         if code is not None and code < 0:
-            return Stopped("error", f"its process was killed ({signal.Signals(-code).name})")
+            return Stopped(
+                "error", f"its process was killed ({signal.Signals(-code).name})"
+            )
         return Stopped("error", f"its process ended (exit status {code})")
 
     def call(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-        message = {"op": "call", "args": list(args), "kwargs": kwargs, "measure": self.memory.measuring}
+        message = {
+            "op": "call",
+            "args": list(args),
+            "kwargs": kwargs,
+            "measure": self.memory.measuring,
+        }
         return self.request(message, measure=self.memory.measuring)
 
     def request(self, message: dict[str, Any], measure: bool = False) -> dict[str, Any]:
@@ -186,13 +217,20 @@ class Sandbox:
         every process and thread of the sandbox; else the monitor does, for the answer's process alone (its
         resident memory, which that process could reset itself)."""
         group = ZYGOTE.cgroup if self.isolated else None
-        base = (self._group(group, True) if group else self._kernel(b"r")) if measure else None
+        base = (
+            (self._group(group, True) if group else self._kernel(b"r"))
+            if measure
+            else None
+        )
         self._send(message, self.deadline, strict=True)
         reply = self._receive(self.deadline)
         if measure:
             top = self._group(group, False) if group else self._kernel(b"p")
             if base is None or top is None:
-                raise Stopped("error", "the grader could not read the memory of the answer's process")
+                raise Stopped(
+                    "error",
+                    "the grader could not read the memory of the answer's process",
+                )
             self.memory.record(max(0, top - base))
         return reply
 
@@ -212,7 +250,8 @@ class Sandbox:
             return None
         line = self._status_line(time.monotonic() + 30.0)
         head, _, value = line.strip().partition(" ")
-        if head != asked.decode():  # the process ended: the monitor's line is its exit status
+        # the process ended: the monitor's line is its exit status
+        if head != asked.decode():
             if line.strip().lstrip("-").isdigit():
                 self.code = int(line)
             return None
@@ -230,7 +269,8 @@ class Sandbox:
                 os.write(self._status, b"k")
             except OSError:
                 pass
-            if not self.isolated:  # (in a sandbox the pid is the sandbox's own: it names no process here)
+            # (in a sandbox the pid is the sandbox's own: it names no process here)
+            if not self.isolated:
                 try:
                     os.killpg(self.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -253,8 +293,10 @@ class Sandbox:
         fds = [self._rfd, self._wfd, self._status]
         drainer = getattr(self, "_drainer", None)
         if drainer is not None:
-            drainer.join(timeout=10.0)  # the output pipe's writers are dead: it ends at once
-            if not drainer.is_alive():  # else leave its descriptor open: closed, its number could be reused
+            # the output pipe's writers are dead: it ends at once
+            drainer.join(timeout=10.0)
+            # else leave its descriptor open: closed, its number could be reused
+            if not drainer.is_alive():
                 fds.append(self._out)
         else:
             fds.append(self._out)
@@ -274,7 +316,12 @@ def _server_source(folders: list[str] | None = None) -> str:
     import companion
 
     if folders is None:
-        folders = sorted({str(Path(m.__file__).resolve().parents[1]) for m in (companion, sys.modules[__package__])})
+        folders = sorted(
+            {
+                str(Path(m.__file__).resolve().parents[1])
+                for m in (companion, sys.modules[__package__])
+            }
+        )
     return (
         f"import sys; path = list(sys.path); sys.path[:0] = {folders!r}; import companion; "
         "import homework_grader.sandbox as sandbox; sys.path[:] = path; sandbox.main()"
@@ -322,9 +369,19 @@ class Zygote:
         first: dict[str, Any] = {"preload": self.preload}
         if self.walls is not None:
             boot = _server_source([walls.INSIDE])
-            argv = [*walls.command(Path(self.walls["copy"])), sys.executable, "-I", "-c", boot, "--zygote", fd]
+            argv = [
+                *walls.command(Path(self.walls["copy"])),
+                sys.executable,
+                "-I",
+                "-c",
+                boot,
+                "--zygote",
+                fd,
+            ]
             first |= {"sources": self.walls["sources"], "isolated": True}
-            self.cgroup, self.no_cgroup = cgroup.create(int(self.walls.get("memory_bytes", 0)) + SERVER_BYTES)
+            self.cgroup, self.no_cgroup = cgroup.create(
+                int(self.walls.get("memory_bytes", 0)) + SERVER_BYTES
+            )
             if self.cgroup is not None:
                 argv = cgroup.wrap(self.cgroup, argv)
         else:
@@ -379,7 +436,11 @@ ZYGOTE = Zygote()
 
 def _rebuild(reply: dict[str, Any]) -> BaseException:
     """The exception the student's code raised, as an exception of this process (builtin type where it was one)."""
-    name, base, message = str(reply.get("raised")), str(reply.get("builtin")), str(reply.get("message", ""))
+    name, base, message = (
+        str(reply.get("raised")),
+        str(reply.get("builtin")),
+        str(reply.get("message", "")),
+    )
     cls = getattr(builtins, base, None)
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = Exception
@@ -398,12 +459,15 @@ def _write_back(original: Any, after: Any) -> None:
     elif isinstance(original, torch.Tensor) and isinstance(after, torch.Tensor):
         with torch.no_grad():
             if original.shape == after.shape and original.dtype == after.dtype:
-                if not torch.equal(original, after):  # (an unchanged tensor keeps its version: a graph may hold it)
+                # (an unchanged tensor keeps its version: a graph may hold it)
+                if not torch.equal(original, after):
                     original.copy_(after)
             elif not original.requires_grad:
                 original.data = after
     elif isinstance(original, list) and isinstance(after, list):
-        if len(original) != len(after) or any(type(a) is not type(b) for a, b in zip(original, after, strict=True)):
+        if len(original) != len(after) or any(
+            type(a) is not type(b) for a, b in zip(original, after, strict=True)
+        ):
             original[:] = after
         else:
             for a, b in zip(original, after, strict=True):
@@ -425,7 +489,9 @@ def _write_back_model(model: torch.nn.Module, after: wire.ModuleData) -> None:
     the answer added or removed a parameter or buffer, a buffer of that name marks the model as changed."""
     theirs = after.named_tensors()
     ours = dict(model.named_parameters(remove_duplicate=False))
-    ours |= {n: b for n, b in model.named_buffers(remove_duplicate=False) if b is not None}
+    ours |= {
+        n: b for n, b in model.named_buffers(remove_duplicate=False) if b is not None
+    }
     with torch.no_grad():
         for name, t in ours.items():
             new = theirs.get(name)
@@ -456,7 +522,9 @@ class _RemoteGraph(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):  # noqa: ANN001
-        reply = _request(ctx.box, "gradients", {"graph": ctx.key, "grads": list(grads)})["value"]
+        reply = _request(
+            ctx.box, "gradients", {"graph": ctx.key, "grads": list(grads)}
+        )["value"]
         return (None, None, None, *([None] * ctx.n_outs), *reply["leaves"])
 
 
@@ -470,21 +538,38 @@ def _replaced(value: Any, new: dict[int, torch.Tensor]) -> Any:
     return value
 
 
-def _attach(box: Sandbox, graph: dict[str, Any], value: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+def _attach(
+    box: Sandbox, graph: dict[str, Any], value: Any, args: tuple, kwargs: dict[str, Any]
+) -> Any:
     """``value`` with each tensor that carries gradient in the answer's process made a function of the grader's
     leaves (the same parameters and tensors, named by argument and parameter name)."""
     leaves = []
     for at, name in graph.get("leaves", []):
-        arg = args[at] if isinstance(at, int) and 0 <= at < len(args) else kwargs.get(str(at))
-        leaf = dict(arg.named_parameters()).get(name) if isinstance(arg, torch.nn.Module) else arg
+        arg = (
+            args[at]
+            if isinstance(at, int) and 0 <= at < len(args)
+            else kwargs.get(str(at))
+        )
+        leaf = (
+            dict(arg.named_parameters()).get(name)
+            if isinstance(arg, torch.nn.Module)
+            else arg
+        )
         if not (isinstance(leaf, torch.Tensor) and leaf.requires_grad):
-            return value  # not the grader's leaves: the values stay, with no gradient to give
+            # not the grader's leaves: the values stay, with no gradient to give
+            return value
         leaves.append(leaf)
     found = wire.tensors_in(value)
-    outs = [found[i] for i in graph.get("outs", []) if isinstance(i, int) and 0 <= i < len(found)]
+    outs = [
+        found[i]
+        for i in graph.get("outs", [])
+        if isinstance(i, int) and 0 <= i < len(found)
+    ]
     if not torch.is_grad_enabled() or not leaves or not outs:
         return value
-    attached = _RemoteGraph.apply(box, graph["graph"], len(outs), *[o.detach() for o in outs], *leaves)
+    attached = _RemoteGraph.apply(
+        box, graph["graph"], len(outs), *[o.detach() for o in outs], *leaves
+    )
     return _replaced(value, {id(o): a for o, a in zip(outs, attached, strict=True)})
 
 
@@ -509,9 +594,17 @@ def remote_function(box: Sandbox, name: str):
 
 
 def _request(
-    box: Sandbox, op: str, meta: Any, args: tuple = (), kwargs: dict | None = None, measure: bool = False
+    box: Sandbox,
+    op: str,
+    meta: Any,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    measure: bool = False,
 ) -> Any:
-    reply = box.request({"op": op, "value": meta, "args": list(args), "kwargs": kwargs or {}}, measure=measure)
+    reply = box.request(
+        {"op": op, "value": meta, "args": list(args), "kwargs": kwargs or {}},
+        measure=measure,
+    )
     if "raised" in reply:
         raise _rebuild(reply)
     return reply
@@ -535,7 +628,9 @@ def _torch_class(spec: str) -> type | None:
 
 class _NotHere(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("a sub-module of your class cannot be called on its own by the grader")
+        raise RuntimeError(
+            "a sub-module of your class cannot be called on its own by the grader"
+        )
 
 
 def _mirror(box: Sandbox, name: str, description: dict[str, Any]) -> torch.nn.Module:
@@ -559,7 +654,10 @@ def _mirror(box: Sandbox, name: str, description: dict[str, Any]) -> torch.nn.Mo
                 except Exception:
                     pass
         for k, v in node["params"].items():
-            m.register_parameter(k, None if v is None else torch.nn.Parameter(v.detach(), v.requires_grad))
+            m.register_parameter(
+                k,
+                None if v is None else torch.nn.Parameter(v.detach(), v.requires_grad),
+            )
         for k, v in node["buffers"].items():
             m.register_buffer(k, None if v is None else v.detach())
         m.training = bool(node["training"])
@@ -578,17 +676,31 @@ class _RemoteModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         box, ident = self._remote
         named = list(self.named_parameters(remove_duplicate=False))
-        state = {n: p.detach() for n, p in named} | {n: b for n, b in self.named_buffers(remove_duplicate=False)}
-        training = {n: m.training for n, m in self.named_modules(remove_duplicate=False)}
+        state = {n: p.detach() for n, p in named} | {
+            n: b for n, b in self.named_buffers(remove_duplicate=False)
+        }
+        training = {
+            n: m.training for n, m in self.named_modules(remove_duplicate=False)
+        }
         params = [p for _, p in named]
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in params + inputs)
-        meta = {"module": ident, "state": state, "training": training, "grad": grad, "measure": box.memory.measuring}
+        meta = {
+            "module": ident,
+            "state": state,
+            "training": training,
+            "grad": grad,
+            "measure": box.memory.measuring,
+        }
         if not grad:
-            reply = _request(box, "forward", meta, args, kwargs, measure=meta["measure"])["value"]
+            reply = _request(
+                box, "forward", meta, args, kwargs, measure=meta["measure"]
+            )["value"]
             self._load_buffers(reply["buffers"])
             return reply["out"]
-        return _RemoteCall.apply(self, meta, args, kwargs, len(params), *params, *inputs)
+        return _RemoteCall.apply(
+            self, meta, args, kwargs, len(params), *params, *inputs
+        )
 
     def _load_buffers(self, buffers: dict[str, Any]) -> None:
         with torch.no_grad():
@@ -609,10 +721,16 @@ class _RemoteCall(torch.autograd.Function):
         out = reply["out"]
         if isinstance(out, torch.Tensor):
             outs = [out.detach()]
-        elif isinstance(out, tuple) and out and all(isinstance(o, torch.Tensor) for o in out):
+        elif (
+            isinstance(out, tuple)
+            and out
+            and all(isinstance(o, torch.Tensor) for o in out)
+        ):
             outs = [o.detach() for o in out]
         else:
-            raise TypeError(f"the forward of your class returned {type(out).__name__}, not a tensor")
+            raise TypeError(
+                f"the forward of your class returned {type(out).__name__}, not a tensor"
+            )
         ctx.box, ctx.n_params = box, n_params
         ctx.names = [n for n, _ in module.named_parameters(remove_duplicate=False)]
         for o, requires in zip(outs, reply["requires"], strict=False):
@@ -643,7 +761,9 @@ def remote_class(box: Sandbox, name: str, has_forward: bool) -> type:
     return type(name, (torch.nn.Module,), namespace)
 
 
-def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str]) -> dict[str, Any]:
+def check_exercise(
+    exercise: Any, code: str, limits: Limits, preload: list[str]
+) -> dict[str, Any]:
     """Grade ``code`` (an answer) against ``exercise`` (a :class:`~homework_grader.chapters.Exercise`).
 
     Returns the verdict's fields (``status``, ``problem``, …, ``text``) plus ``module`` and ``mro`` of the
@@ -657,22 +777,43 @@ def check_exercise(exercise: Any, code: str, limits: Limits, preload: list[str])
         result = _run(box, exercise, code, limits, preload)
     finally:
         box.close()  # the process group is dead before anything is reported
-    return {**result, "output_bytes": box.output, "seconds": round(time.monotonic() - start, 2)}
+    return {
+        **result,
+        "output_bytes": box.output,
+        "seconds": round(time.monotonic() - start, 2),
+    }
 
 
-def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[str]) -> dict[str, Any]:
+def _run(
+    box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[str]
+) -> dict[str, Any]:
     import importlib
 
     checker = getattr(importlib.import_module(exercise.module), exercise.checker)
-    init = {"name": exercise.name, "code": code, "module": exercise.module, "preload": preload}
-    init |= {"defining": defining_modules(exercise.name), "withhold": list(getattr(checker, "withhold", ()))}
+    init = {
+        "name": exercise.name,
+        "code": code,
+        "module": exercise.module,
+        "preload": preload,
+    }
+    init |= {
+        "defining": defining_modules(exercise.name),
+        "withhold": list(getattr(checker, "withhold", ())),
+    }
     try:
         box.start(init)
         box.deadline = time.monotonic() + limits.seconds
-        defined = box.verdict()  # the answer's code has run: its definitions, or what it raised
+        # the answer's code has run: its definitions, or what it raised
+        defined = box.verdict()
         if "raised" in defined:
-            return {"status": "defining", "error": f"{defined['raised']}: {defined.get('message', '')}"[:500]}
-        out: dict[str, Any] = {"module": defined.get("module", ""), "mro": defined.get("mro", [])}
+            return {
+                "status": "defining",
+                "error": f"{defined['raised']}: {defined.get('message', '')}"[:500],
+            }
+        out: dict[str, Any] = {
+            "module": defined.get("module", ""),
+            "mro": defined.get("mro", []),
+        }
         if defined.get("kind") == "class":
             student = remote_class(box, exercise.name, bool(defined.get("forward")))
         else:
@@ -684,6 +825,14 @@ def _run(box: Sandbox, exercise: Any, code: str, limits: Limits, preload: list[s
             except wire.Unportable as e:
                 return {**out, "status": "unportable", "why": str(e)}
         fields = ("status", "problem", "input", "expected", "got", "hint", "cases")
-        return {**out, **{k: getattr(v, k) for k in fields}, "text": str(v), "how": "remote"}
+        return {
+            **out,
+            **{k: getattr(v, k) for k in fields},
+            "text": str(v),
+            "how": "remote",
+        }
     except Stopped as s:
-        return {"status": "stopped" if s.status != "timeout" else "timeout", "why": s.why}
+        return {
+            "status": "stopped" if s.status != "timeout" else "timeout",
+            "why": s.why,
+        }

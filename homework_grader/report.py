@@ -42,7 +42,8 @@ def row(result: dict[str, Any], chapter: Chapter) -> dict[str, Any]:
             if entry.get("flag"):
                 flags.append(entry["flag"])
                 if notebook_copied and entry["status"] == PASSED:
-                    statuses[e.name] = BOOK_SOLUTION  # for the instructor to judge; not counted in the total
+                    # for the instructor to judge; not counted in the total
+                    statuses[e.name] = BOOK_SOLUTION
         elif result.get("unreadable") or (not own and graded is None):
             statuses[e.name] = ERROR  # nothing could be run
         else:
@@ -142,9 +143,15 @@ def one_line(text: Any) -> str:
     return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", flat)
 
 
-def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: Chapter) -> str:
+def feedback(
+    result: dict[str, Any], chapters: dict[str, Chapter], assignment: Chapter
+) -> str:
     """The feedback file of one student (markdown): every exercise's verdict, as the checker words it."""
-    lines = [f"# Feedback: {one_line(result['student'])}", "", f"File: {one_line(result['file'])}"]
+    lines = [
+        f"# Feedback: {one_line(result['student'])}",
+        "",
+        f"File: {one_line(result['file'])}",
+    ]
     graded = chapters.get(result.get("chapter") or "")
     if graded is not None:
         lines.append(f"Chapter {graded.number}: {graded.title}")
@@ -153,9 +160,14 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
         passed = sum(1 for v in exercises.values() if v["status"] == PASSED)
         lines += ["", f"**{passed} of {len(exercises)} exercises passed.**"]
     if result.get("problems"):
-        lines += ["", "## Problems with the notebook", ""] + [f"- {one_line(p)}" for p in result["problems"]]
+        lines += ["", "## Problems with the notebook", ""] + [
+            f"- {one_line(p)}" for p in result["problems"]
+        ]
     if graded is not None and graded.key != assignment.key:
-        lines += ["", f"This notebook is not the assignment's (chapter {assignment.number}: {assignment.title})."]
+        lines += [
+            "",
+            f"This notebook is not the assignment's (chapter {assignment.number}: {assignment.title}).",
+        ]
     for e in graded.exercises if graded is not None else ():
         entry = exercises.get(e.name, {"status": ERROR, "problem": "not checked"})
         lines += ["", f"## `{e.name}`: {entry['status']}", ""]
@@ -167,18 +179,31 @@ def feedback(result: dict[str, Any], chapters: dict[str, Chapter], assignment: C
     if result.get("written"):
         lines += ["", "## Written answers (for the instructor to read)"]
         for w in result["written"]:
-            lines += ["", f"### {one_line(w['exercise'] or '(before any heading)')}", "", *fenced(str(w["answer"]))]
+            lines += [
+                "",
+                f"### {one_line(w['exercise'] or '(before any heading)')}",
+                "",
+                *fenced(str(w["answer"])),
+            ]
     return "\n".join(lines) + "\n"
 
 
-def summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], chapter: Chapter) -> dict[str, Any]:
+def summary(
+    rows: list[dict[str, Any]], results: list[dict[str, Any]], chapter: Chapter
+) -> dict[str, Any]:
     """Per exercise: how many students got each status, and the most common named mistake (hint) among the wrong."""
     per: dict[str, Any] = {}
     for e in chapter.exercises:
-        counts = Counter(PASSED if r[e.name] == BOOK_SOLUTION else r[e.name] for r in rows)
+        counts = Counter(
+            PASSED if r[e.name] == BOOK_SOLUTION else r[e.name] for r in rows
+        )
         mistakes = Counter()
         for res in results:
-            entry = res.get("exercises", {}).get(e.name) if res.get("chapter") == chapter.key else None
+            entry = (
+                res.get("exercises", {}).get(e.name)
+                if res.get("chapter") == chapter.key
+                else None
+            )
             if entry and entry["status"] == WRONG:
                 mistakes[entry.get("hint") or entry.get("problem") or "?"] += 1
         common = mistakes.most_common(1)
@@ -214,7 +239,10 @@ def summary_markdown(
         counts = " | ".join(str(c[s]) for s in STATUSES)
         lines.append(f"| `{name}` | {counts} | {mistake} |")
     if flagged:
-        lines += ["", f"Answers equal to the book's published solution (flagged, not counted): {flagged}."]
+        lines += [
+            "",
+            f"Answers equal to the book's published solution (flagged, not counted): {flagged}.",
+        ]
     if times:
         mean = sum(times) / len(times)
         lines += ["", f"Time per notebook: mean {mean:.1f} s, max {max(times):.1f} s."]
@@ -222,7 +250,9 @@ def summary_markdown(
     if troubled:
         lines += ["", "## Notebooks with problems", ""]
         for r in troubled:
-            lines.append(f"- **{one_line(r['student'])}** ({one_line(r['file'])}): {one_line(r['problems'])}")
+            lines.append(
+                f"- **{one_line(r['student'])}** ({one_line(r['file'])}): {one_line(r['problems'])}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -234,13 +264,17 @@ def write_similarity(
     from .similarity import closest_pairs
 
     answers = {
-        r["student"]: {n: e["code"] for n, e in r.get("exercises", {}).items() if e.get("code")}
+        r["student"]: {
+            n: e["code"] for n, e in r.get("exercises", {}).items() if e.get("code")
+        }
         for r in results
         if r.get("chapter") == chapter.key
     }
     rows = closest_pairs(answers, book)
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=["exercise", "student", "other", "similarity"])
+    writer = csv.DictWriter(
+        text, fieldnames=["exercise", "student", "other", "similarity"]
+    )
     writer.writeheader()
     for r in rows:
         writer.writerow({k: cell(v) for k, v in r.items()})
@@ -250,17 +284,36 @@ def write_similarity(
 
 def similarity_markdown(rows: list[dict[str, Any]], most: int = 10) -> str:
     if not rows:
-        return "\nNo two answers are alike (similarity 0.5 or more, `similarity.csv`).\n"
-    lines = ["", "## Most alike answers", "", "Similarity of the normalised token streams (1 = the same code up to "]
+        return (
+            "\nNo two answers are alike (similarity 0.5 or more, `similarity.csv`).\n"
+        )
+    lines = [
+        "",
+        "## Most alike answers",
+        "",
+        "Similarity of the normalised token streams (1 = the same code up to ",
+    ]
     lines[-1] += "names, comments and layout); all pairs from 0.5 in `similarity.csv`."
-    lines += ["", "| exercise | student | other | similarity |", "| --- | --- | --- | ---: |"]
+    lines += [
+        "",
+        "| exercise | student | other | similarity |",
+        "| --- | --- | --- | ---: |",
+    ]
     for r in rows[:most]:
         names = [one_line(r[k]) for k in ("exercise", "student", "other")]
-        lines.append(f"| {names[0]} | {names[1]} | {names[2]} | {r['similarity']:.2f} |")
+        lines.append(
+            f"| {names[0]} | {names[1]} | {names[2]} | {r['similarity']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
-COLOURS = {PASSED: "#2e7d32", WRONG: "#c62828", NOT_ATTEMPTED: "#9e9e9e", ERROR: "#6a1b9a", TIMEOUT: "#ef6c00"}
+COLOURS = {
+    PASSED: "#2e7d32",
+    WRONG: "#c62828",
+    NOT_ATTEMPTED: "#9e9e9e",
+    ERROR: "#6a1b9a",
+    TIMEOUT: "#ef6c00",
+}
 
 
 def summary_chart(path: Path, per: dict[str, Any], chapter: Chapter) -> None:
@@ -278,12 +331,25 @@ def summary_chart(path: Path, per: dict[str, Any], chapter: Chapter) -> None:
         ax.barh(names, values, left=left, color=COLOURS[status], label=status)
         for i, v in enumerate(values):
             if v:
-                ax.text(left[i] + v / 2, i, str(v), ha="center", va="center", color="white", fontsize=9)
+                ax.text(
+                    left[i] + v / 2,
+                    i,
+                    str(v),
+                    ha="center",
+                    va="center",
+                    color="white",
+                    fontsize=9,
+                )
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.invert_yaxis()
     ax.set_xlabel("students")
     ax.set_title(f"Chapter {chapter.number}: {chapter.title}")
-    ax.legend(ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.18 if len(names) > 3 else -0.3), fontsize=8)
+    ax.legend(
+        ncols=5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18 if len(names) > 3 else -0.3),
+        fontsize=8,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -310,17 +376,27 @@ def write_all(
         "feedback": out / "feedback",
     }
     paths["feedback"].mkdir(exist_ok=True)
-    for stale in paths["feedback"].glob("*.md"):  # a previous run's feedback, of students perhaps not here now
+    # a previous run's feedback, of students perhaps not here now
+    for stale in paths["feedback"].glob("*.md"):
         stale.unlink()
     files = feedback_names([r["student"] for r in results])
     for r in results:
         r["feedback"] = files[r["student"]]
-        write_atomically(paths["feedback"] / files[r["student"]], feedback(r, by_key, assignment))
+        write_atomically(
+            paths["feedback"] / files[r["student"]], feedback(r, by_key, assignment)
+        )
     per = summary(rows, results, assignment)
     times = [r.get("seconds", 0.0) for r in results if not r.get("unreadable")]
-    flagged = sum(1 for r in rows for e in assignment.exercises if r[e.name] == BOOK_SOLUTION)
+    flagged = sum(
+        1 for r in rows for e in assignment.exercises if r[e.name] == BOOK_SOLUTION
+    )
     text = summary_markdown(per, rows, assignment, times, flagged)
-    alike = write_similarity(paths["similarity"], results, assignment, (solutions or {}).get(assignment.key, {}))
+    alike = write_similarity(
+        paths["similarity"],
+        results,
+        assignment,
+        (solutions or {}).get(assignment.key, {}),
+    )
     text += similarity_markdown(alike)
     if isolation:
         text += f"\nThe answers ran in a sandbox: {isolation}.\n"
@@ -331,7 +407,8 @@ def write_all(
     body = {"assignment": assignment.key, "isolation": isolation, "results": results}
     results_json = json.dumps(body, indent=1, default=str)
     write_atomically(paths["results"], results_json)
-    write_gradebook(paths["gradebook"], rows, assignment)  # last: its presence says the run finished
+    # last: its presence says the run finished
+    write_gradebook(paths["gradebook"], rows, assignment)
     return paths
 
 

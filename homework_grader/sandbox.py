@@ -38,7 +38,8 @@ import companion
 from . import wire
 from .answers import parse
 
-_COMPANION = Path(companion.__file__).resolve().parent  # the package whose references are withheld
+# the package whose references are withheld
+_COMPANION = Path(companion.__file__).resolve().parent
 
 _REFUSED = (
     "subprocess.Popen",
@@ -58,8 +59,21 @@ _REFUSED = (
     "sys.setprofile",
     "sys.settrace",
 )
-_PATH_EVENTS = {"os.rename": 2, "os.remove": 1, "os.rmdir": 1, "os.symlink": 2, "os.link": 2, "os.truncate": 1}
-_PATH_EVENTS |= {"os.chmod": 1, "os.chown": 1, "os.mkdir": 1, "os.utime": 1, "shutil.rmtree": 1}
+_PATH_EVENTS = {
+    "os.rename": 2,
+    "os.remove": 1,
+    "os.rmdir": 1,
+    "os.symlink": 2,
+    "os.link": 2,
+    "os.truncate": 1,
+}
+_PATH_EVENTS |= {
+    "os.chmod": 1,
+    "os.chown": 1,
+    "os.mkdir": 1,
+    "os.utime": 1,
+    "shutil.rmtree": 1,
+}
 
 
 class WriteItYourself(Exception):
@@ -127,11 +141,17 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
             continue
         original = module.__dict__.get(name)
         files.append(os.path.realpath(module.__file__))
-        hidden = isinstance(original, (type, types.FunctionType)) and "_grading_stand_in" in vars(original)
-        if original is None or hidden:  # (a stand-in already: the checker withholds the exercise's own name too)
+        hidden = isinstance(
+            original, (type, types.FunctionType)
+        ) and "_grading_stand_in" in vars(original)
+        # (a stand-in already: the checker withholds the exercise's own name too)
+        if original is None or hidden:
             continue
-        kept = (original,)  # a tuple: never rewritten below (a dict of locals holding `original` may be)
-        stand_in = _stand_in(name, "class" if isinstance(original, type) else "function")
+        # a tuple: never rewritten below (a dict of locals holding `original` may be)
+        kept = (original,)
+        stand_in = _stand_in(
+            name, "class" if isinstance(original, type) else "function"
+        )
         for loaded in list(sys.modules.values()):
             namespace = getattr(loaded, "__dict__", None)
             if isinstance(namespace, dict):
@@ -157,11 +177,17 @@ def _disable(original: Any, name: str) -> None:
     """Make the reference itself raise, for whatever still reaches it (a subclass's ``__mro__``,
     ``__subclasses__()``, ``gc.get_objects()``): a function's code, a class's ``__init__`` and ``forward``."""
     message = f"the companion's `{name}` is not available while your answer is graded: write this one yourself"
-    free = original.__code__.co_freevars if isinstance(original, types.FunctionType) else ()
-    cells = "".join(f"    {v} = None\n" for v in free)  # the same number of free variables (a method using super())
+    free = (
+        original.__code__.co_freevars
+        if isinstance(original, types.FunctionType)
+        else ()
+    )
+    # the same number of free variables (a method using super())
+    cells = "".join(f"    {v} = None\n" for v in free)
     uses = f"        {', '.join(free)}\n" if free else ""
     source = (
-        f"def outer():\n{cells}    def blocked(*args, **kwargs):\n{uses}        raise PermissionError({message!r})\n"
+        f"def outer():\n{cells}    def blocked(*args, **kwargs):\n"
+        f"{uses}        raise PermissionError({message!r})\n"
     )
     namespace: dict[str, Any] = {}
     exec(source + "    return blocked\n", namespace)
@@ -177,9 +203,17 @@ def _disable(original: Any, name: str) -> None:
                     pass
 
 
-def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = (), closed: list[str] = ()):
+def _audit(
+    allowed_dir: str,
+    refused_files: list[str],
+    private: list[str] = (),
+    closed: list[str] = (),
+):
     refused = set(refused_files)
-    caches = {os.path.join(os.path.dirname(f), "__pycache__", Path(f).stem) for f in refused_files}
+    caches = {
+        os.path.join(os.path.dirname(f), "__pycache__", Path(f).stem)
+        for f in refused_files
+    }
 
     def outside(path: Any) -> bool:
         if isinstance(path, int):
@@ -191,7 +225,11 @@ def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = (), 
         return not (real == allowed_dir or real.startswith(allowed_dir + os.sep))
 
     def hook(event: str, args: tuple) -> None:
-        if event in _REFUSED or event.startswith("os.exec") or event.startswith("os.spawn"):
+        if (
+            event in _REFUSED
+            or event.startswith("os.exec")
+            or event.startswith("os.spawn")
+        ):
             raise PermissionError(f"not allowed while an answer is graded: {event}")
         if event == "open" and args and not isinstance(args[0], int):
             try:
@@ -199,20 +237,33 @@ def _audit(allowed_dir: str, refused_files: list[str], private: list[str] = (), 
             except Exception:
                 real = ""
             if real in refused or any(real.startswith(c) for c in caches):
-                raise PermissionError(f"the companion's source of the exercise cannot be read here: {real}")
+                raise PermissionError(
+                    f"the companion's source of the exercise cannot be read here: {real}"
+                )
             if any(real == p or real.startswith(p + os.sep) for p in closed):
                 raise PermissionError(f"the checkers cannot be read here: {real}")
             if any(real == p or real.startswith(p + os.sep) for p in private):
-                raise PermissionError(f"the class's notebooks and results cannot be read here: {real}")
-            mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
+                raise PermissionError(
+                    f"the class's notebooks and results cannot be read here: {real}"
+                )
+            mode, flags = (
+                (args[1] if len(args) > 1 else "r"),
+                (args[2] if len(args) > 2 else 0),
+            )
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
+                isinstance(flags, int)
+                and flags
+                & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
             )
             if writing and outside(args[0]):
-                raise PermissionError(f"an answer may write files only in its own folder, not {real}")
+                raise PermissionError(
+                    f"an answer may write files only in its own folder, not {real}"
+                )
         elif event in _PATH_EVENTS:
             if any(outside(a) for a in args[: _PATH_EVENTS[event]]):
-                raise PermissionError(f"not allowed outside the answer's own folder: {event}")
+                raise PermissionError(
+                    f"not allowed outside the answer's own folder: {event}"
+                )
 
     return hook
 
@@ -225,7 +276,9 @@ def _limit(memory_bytes: int, cpu_seconds: float, file_bytes: int) -> None:
     if memory_bytes > 0:
         with open("/proc/self/statm") as f:
             used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        resource.setrlimit(resource.RLIMIT_AS, (used + memory_bytes, used + memory_bytes))
+        resource.setrlimit(
+            resource.RLIMIT_AS, (used + memory_bytes, used + memory_bytes)
+        )
     if cpu_seconds > 0:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         soft = int(usage.ru_utime + usage.ru_stime + cpu_seconds) + 1
@@ -235,7 +288,14 @@ def _limit(memory_bytes: int, cpu_seconds: float, file_bytes: int) -> None:
 
 
 def _raised(e: BaseException) -> dict[str, Any]:
-    builtin = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
+    builtin = next(
+        (
+            c.__name__
+            for c in type(e).__mro__
+            if getattr(builtins, c.__name__, None) is c
+        ),
+        "Exception",
+    )
     try:
         text = str(e)[:1000]
     except Exception:
@@ -287,21 +347,33 @@ def serve(rfd: int, wfd: int) -> None:
     init = wire.read(rfd)
     name = init["name"]
     torch.set_num_threads(1)
-    for module_name in init.get("preload", []):  # the modules the answer imports, loaded before the limits
+    # the modules the answer imports, loaded before the limits
+    for module_name in init.get("preload", []):
         if not _closed(module_name):
             try:
                 importlib.import_module(module_name)
             except Exception:
                 pass
-    refused = hide_reference(name, init["defining"]) + hide_attributes(list(init.get("withhold", [])))
+    refused = hide_reference(name, init["defining"]) + hide_attributes(
+        list(init.get("withhold", []))
+    )
     for module_name in [m for m in sys.modules if _closed(m)]:
         del sys.modules[module_name]
     package = sys.modules.get("companion")
     if package is not None and "exercises" in vars(package):
         delattr(package, "exercises")
     closed = [str(_COMPANION / "exercises")]
-    _limit(int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"]))
-    sys.addaudithook(_audit(os.path.realpath(os.getcwd()), refused, list(init.get("private", [])), closed))
+    _limit(
+        int(init["memory_bytes"]), float(init["cpu_seconds"]), int(init["file_bytes"])
+    )
+    sys.addaudithook(
+        _audit(
+            os.path.realpath(os.getcwd()),
+            refused,
+            list(init.get("private", [])),
+            closed,
+        )
+    )
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
     namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
     try:
@@ -313,8 +385,20 @@ def serve(rfd: int, wfd: int) -> None:
     module = str(getattr(student, "__module__", "") or "")
     mro = [f"{c.__module__}.{c.__qualname__}" for c in getattr(student, "__mro__", ())]
     kind = "class" if isinstance(student, type) else "function"
-    forward = isinstance(student, type) and getattr(student, "forward", None) is not torch.nn.Module.forward
-    wire.write(wfd, {"op": "defined", "module": module, "mro": mro, "kind": kind, "forward": forward})
+    forward = (
+        isinstance(student, type)
+        and getattr(student, "forward", None) is not torch.nn.Module.forward
+    )
+    wire.write(
+        wfd,
+        {
+            "op": "defined",
+            "module": module,
+            "mro": mro,
+            "kind": kind,
+            "forward": forward,
+        },
+    )
     modules = ModuleServer()
     graphs = Graphs()
     while True:
@@ -326,9 +410,14 @@ def serve(rfd: int, wfd: int) -> None:
         graph = None
         try:
             if op == "call":
-                args, kwargs = [rebuilt(a) for a in args], {k: rebuilt(v) for k, v in kwargs.items()}
-                if request.get("measure"):  # the monitor measures this process's memory (from outside it)
-                    with torch.no_grad():  # as checking.peak_bytes measures: no graph kept for a backward
+                args, kwargs = (
+                    [rebuilt(a) for a in args],
+                    {k: rebuilt(v) for k, v in kwargs.items()},
+                )
+                # the monitor measures this process's memory (from outside it)
+                if request.get("measure"):
+                    # as checking.peak_bytes measures: no graph kept for a backward
+                    with torch.no_grad():
                         value = student(*args, **kwargs)
                 else:
                     value = student(*args, **kwargs)
@@ -348,7 +437,11 @@ def serve(rfd: int, wfd: int) -> None:
             reply = {"op": "result", "value": value, "args": args, "kwargs": kwargs}
             wire.write(wfd, reply if graph is None else {**reply, "graph": graph})
         except BaseException as e:
-            wire.write(wfd, {"op": "result", **_raised(e)} | {"message": f"the result could not be sent: {e}"})
+            wire.write(
+                wfd,
+                {"op": "result", **_raised(e)}
+                | {"message": f"the result could not be sent: {e}"},
+            )
 
 
 def _blocked_method(cls_name: str, name: str):
@@ -372,7 +465,9 @@ def _model_class(spec: str, private: tuple[str, ...]) -> type:
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise wire.WireError(f"{spec!r} is not a model class")
     if private:
-        namespace: dict[str, Any] = {n: _blocked_method(cls.__name__, n) for n in private}
+        namespace: dict[str, Any] = {
+            n: _blocked_method(cls.__name__, n) for n in private
+        }
         namespace["_blocked_methods"] = private
         cls = type(cls.__name__, (cls,), namespace)
     return cls
@@ -433,9 +528,12 @@ class Graphs:
         import torch
 
         found = wire.tensors_in(value)
-        places = [i for i, t in enumerate(found) if t.requires_grad and t.grad_fn is not None]
+        places = [
+            i for i, t in enumerate(found) if t.requires_grad and t.grad_fn is not None
+        ]
         if not places:
-            return None  # (a leaf that requires gradient comes back as one: no graph behind it)
+            # (a leaf that requires gradient comes back as one: no graph behind it)
+            return None
         outs = [found[i] for i in places]
         leaves: list[Any] = []
         where: list[list[Any]] = []
@@ -457,11 +555,15 @@ class Graphs:
         import torch
 
         outs, leaves = self.kept[int(meta["graph"])]
-        pairs = [(o, g) for o, g in zip(outs, meta["grads"], strict=True) if g is not None]
+        pairs = [
+            (o, g) for o, g in zip(outs, meta["grads"], strict=True) if g is not None
+        ]
         for leaf in leaves:
             leaf.grad = None
         if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], inputs=leaves or None)
+            torch.autograd.backward(
+                [o for o, _ in pairs], [g for _, g in pairs], inputs=leaves or None
+            )
         return {"leaves": [leaf.grad for leaf in leaves]}
 
 
@@ -483,11 +585,17 @@ class ModuleServer:
         tree = []
         for path, m in obj.named_modules(remove_duplicate=False):
             own = type(m).__module__.startswith("torch.")
-            attrs = {k: v for k, v in vars(m).items() if not k.startswith("_") and type(v) in (int, float, bool, str)}
+            attrs = {
+                k: v
+                for k, v in vars(m).items()
+                if not k.startswith("_") and type(v) in (int, float, bool, str)
+            }
             tree.append(
                 {
                     "path": path,
-                    "type": f"{type(m).__module__}:{type(m).__qualname__}" if own else type(m).__name__,
+                    "type": f"{type(m).__module__}:{type(m).__qualname__}"
+                    if own
+                    else type(m).__name__,
                     "params": dict(m._parameters),
                     "buffers": dict(m._buffers),
                     "attrs": attrs,
@@ -504,7 +612,11 @@ class ModuleServer:
             for name, value in meta["state"].items():
                 owner, _, leaf = name.rpartition(".")
                 holder = obj.get_submodule(owner) if owner else obj
-                current = holder._parameters.get(leaf) if leaf in holder._parameters else holder._buffers.get(leaf)
+                current = (
+                    holder._parameters.get(leaf)
+                    if leaf in holder._parameters
+                    else holder._buffers.get(leaf)
+                )
                 if current is None:
                     continue
                 if current.shape == value.shape and current.dtype == value.dtype:
@@ -522,7 +634,8 @@ class ModuleServer:
         for p in obj.parameters():
             p.grad = None
         with torch.set_grad_enabled(grad):
-            out = obj(*args, **kwargs)  # (measured, when the checker measures memory, by the monitor)
+            # (measured, when the checker measures memory, by the monitor)
+            out = obj(*args, **kwargs)
         outs = (
             [out]
             if isinstance(out, torch.Tensor)
@@ -532,18 +645,29 @@ class ModuleServer:
         )
         self.last = (obj, outs, inputs)
         buffers = {n: b for n, b in obj.named_buffers(remove_duplicate=False)}
-        reply = {"out": out, "requires": [o.requires_grad for o in outs], "buffers": buffers}
+        reply = {
+            "out": out,
+            "requires": [o.requires_grad for o in outs],
+            "buffers": buffers,
+        }
         return reply
 
     def backward(self, meta: dict) -> Any:
         import torch
 
         obj, outs, inputs = self.last
-        pairs = [(o, g) for o, g in zip(outs, meta["grads"], strict=True) if o.requires_grad and g is not None]
+        pairs = [
+            (o, g)
+            for o, g in zip(outs, meta["grads"], strict=True)
+            if o.requires_grad and g is not None
+        ]
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         params = {n: p.grad for n, p in obj.named_parameters(remove_duplicate=False)}
-        return {"params": params, "inputs": [t.grad if t.requires_grad else None for t in inputs]}
+        return {
+            "params": params,
+            "inputs": [t.grad if t.requires_grad else None for t in inputs],
+        }
 
 
 class _FromMemory:
@@ -560,8 +684,14 @@ class _FromMemory:
         package = bool(self.sources[name][1])
         root = _COMPANION
         relative = Path(*name.split(".")[1:])
-        origin = root / relative / "__init__.py" if package else (root / relative).with_suffix(".py")
-        spec = importlib.util.spec_from_loader(name, self, origin=str(origin), is_package=package)
+        origin = (
+            root / relative / "__init__.py"
+            if package
+            else (root / relative).with_suffix(".py")
+        )
+        spec = importlib.util.spec_from_loader(
+            name, self, origin=str(origin), is_package=package
+        )
         spec.has_location = True
         if package:
             spec.submodule_search_locations = [str(origin.parent)]
@@ -571,7 +701,10 @@ class _FromMemory:
         return None
 
     def exec_module(self, module: types.ModuleType) -> None:
-        exec(compile(self.sources[module.__name__][0], module.__spec__.origin, "exec"), module.__dict__)
+        exec(
+            compile(self.sources[module.__name__][0], module.__spec__.origin, "exec"),
+            module.__dict__,
+        )
 
 
 def _not_dumpable() -> None:
@@ -659,8 +792,13 @@ def _sweep(keep: set[int]) -> None:
     import signal
 
     for _ in range(100):
-        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep and int(p) != 1]
-        others = [p for p in others if _state(p) not in ("Z", "X", "")]  # (a zombie is ended already)
+        others = [
+            int(p)
+            for p in os.listdir("/proc")
+            if p.isdigit() and int(p) not in keep and int(p) != 1
+        ]
+        # (a zombie is ended already)
+        others = [p for p in others if _state(p) not in ("Z", "X", "")]
         if not others:
             return
         for pid in others:
@@ -728,7 +866,14 @@ def _memory(pid: int, reset: bool) -> str:
     return "-"
 
 
-def _monitor(request: dict[str, Any], rfd: int, wfd: int, out: int, control: int, isolated: bool = False) -> None:
+def _monitor(
+    request: dict[str, Any],
+    rfd: int,
+    wfd: int,
+    out: int,
+    control: int,
+    isolated: bool = False,
+) -> None:
     import select
     import signal
 
@@ -763,8 +908,12 @@ def _monitor(request: dict[str, Any], rfd: int, wfd: int, out: int, control: int
             ready = select.select([pidfd, control], [], [])[0]
             if control in ready:
                 asked = os.read(control, 1)
-                if asked in (b"r", b"p"):  # the grader measures the answer's memory: the kernel's figures
-                    os.write(control, f"{asked.decode()} {_memory(child, asked == b'r')}\n".encode())
+                # the grader measures the answer's memory: the kernel's figures
+                if asked in (b"r", b"p"):
+                    os.write(
+                        control,
+                        f"{asked.decode()} {_memory(child, asked == b'r')}\n".encode(),
+                    )
                     continue
                 try:  # the grader asks for its end (or is gone)
                     os.killpg(child, signal.SIGKILL)

@@ -22,7 +22,11 @@ from itertools import combinations
 from typing import Any
 
 K, W = 5, 4
-_KEPT = set(keyword.kwlist) | set(dir(builtins)) | {"torch", "nn", "F", "np", "numpy", "math", "self"}
+_KEPT = (
+    set(keyword.kwlist)
+    | set(dir(builtins))
+    | {"torch", "nn", "F", "np", "numpy", "math", "self"}
+)
 
 
 def tokens(code: str) -> list[str]:
@@ -30,10 +34,19 @@ def tokens(code: str) -> list[str]:
     out: list[str] = []
     try:
         for t in tokenize.generate_tokens(io.StringIO(code).readline):
-            if t.type in (token.COMMENT, token.NL, token.NEWLINE, token.INDENT, token.DEDENT, token.ENDMARKER):
+            if t.type in (
+                token.COMMENT,
+                token.NL,
+                token.NEWLINE,
+                token.INDENT,
+                token.DEDENT,
+                token.ENDMARKER,
+            ):
                 continue
             if t.type == token.NAME:
-                out.append(t.string if t.string in _KEPT or (out and out[-1] == ".") else "N")
+                out.append(
+                    t.string if t.string in _KEPT or (out and out[-1] == ".") else "N"
+                )
             elif t.type == token.STRING:
                 out.append("S")
             elif t.type == token.NUMBER:
@@ -47,13 +60,20 @@ def tokens(code: str) -> list[str]:
 
 def _without_docstrings(stream: list[str]) -> list[str]:
     """A string standing alone after ``:`` (a docstring) says nothing about the code: dropped."""
-    return [t for i, t in enumerate(stream) if not (t == "S" and i > 0 and stream[i - 1] == ":")]
+    return [
+        t
+        for i, t in enumerate(stream)
+        if not (t == "S" and i > 0 and stream[i - 1] == ":")
+    ]
 
 
 def fingerprints(code: str, k: int = K, w: int = W) -> set[int]:
     """The winnowed hashes of the ``k``-grams of ``code``'s normalised tokens."""
     stream = tokens(code)
-    grams = [zlib.crc32(" ".join(stream[i : i + k]).encode()) for i in range(len(stream) - k + 1)]
+    grams = [
+        zlib.crc32(" ".join(stream[i : i + k]).encode())
+        for i in range(len(stream) - k + 1)
+    ]
     if len(grams) <= w:
         return set(grams)
     return {min(grams[i : i + w]) for i in range(len(grams) - w + 1)}
@@ -70,20 +90,34 @@ BOOK = "(the book's solution)"
 
 
 def closest_pairs(
-    answers: dict[str, dict[str, str]], book: dict[str, str], threshold: float = 0.5, most: int = 50
+    answers: dict[str, dict[str, str]],
+    book: dict[str, str],
+    threshold: float = 0.5,
+    most: int = 50,
 ) -> list[dict[str, Any]]:
     """``answers[student][exercise]`` = code, ``book[exercise]`` = the book's solution: for each exercise, every
     pair of students (and each student with the book) at least ``threshold`` alike, most alike first."""
     rows = []
     exercises = sorted({e for per in answers.values() for e in per})
     for exercise in exercises:
-        prints = {s: fingerprints(per[exercise]) for s, per in answers.items() if per.get(exercise)}
+        prints = {
+            s: fingerprints(per[exercise])
+            for s, per in answers.items()
+            if per.get(exercise)
+        }
         if exercise in book:
             prints[BOOK] = fingerprints(book[exercise])
         for a, b in combinations(sorted(prints), 2):
             value = similarity(prints[a], prints[b])
             if value >= threshold:
                 first, second = (b, a) if a == BOOK else (a, b)
-                rows.append({"exercise": exercise, "student": first, "other": second, "similarity": round(value, 3)})
+                rows.append(
+                    {
+                        "exercise": exercise,
+                        "student": first,
+                        "other": second,
+                        "similarity": round(value, 3),
+                    }
+                )
     rows.sort(key=lambda r: (-r["similarity"], r["exercise"], r["student"], r["other"]))
     return rows[:most]

@@ -49,7 +49,9 @@ def grader_root() -> Path:
     return Path(__file__).resolve().parent
 
 
-def package_copy(target: Path, secret_modules: list[str]) -> dict[str, tuple[str, bool]]:
+def package_copy(
+    target: Path, secret_modules: list[str]
+) -> dict[str, tuple[str, bool]]:
     """Copy the ``companion`` package into ``target/companion`` for the sandbox, leaving out the checkers, compiled
     files and the sources of ``secret_modules`` (dotted names), and beside it the grader's modules that the
     answer's side imports. Returns those sources, ``{module: (text, is_package)}``, for the fork server to
@@ -57,7 +59,9 @@ def package_copy(target: Path, secret_modules: list[str]) -> dict[str, tuple[str
     root = package_root()
 
     def ignore(folder: str, names: list[str]) -> list[str]:
-        left_out = [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))]
+        left_out = [
+            n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))
+        ]
         if Path(folder).resolve() == root:
             left_out.append("exercises")
         return left_out
@@ -84,7 +88,11 @@ def package_copy(target: Path, secret_modules: list[str]) -> dict[str, tuple[str
 def _bound_prefixes() -> list[str]:
     """The Python installation: its prefix, the virtual environment's, and where the executable really is."""
     found = []
-    for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))):
+    for p in (
+        sys.base_prefix,
+        sys.prefix,
+        os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+    ):
         for q in (p, os.path.realpath(p)):
             if q and q != "/" and os.path.isdir(q) and q not in found:
                 found.append(q)
@@ -94,7 +102,14 @@ def _bound_prefixes() -> list[str]:
 def command(copy: Path, scratch_bytes: int = SCRATCH_BYTES) -> list[str]:
     """The ``bwrap`` arguments (up to and excluding the command) of one notebook's sandbox."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args = [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
     args += ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         top = f"/{name}"
@@ -114,10 +129,22 @@ def command(copy: Path, scratch_bytes: int = SCRATCH_BYTES) -> list[str]:
         if installed is not None and installed.origin:
             hidden.add(os.path.dirname(installed.origin))
     for folder in sorted(hidden):
-        if any(folder == p or folder.startswith(p + os.sep) for p in [*prefixes, "/usr"]):
-            args += ["--tmpfs", folder]  # the packages, installed inside the environment: their copies only
+        if any(
+            folder == p or folder.startswith(p + os.sep) for p in [*prefixes, "/usr"]
+        ):
+            # the packages, installed inside the environment: their copies only
+            args += ["--tmpfs", folder]
     args += ["--ro-bind", str(copy), INSIDE, "--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(scratch_bytes), "--tmpfs", "/tmp", "--size", str(16 * 2**20), "--tmpfs", "/dev/shm"]
+    args += [
+        "--size",
+        str(scratch_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        str(16 * 2**20),
+        "--tmpfs",
+        "/dev/shm",
+    ]
     args += ["--chdir", "/tmp", "--clearenv"]
     env = {
         "PATH": "/usr/bin:/bin",
@@ -128,7 +155,8 @@ def command(copy: Path, scratch_bytes: int = SCRATCH_BYTES) -> list[str]:
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
     }
-    for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR"):  # the floating-point path the grader was asked for
+    # the floating-point path the grader was asked for
+    for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR"):
         if os.environ.get(k):
             env[k] = os.environ[k]
     for k, v in env.items():
@@ -143,7 +171,13 @@ def probe(copy: str) -> str | None:
         return "bubblewrap (`bwrap`) is not installed"
     try:
         done = subprocess.run(
-            [*command(Path(copy)), sys.executable, "-I", "-c", "import os; os.listdir('/tmp')"],
+            [
+                *command(Path(copy)),
+                sys.executable,
+                "-I",
+                "-c",
+                "import os; os.listdir('/tmp')",
+            ],
             capture_output=True,
             timeout=60,
             stdin=subprocess.DEVNULL,

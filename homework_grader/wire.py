@@ -47,8 +47,10 @@ try:
 except ImportError:  # pragma: no cover - the grade extra installs it
     _st_save = _st_load = None
 
-MAX_MESSAGE = 512 * 2**20  # bytes of tensors: a larger message is refused, never read into memory
-MAX_HEADER = 16 * 2**20  # bytes of JSON (each small value read from it becomes a Python object of ~50 bytes)
+# bytes of tensors: a larger message is refused, never read into memory
+MAX_MESSAGE = 512 * 2**20
+# bytes of JSON (each small value read from it becomes a Python object of ~50 bytes)
+MAX_HEADER = 16 * 2**20
 
 
 class Unportable(Abort):
@@ -143,7 +145,9 @@ def named_object(spec: str) -> Any:
     """``module:qualname`` -> the object, from torch or the companion's library only (else :class:`WireError`)."""
     module, _, qualname = str(spec).partition(":")
     if not _public_module(module) or not qualname or "<" in qualname:
-        raise WireError(f"{spec!r} is not a class or function of torch or the companion")
+        raise WireError(
+            f"{spec!r} is not a class or function of torch or the companion"
+        )
     try:
         obj: Any = importlib.import_module(module)
         for part in qualname.split("."):
@@ -153,7 +157,9 @@ def named_object(spec: str) -> Any:
     return obj
 
 
-def module_data(model: torch.nn.Module, tensors: list[torch.Tensor], *, strict: bool, depth: int) -> dict[str, Any]:
+def module_data(
+    model: torch.nn.Module, tensors: list[torch.Tensor], *, strict: bool, depth: int
+) -> dict[str, Any]:
     """The JSON form of a model (see :class:`ModuleData`). A class of a checker's own (defined in
     ``companion.exercises``, a subclass that forbids something, as chapter 6's GPT whose ``forward`` raises) is
     sent as its nearest public base class, with the names of the methods it defines: the answer's process
@@ -175,15 +181,22 @@ def module_data(model: torch.nn.Module, tensors: list[torch.Tensor], *, strict: 
             if _public_module(c.__module__) and "<" not in c.__qualname__:
                 cls = c
                 break
-            if "_blocked_methods" in vars(c):  # rebuilt in an answer's process from a checker's class: sent back
+            # rebuilt in an answer's process from a checker's class: sent back
+            if "_blocked_methods" in vars(c):
                 private += list(vars(c)["_blocked_methods"])
                 continue
             if not c.__module__.startswith("companion.exercises."):
-                raise (Unportable if strict else ValueError)(f"a model of class {type(m).__qualname__}")
-            private += [k for k, v in vars(c).items() if callable(v) and not k.startswith("__")]
+                raise (Unportable if strict else ValueError)(
+                    f"a model of class {type(m).__qualname__}"
+                )
+            private += [
+                k for k, v in vars(c).items() if callable(v) and not k.startswith("__")
+            ]
         hooks = [k for k in vars(m) if "hooks" in k and vars(m)[k]]
         if hooks:
-            raise (Unportable if strict else ValueError)(f"a model with hooks ({', '.join(hooks)})")
+            raise (Unportable if strict else ValueError)(
+                f"a model with hooks ({', '.join(hooks)})"
+            )
         params = {}
         for k, p in m._parameters.items():
             if p is None:
@@ -203,7 +216,9 @@ def module_data(model: torch.nn.Module, tensors: list[torch.Tensor], *, strict: 
             "attrs": attrs,
             "training": bool(m.training),
         }
-        node["children"] = {k: (None if c is None else visit(c)) for k, c in m._modules.items()}
+        node["children"] = {
+            k: (None if c is None else visit(c)) for k, c in m._modules.items()
+        }
         nodes[i] = node
         return i
 
@@ -220,8 +235,12 @@ def _decode_module(nodes: Any, tensors: list[torch.Tensor]) -> ModuleData:
             raise WireError("not a model")
         params = {}
         for k, v in node["params"].items():
-            params[str(k)] = None if v is None else (int(v["P"]), tensors[int(v["P"])], bool(v["g"]))
-        children = {str(k): (None if j is None else int(j)) for k, j in node["children"].items()}
+            params[str(k)] = (
+                None if v is None else (int(v["P"]), tensors[int(v["P"])], bool(v["g"]))
+            )
+        children = {
+            str(k): (None if j is None else int(j)) for k, j in node["children"].items()
+        }
         if any(j is not None and not 0 <= j < len(nodes) for j in children.values()):
             raise WireError("not a model")
         attrs = {str(k): decode(v, tensors) for k, v in node["attrs"].items()}
@@ -230,7 +249,9 @@ def _decode_module(nodes: Any, tensors: list[torch.Tensor]) -> ModuleData:
                 "type": str(node["type"]),
                 "private": [str(n) for n in node["private"]],
                 "params": params,
-                "buffers": {str(k): decode(v, tensors) for k, v in node["buffers"].items()},
+                "buffers": {
+                    str(k): decode(v, tensors) for k, v in node["buffers"].items()
+                },
                 "transient": [str(n) for n in node["transient"]],
                 "children": children,
                 "attrs": attrs,
@@ -247,10 +268,16 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
         return base.detach().cpu().contiguous().clone()
 
 
-def encode(value: Any, tensors: list[torch.Tensor], *, strict: bool = False, depth: int = 0) -> Any:
+def encode(
+    value: Any, tensors: list[torch.Tensor], *, strict: bool = False, depth: int = 0
+) -> Any:
     """The JSON form of ``value``; its tensors are appended to ``tensors``."""
     if depth > 50:
-        raise Unportable("nested too deeply") if strict else ValueError("nested too deeply")
+        raise (
+            Unportable("nested too deeply")
+            if strict
+            else ValueError("nested too deeply")
+        )
 
     def again(v: Any) -> Any:
         return encode(v, tensors, strict=strict, depth=depth + 1)
@@ -283,13 +310,25 @@ def encode(value: Any, tensors: list[torch.Tensor], *, strict: bool = False, dep
         return module_data(value, tensors, strict=strict, depth=depth)
     if isinstance(value, ModuleData):
         raise (Unportable if strict else ValueError)("a model already sent")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and _public_module(type(value).__module__):
-        fields = {f.name: again(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if (
+        dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+        and _public_module(type(value).__module__)
+    ):
+        fields = {
+            f.name: again(getattr(value, f.name)) for f in dataclasses.fields(value)
+        }
         return {"dc": _spec(type(value)), "fields": fields}
-    if type(value) is functools.partial and not isinstance(value.func, functools.partial):
+    if type(value) is functools.partial and not isinstance(
+        value.func, functools.partial
+    ):
         func = encode(value.func, tensors, strict=False, depth=depth + 1)
         if type(func) is dict and "fn" in func:
-            return {"pt": func, "a": again(list(value.args)), "k": again(dict(value.keywords))}
+            return {
+                "pt": func,
+                "a": again(list(value.args)),
+                "k": again(dict(value.keywords)),
+            }
     if (
         callable(value)
         and _public_module(getattr(value, "__module__", "") or "")
@@ -317,7 +356,11 @@ def decode(data: Any, tensors: list[torch.Tensor]) -> Any:
         return float(data["f"])
     if "T" in data:
         t = tensors[data["T"]]
-        return t.requires_grad_(True) if data.get("g") and (t.is_floating_point() or t.is_complex()) else t
+        return (
+            t.requires_grad_(True)
+            if data.get("g") and (t.is_floating_point() or t.is_complex())
+            else t
+        )
     if "N" in data:
         return tensors[data["N"]].numpy()
     if "n" in data:
@@ -345,7 +388,8 @@ def decode(data: Any, tensors: list[torch.Tensor]) -> Any:
         cls = named_object(data["dc"])
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise WireError(f"{data['dc']!r} is not a dataclass")
-        obj = object.__new__(cls)  # no __init__ or __post_init__ of the sender's choosing runs
+        # no __init__ or __post_init__ of the sender's choosing runs
+        obj = object.__new__(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         for k, v in data["fields"].items():
             if k not in names:
@@ -353,10 +397,21 @@ def decode(data: Any, tensors: list[torch.Tensor]) -> Any:
             object.__setattr__(obj, k, decode(v, tensors))
         return obj
     if "pt" in data:
-        func, args, keywords = decode(data["pt"], tensors), decode(data["a"], tensors), decode(data["k"], tensors)
-        if not (type(data["pt"]) is dict and "fn" in data["pt"] and type(args) is list and type(keywords) is dict):
+        func, args, keywords = (
+            decode(data["pt"], tensors),
+            decode(data["a"], tensors),
+            decode(data["k"], tensors),
+        )
+        if not (
+            type(data["pt"]) is dict
+            and "fn" in data["pt"]
+            and type(args) is list
+            and type(keywords) is dict
+        ):
             raise WireError("not a partial function")
-        return functools.partial(func, *args, **{str(k): v for k, v in keywords.items()})
+        return functools.partial(
+            func, *args, **{str(k): v for k, v in keywords.items()}
+        )
     if "fn" in data:
         fn = named_object(data["fn"])
         if not callable(fn) or isinstance(fn, type):
@@ -406,7 +461,10 @@ def _unpack(blob: bytes, count: int) -> list[torch.Tensor]:
         return [loaded[str(i)] for i in range(count)]
     if blob[:1] == b"N":
         stream = io.BytesIO(blob[1:])
-        return [torch.from_numpy(np.load(stream, allow_pickle=False).copy()) for _ in range(count)]
+        return [
+            torch.from_numpy(np.load(stream, allow_pickle=False).copy())
+            for _ in range(count)
+        ]
     raise WireError("unknown tensor format")
 
 
@@ -414,7 +472,10 @@ def dumps(message: dict[str, Any], *, strict: bool = False) -> bytes:
     """A message as bytes: header length, header (JSON), blob length, blob."""
     tensors: list[torch.Tensor] = []
     body = {
-        k: (encode(v, tensors, strict=strict) if k in ("value", "args", "kwargs") else v) for k, v in message.items()
+        k: (
+            encode(v, tensors, strict=strict) if k in ("value", "args", "kwargs") else v
+        )
+        for k, v in message.items()
     }
     body["tensors"] = len(tensors)
     header = json.dumps(body).encode()

@@ -22,9 +22,17 @@ from . import answers
 from .chapters import Chapter, Exercise, detect_chapter
 from .remote import Limits, check_exercise
 
-PASSED, WRONG, NOT_ATTEMPTED, ERROR, TIMEOUT = "passed", "wrong", "not attempted", "error", "timeout"
+PASSED, WRONG, NOT_ATTEMPTED, ERROR, TIMEOUT = (
+    "passed",
+    "wrong",
+    "not attempted",
+    "error",
+    "timeout",
+)
 STATUSES = (PASSED, WRONG, NOT_ATTEMPTED, ERROR, TIMEOUT)
-_DEFINES = re.compile(r"^(?:def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)", re.MULTILINE)
+_DEFINES = re.compile(
+    r"^(?:def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)", re.MULTILINE
+)
 SKIPPED_NOTE = (
     "The grader runs only your answer's functions, classes, imports and constants with a literal value; "
     "{names} {verb} set by other statements of the notebook, which it does not run: define {them} inside "
@@ -56,15 +64,22 @@ def read_notebook(path: Path) -> Notebook:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise Unreadable(f"malformed JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("cells", raw.get("worksheets")), list):
+        raise Unreadable(
+            f"malformed JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+        ) from None
+    if not isinstance(raw, dict) or not isinstance(
+        raw.get("cells", raw.get("worksheets")), list
+    ):
         raise Unreadable("JSON, but not a Jupyter notebook (no list of cells)")
     import nbformat
 
     try:
-        nb = nbformat.reads(text, as_version=4)  # upgrades nbformat 3; any 4.x minor version reads as it is
+        # upgrades nbformat 3; any 4.x minor version reads as it is
+        nb = nbformat.reads(text, as_version=4)
     except Exception as e:
-        raise Unreadable(f"not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        raise Unreadable(
+            f"not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        ) from None
     cells = []
     for cell in nb.cells:
         if cell.get("cell_type") == "code":
@@ -83,7 +98,13 @@ def grade(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.monotonic()
     path = Path(spec["path"])
     chapters = [Chapter.from_json(c) for c in spec["chapters"]]
-    result: dict[str, Any] = {"path": str(path), "chapter": None, "problems": [], "exercises": {}, "cells": 0}
+    result: dict[str, Any] = {
+        "path": str(path),
+        "chapter": None,
+        "problems": [],
+        "exercises": {},
+        "cells": 0,
+    }
     try:
         nb = read_notebook(path)
     except Unreadable as e:
@@ -108,12 +129,20 @@ def grade(spec: dict[str, Any]) -> dict[str, Any]:
     limits = Limits(**spec["limits"])
     solutions = spec.get("solutions", {}).get(chapter.key, {})
     for exercise in chapter.exercises:
-        result["exercises"][exercise.name] = grade_exercise(nb, exercise, limits, solutions)
+        result["exercises"][exercise.name] = grade_exercise(
+            nb, exercise, limits, solutions
+        )
     printed = sum(e.get("output_bytes", 0) for e in result["exercises"].values())
     if printed > 10_000_000:
-        result["problems"].append(f"the answers printed {printed / 1e6:.0f} MB of output (discarded)")
-    for i in sorted({i for e in result["exercises"].values() for i in e.pop("unparsable", [])}):
-        result["problems"].append(f"code cell {i + 1} has a syntax error; it was left out")
+        result["problems"].append(
+            f"the answers printed {printed / 1e6:.0f} MB of output (discarded)"
+        )
+    for i in sorted(
+        {i for e in result["exercises"].values() for i in e.pop("unparsable", [])}
+    ):
+        result["problems"].append(
+            f"code cell {i + 1} has a syntax error; it was left out"
+        )
     result["seconds"] = time.monotonic() - start
     return result
 
@@ -122,7 +151,9 @@ def _checker(exercise: Exercise):
     return getattr(importlib.import_module(exercise.module), exercise.checker)
 
 
-def grade_exercise(nb: Notebook, exercise: Exercise, limits: Limits, solutions: dict[str, str]) -> dict[str, Any]:
+def grade_exercise(
+    nb: Notebook, exercise: Exercise, limits: Limits, solutions: dict[str, str]
+) -> dict[str, Any]:
     """The gradebook entry for one exercise: status, the message for the student, and how it was checked."""
     name = exercise.name
     answer = answers.extract(nb.cells, name)
@@ -135,16 +166,23 @@ def grade_exercise(nb: Notebook, exercise: Exercise, limits: Limits, solutions: 
         entry["cell"] = answer.cell + 1
     if isinstance(answer.definition, answers.DEFINITIONS) and name in solutions:
         if answers.normalised(answer.definition) == solutions[name]:
-            entry["flag"] = f"`{name}` is the book's published solution (the same code after normalisation)"
+            entry["flag"] = (
+                f"`{name}` is the book's published solution (the same code after normalisation)"
+            )
     return entry
 
 
-def _grade_answer(answer: answers.Answer, exercise: Exercise, limits: Limits, nb: Notebook) -> dict[str, Any]:
+def _grade_answer(
+    answer: answers.Answer, exercise: Exercise, limits: Limits, nb: Notebook
+) -> dict[str, Any]:
     name = exercise.name
     if not answer.found:
         for i in answer.unparsable:
             if name in defined_names(nb.cells[i]):
-                return {"status": ERROR, "problem": f"code cell {i + 1}, which defines `{name}`, has a syntax error"}
+                return {
+                    "status": ERROR,
+                    "problem": f"code cell {i + 1}, which defines `{name}`, has a syntax error",
+                }
         if answer.assigned:
             return {
                 "status": NOT_ATTEMPTED,
@@ -154,10 +192,17 @@ def _grade_answer(answer: answers.Answer, exercise: Exercise, limits: Limits, nb
         return {"status": NOT_ATTEMPTED, "problem": f"the notebook defines no `{name}`"}
     checker = _checker(exercise)
     if answers.is_stub(answer):
-        return {"status": NOT_ATTEMPTED, "problem": "", "text": checker.not_attempted_message(), "how": "stub"}
+        return {
+            "status": NOT_ATTEMPTED,
+            "problem": "",
+            "text": checker.not_attempted_message(),
+            "how": "stub",
+        }
     if answers.mentions(answer, name):
         return _imported(name, "companion")
-    result = check_exercise(exercise, answer.code, limits, answers.imported_modules(answer))
+    result = check_exercise(
+        exercise, answer.code, limits, answers.imported_modules(answer)
+    )
     entry = _entry(name, result, answer, limits)
     entry["output_bytes"] = result.get("output_bytes", 0)
     entry["seconds"] = result.get("seconds", 0.0)
@@ -167,7 +212,12 @@ def _grade_answer(answer: answers.Answer, exercise: Exercise, limits: Limits, nb
 def _imported(name: str, module: str) -> dict[str, Any]:
     problem = f"`{name}` is the companion's own, taken from `{module}` instead of written (imported instead of written)"
     hint = "The exercise asks you to write it yourself; the checker compares it with the companion's."
-    return {"status": WRONG, "problem": problem, "hint": hint, "text": f"WRONG  {name}: {problem}.\n{hint}"}
+    return {
+        "status": WRONG,
+        "problem": problem,
+        "hint": hint,
+        "text": f"WRONG  {name}: {problem}.\n{hint}",
+    }
 
 
 def _skipped_note(answer: answers.Answer) -> str:
@@ -175,30 +225,68 @@ def _skipped_note(answer: answers.Answer) -> str:
         return ""
     names = ", ".join(f"`{n}`" for n in answer.skipped)
     one = len(answer.skipped) == 1
-    return SKIPPED_NOTE.format(names=names, verb="is" if one else "are", them="it" if one else "them")
+    return SKIPPED_NOTE.format(
+        names=names, verb="is" if one else "are", them="it" if one else "them"
+    )
 
 
-def _entry(name: str, result: dict[str, Any], answer: answers.Answer, limits: Limits) -> dict[str, Any]:
+def _entry(
+    name: str, result: dict[str, Any], answer: answers.Answer, limits: Limits
+) -> dict[str, Any]:
     status = result.get("status")
     note = _skipped_note(answer)
     if status == "defining":
         problem = f"defining `{name}` raised {result['error']}"
-        return {"status": ERROR, "problem": problem + (f". {note}" if note else ""), "text": problem}
+        return {
+            "status": ERROR,
+            "problem": problem + (f". {note}" if note else ""),
+            "text": problem,
+        }
     if status == "timeout":
-        return {"status": TIMEOUT, "problem": f"checking `{name}` did not finish: {result['why']}"}
+        return {
+            "status": TIMEOUT,
+            "problem": f"checking `{name}` did not finish: {result['why']}",
+        }
     if status == "stopped":
-        return {"status": ERROR, "problem": f"checking `{name}` stopped its process: {result['why']}"}
+        return {
+            "status": ERROR,
+            "problem": f"checking `{name}` stopped its process: {result['why']}",
+        }
     if status == "unportable":
         problem = f"the grader cannot send the checker's arguments for `{name}` as data ({result['why']})"
         hint = "This is not a verdict on your code: tell your instructor (the checker needs a change)."
-        return {"status": ERROR, "problem": problem, "hint": hint, "text": f"ERROR  {name}: {problem}.\n{hint}"}
+        return {
+            "status": ERROR,
+            "problem": problem,
+            "hint": hint,
+            "text": f"ERROR  {name}: {problem}.\n{hint}",
+        }
     if status == "crash" or status not in (PASSED, WRONG, NOT_ATTEMPTED):
-        return {"status": ERROR, "problem": f"the checker could not run: {result.get('problem')}"}
+        return {
+            "status": ERROR,
+            "problem": f"the checker could not run: {result.get('problem')}",
+        }
     module = str(result.get("module") or "")
-    ours = [m for m in [module, *result.get("mro", [])] if m == "companion" or m.startswith("companion.")]
+    ours = [
+        m
+        for m in [module, *result.get("mro", [])]
+        if m == "companion" or m.startswith("companion.")
+    ]
     if status == PASSED and ours:
         return _imported(name, ours[0])
-    entry = {k: result.get(k) for k in ("status", "problem", "input", "expected", "got", "hint", "cases", "text")}
+    entry = {
+        k: result.get(k)
+        for k in (
+            "status",
+            "problem",
+            "input",
+            "expected",
+            "got",
+            "hint",
+            "cases",
+            "text",
+        )
+    }
     if status != PASSED and note:
         entry["problem"] = f"{entry.get('problem') or ''} {note}".strip()
         entry["text"] = f"{entry.get('text') or ''}\n{note}".strip()

@@ -10,7 +10,9 @@ F64 = torch.float64
 def randn(*shape, seed, dtype=F64):
     """``torch.randn(*shape)`` drawn from a generator of its own seeded with ``seed``: the same numbers whatever ran
     before (a test that means the global generator, seeded for every test by conftest.py, calls torch.randn)."""
-    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+    return torch.randn(
+        *shape, dtype=dtype, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def stub(*args, **kwargs):
@@ -36,7 +38,9 @@ def correct_answers(*pairs):
     import pytest
 
     return pytest.mark.parametrize(
-        ("checker", "student"), pairs, ids=[f"{c.exercise}-{getattr(s, '__name__', s)}" for c, s in pairs]
+        ("checker", "student"),
+        pairs,
+        ids=[f"{c.exercise}-{getattr(s, '__name__', s)}" for c, s in pairs],
     )
 
 
@@ -52,11 +56,16 @@ def assert_passes(checker, student):
         torch.set_grad_enabled(False)
         torch.set_default_dtype(torch.float64)
         verdict = checker.verdict(student)
-        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (False, torch.float64)
+        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (
+            False,
+            torch.float64,
+        )
     finally:
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
-    assert verdict.passed, f"with grad mode off and float64 as the default dtype: {verdict}"
+    assert verdict.passed, (
+        f"with grad mode off and float64 as the default dtype: {verdict}"
+    )
 
 
 def unwithheld(module):

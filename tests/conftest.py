@@ -68,10 +68,16 @@ COLAB_MODULE = "tests/test_colab.py"
 def _unit(nodeid: str) -> str:
     """The unit of work a test belongs to: its file, or its chapter for the Colab simulation."""
     path, _, name = nodeid.partition("::")
-    return f"{path}::{name[name.index('[') :]}" if path == COLAB_MODULE and "[" in name else path
+    return (
+        f"{path}::{name[name.index('[') :]}"
+        if path == COLAB_MODULE and "[" in name
+        else path
+    )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(_unit(item.nodeid), []).append(item)

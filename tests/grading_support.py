@@ -13,9 +13,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_grader(folder: Path, out: Path, *options: str, timeout: float = 900) -> None:
     """Grade ``folder`` into ``out`` in a process of its own (one intra-op thread); fail on a non-zero exit."""
-    command = [sys.executable, "-m", "homework_grader", str(folder), "--out", str(out), "--no-progress", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "homework_grader",
+        str(folder),
+        "--out",
+        str(out),
+        "--no-progress",
+        *options,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    run = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+    )
     assert run.returncode == 0, run.stderr[-3000:]
 
 
@@ -23,7 +34,12 @@ def run_isolated(script: str) -> subprocess.CompletedProcess:
     """``python -I -c script`` as an answer's process starts (no PYTHONPATH, no user site, not the current
     folder), with this checkout's grader and companion first on its path."""
     setup = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-    return subprocess.run([sys.executable, "-I", "-c", setup + script], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-I", "-c", setup + script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def gradebook(out: Path) -> dict[str, dict[str, str]]:

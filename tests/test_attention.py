@@ -20,7 +20,11 @@ from companion.attention import (
     weightless_self_attention,
 )
 from companion.interop import mha_from_torch, to_torch_mha_mask
-from companion.masks import causal_mask, padding_mask_from_lengths, padding_to_attention_mask
+from companion.masks import (
+    causal_mask,
+    padding_mask_from_lengths,
+    padding_to_attention_mask,
+)
 from companion.positional import RotaryEmbedding
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -40,7 +44,9 @@ def test_thinking_machines_example():
     v = randn(2, 3, seed=0)
     out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
     assert [round(x, 2) for x in w[0].tolist()] == [0.88, 0.12]
-    torch.testing.assert_close(w[0], torch.softmax(torch.tensor([14.0, 12.0], dtype=F64), 0))
+    torch.testing.assert_close(
+        w[0], torch.softmax(torch.tensor([14.0, 12.0], dtype=F64), 0)
+    )
     torch.testing.assert_close(out[0], w[0, 0] * v[0] + w[0, 1] * v[1])
 
 
@@ -48,7 +54,9 @@ def _masks(n_q, n_k, seed=0):
     g = torch.Generator().manual_seed(seed)
     arbitrary = torch.rand(n_q, n_k, generator=g) > 0.4
     arbitrary[:, 0] = True  # every query sees at least one key
-    padding = padding_to_attention_mask(padding_mask_from_lengths(torch.tensor([n_k - 2]), n_k))[0]
+    padding = padding_to_attention_mask(
+        padding_mask_from_lengths(torch.tensor([n_k - 2]), n_k)
+    )[0]
     return {
         "none": None,
         "causal": causal_mask(n_q, n_k),
@@ -71,37 +79,66 @@ def test_loop_equals_matrix_equals_torch(mask_name, n_q, n_k):
 
 
 def test_causal_flag_equals_causal_mask_and_torch_is_causal():
-    q, k, v = randn(2, 3, 6, 4, seed=0), randn(2, 3, 6, 4, seed=1), randn(2, 3, 6, 5, seed=2)
+    q, k, v = (
+        randn(2, 3, 6, 4, seed=0),
+        randn(2, 3, 6, 4, seed=1),
+        randn(2, 3, 6, 5, seed=2),
+    )
     flag = scaled_dot_product_attention(q, k, v, causal=True)
-    torch.testing.assert_close(flag, scaled_dot_product_attention(q, k, v, causal_mask(6)))
-    torch.testing.assert_close(flag, F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    torch.testing.assert_close(attention_loop(q[0, 0], k[0, 0], v[0, 0], causal=True), flag[0, 0])
+    torch.testing.assert_close(
+        flag, scaled_dot_product_attention(q, k, v, causal_mask(6))
+    )
+    torch.testing.assert_close(
+        flag, F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    )
+    torch.testing.assert_close(
+        attention_loop(q[0, 0], k[0, 0], v[0, 0], causal=True), flag[0, 0]
+    )
 
 
 def test_batched_with_broadcast_mask_matches_torch():
-    q, k, v = randn(2, 4, 5, 8, seed=0), randn(2, 4, 7, 8, seed=1), randn(2, 4, 7, 3, seed=2)
-    pad = padding_to_attention_mask(padding_mask_from_lengths(torch.tensor([7, 4])), heads=True)  # (2, 1, 1, 7)
+    q, k, v = (
+        randn(2, 4, 5, 8, seed=0),
+        randn(2, 4, 7, 8, seed=1),
+        randn(2, 4, 7, 3, seed=2),
+    )
+    # (2, 1, 1, 7)
+    pad = padding_to_attention_mask(
+        padding_mask_from_lengths(torch.tensor([7, 4])), heads=True
+    )
     ours = scaled_dot_product_attention(q, k, v, pad)
-    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=pad))
+    torch.testing.assert_close(
+        ours, F.scaled_dot_product_attention(q, k, v, attn_mask=pad)
+    )
     # k and v shared across the batch broadcast against q
     shared = scaled_dot_product_attention(q, k[0, 0], v[0, 0])
-    torch.testing.assert_close(shared, F.scaled_dot_product_attention(q, k[0, 0].expand_as(k), v[0, 0].expand_as(v)))
+    torch.testing.assert_close(
+        shared,
+        F.scaled_dot_product_attention(q, k[0, 0].expand_as(k), v[0, 0].expand_as(v)),
+    )
 
 
 @pytest.mark.parametrize("block_size", [None, 1, 4, 100])
 @pytest.mark.parametrize("grad", [False, True])
 def test_blocked_attention_equals_matrix_form(block_size, grad):
-    q, k, v = randn(2, 3, 9, 8, seed=0), randn(2, 3, 7, 8, seed=1), randn(2, 3, 7, 5, seed=2)
+    q, k, v = (
+        randn(2, 3, 9, 8, seed=0),
+        randn(2, 3, 7, 8, seed=1),
+        randn(2, 3, 7, 5, seed=2),
+    )
     mask = torch.rand(2, 1, 9, 7, generator=torch.Generator().manual_seed(3)) > 0.4
     mask[0, 0, 2] = False  # a fully masked query
     with torch.set_grad_enabled(grad):
         for m in (None, mask):
             for causal in (False, True):
                 expected = scaled_dot_product_attention(q, k, v, m, causal=causal)
-                got = blocked_attention(q, k, v, m, causal=causal, block_size=block_size)
+                got = blocked_attention(
+                    q, k, v, m, causal=causal, block_size=block_size
+                )
                 torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(
-            blocked_attention(q, k[0, 0], v[0, 0]), scaled_dot_product_attention(q, k[0, 0], v[0, 0])
+            blocked_attention(q, k[0, 0], v[0, 0]),
+            scaled_dot_product_attention(q, k[0, 0], v[0, 0]),
         )
         torch.testing.assert_close(
             blocked_attention(q[0, 0], k[0, 0], v[0, 0], scale=0.3),
@@ -112,7 +149,9 @@ def test_blocked_attention_equals_matrix_form(block_size, grad):
 def test_blocked_attention_gradcheck_and_bad_block_size():
     x = randn(6, 4, seed=5).requires_grad_()
     mask = causal_mask(6)
-    assert torch.autograd.gradcheck(lambda t: blocked_attention(t, t, t, mask, block_size=4), (x,))
+    assert torch.autograd.gradcheck(
+        lambda t: blocked_attention(t, t, t, mask, block_size=4), (x,)
+    )
     with pytest.raises(ValueError, match="block_size must be a positive int, got 0"):
         blocked_attention(x, x, x, block_size=0)
 
@@ -120,7 +159,8 @@ def test_blocked_attention_gradcheck_and_bad_block_size():
 def test_custom_scale():
     q, k, v = randn(4, 8, seed=0), randn(4, 8, seed=1), randn(4, 2, seed=2)
     torch.testing.assert_close(
-        scaled_dot_product_attention(q, k, v, scale=0.5), F.scaled_dot_product_attention(q, k, v, scale=0.5)
+        scaled_dot_product_attention(q, k, v, scale=0.5),
+        F.scaled_dot_product_attention(q, k, v, scale=0.5),
     )
 
 
@@ -151,7 +191,9 @@ def test_fully_masked_row_gives_zero_weights_and_zero_output():
     # ... and the gradient stays finite
     q.requires_grad_(True)
     scaled_dot_product_attention(q, k, v, mask).sum().backward()
-    assert torch.isfinite(q.grad).all() and torch.equal(q.grad[1], torch.zeros(4, dtype=F64))
+    assert torch.isfinite(q.grad).all() and torch.equal(
+        q.grad[1], torch.zeros(4, dtype=F64)
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -162,7 +204,13 @@ def test_huge_logits_are_stable(dtype):
     v = torch.tensor([[1.0], [2.0], [3.0]], dtype=dtype)
     assert (q @ k.T).abs().max() == 1e4
     for fn in (attention_loop, scaled_dot_product_attention):
-        out, w = fn(q, k, v, return_weights=True, **({} if fn is attention_loop else {"scale": 1.0}))
+        out, w = fn(
+            q,
+            k,
+            v,
+            return_weights=True,
+            **({} if fn is attention_loop else {"scale": 1.0}),
+        )
         assert torch.isfinite(out).all() and torch.isfinite(w).all()
     scores = (q @ k.T).to(F64)
     naive = torch.exp(scores) / torch.exp(scores).sum(-1, keepdim=True)
@@ -173,14 +221,20 @@ def test_huge_logits_are_stable(dtype):
     torch.testing.assert_close(w.to(F64), stable)
     torch.testing.assert_close(out.to(F64), stable @ v.to(F64))
     # and the loop form, which scales by 1/√2, agrees with the matrix form
-    torch.testing.assert_close(attention_loop(q, k, v), scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(
+        attention_loop(q, k, v), scaled_dot_product_attention(q, k, v)
+    )
 
 
 def test_gradcheck_attention():
     q, k, v = (randn(2, 3, 4, seed=s).requires_grad_() for s in range(3))
     mask = causal_mask(3)
-    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask), (q, k, v))
-    assert torch.autograd.gradcheck(lambda a, b, c: attention_loop(a[0], b[0], c[0], causal=True), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: scaled_dot_product_attention(a, b, c, mask), (q, k, v)
+    )
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: attention_loop(a[0], b[0], c[0], causal=True), (q, k, v)
+    )
 
 
 def test_gradcheck_multi_head_attention():
@@ -211,9 +265,12 @@ def test_permutation_equivariance(n, d, seed):
     torch.manual_seed(seed)
     x = torch.randn(n, d, dtype=F64)
     perm = torch.randperm(n)
-    torch.testing.assert_close(weightless_self_attention(x[perm]), weightless_self_attention(x)[perm])
     torch.testing.assert_close(
-        scaled_dot_product_attention(x[perm], x[perm], x[perm]), scaled_dot_product_attention(x, x, x)[perm]
+        weightless_self_attention(x[perm]), weightless_self_attention(x)[perm]
+    )
+    torch.testing.assert_close(
+        scaled_dot_product_attention(x[perm], x[perm], x[perm]),
+        scaled_dot_product_attention(x, x, x)[perm],
     )
     mha = MultiHeadAttention(2 * d, 2).double()
     xb = torch.randn(1, n, 2 * d, dtype=F64)
@@ -232,11 +289,18 @@ def test_causality_future_never_changes_the_past(n, t, seed):
     out_y = scaled_dot_product_attention(y, y, y, causal=True)
     torch.testing.assert_close(out_x[:, : t + 1], out_y[:, : t + 1])
     mha = MultiHeadAttention(8, 4).double()
-    torch.testing.assert_close(mha(x, causal=True)[:, : t + 1], mha(y, causal=True)[:, : t + 1])
+    torch.testing.assert_close(
+        mha(x, causal=True)[:, : t + 1], mha(y, causal=True)[:, : t + 1]
+    )
 
 
 @SETTINGS
-@given(n_q=st.integers(1, 6), n_k=st.integers(1, 6), seed=st.integers(0, 10_000), scale=st.floats(0.01, 100.0))
+@given(
+    n_q=st.integers(1, 6),
+    n_k=st.integers(1, 6),
+    seed=st.integers(0, 10_000),
+    scale=st.floats(0.01, 100.0),
+)
 def test_rows_sum_to_one(n_q, n_k, seed, scale):
     torch.manual_seed(seed)
     q, k, v = torch.randn(n_q, 3), torch.randn(n_k, 3), torch.randn(n_k, 2)
@@ -254,7 +318,8 @@ def test_split_and_merge_heads():
     x = torch.arange(2 * 3 * 8.0).reshape(2, 3, 8)
     heads = split_heads(x, 4)
     assert heads.shape == (2, 4, 3, 2)
-    assert torch.equal(heads[0, 1, 2], x[0, 2, 2:4])  # head 1 of position 2 = features 2, 3
+    # head 1 of position 2 = features 2, 3
+    assert torch.equal(heads[0, 1, 2], x[0, 2, 2:4])
     assert torch.equal(merge_heads(heads), x)
     assert torch.equal(heads, x.view(2, 3, 4, 2).transpose(1, 2))
 
@@ -267,7 +332,9 @@ def test_multi_head_is_one_matrix_split_into_heads():
     out = torch.zeros(1, 4, 6, dtype=F64)
     for h in range(3):
         rows = slice(2 * h, 2 * h + 2)
-        q, k, v = (x @ layer.weight[rows].T for layer in (mha.q_proj, mha.k_proj, mha.v_proj))
+        q, k, v = (
+            x @ layer.weight[rows].T for layer in (mha.q_proj, mha.k_proj, mha.v_proj)
+        )
         head = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(2), dim=-1) @ v
         out += head @ mha.out_proj.weight[:, rows].T
     torch.testing.assert_close(mha(x), out)
@@ -275,7 +342,11 @@ def test_multi_head_is_one_matrix_split_into_heads():
 
 def _pair(d_model=8, n_heads=2, seed=0, bias=True):
     torch.manual_seed(seed)
-    theirs = nn.MultiheadAttention(d_model, n_heads, batch_first=True, bias=bias).double().eval()
+    theirs = (
+        nn.MultiheadAttention(d_model, n_heads, batch_first=True, bias=bias)
+        .double()
+        .eval()
+    )
     ours = mha_from_torch(theirs).eval()
     return ours, theirs
 
@@ -284,7 +355,8 @@ def _pair(d_model=8, n_heads=2, seed=0, bias=True):
 def test_mha_self_attention_equals_torch(bias):
     ours, theirs = _pair(bias=bias)
     x = randn(3, 5, 8, seed=1)
-    out, w = ours(x), ours.weights(x).mean(dim=1)  # PyTorch averages the weights over the heads
+    # PyTorch averages the weights over the heads
+    out, w = ours(x), ours.weights(x).mean(dim=1)
     t_out, t_w = theirs(x, x, x)
     torch.testing.assert_close(out, t_out)
     torch.testing.assert_close(w, t_w)
@@ -326,8 +398,11 @@ def test_mha_causal_and_per_head_masks_equal_torch():
     t_out = theirs(x, x, x, attn_mask=to_torch_mha_mask(per_head.reshape(4, 5, 5)))[0]
     torch.testing.assert_close(ours(x, mask=per_head), t_out)
     per_batch = per_head[:, 0]
-    t_out = theirs(x, x, x, attn_mask=to_torch_mha_mask(per_batch.repeat_interleave(2, dim=0)))[0]
-    torch.testing.assert_close(ours(x, mask=per_batch[:, None]), t_out)  # (batch, 1, n_q, n_k)
+    t_out = theirs(
+        x, x, x, attn_mask=to_torch_mha_mask(per_batch.repeat_interleave(2, dim=0))
+    )[0]
+    # (batch, 1, n_q, n_k)
+    torch.testing.assert_close(ours(x, mask=per_batch[:, None]), t_out)
 
 
 def test_mha_fully_masked_query_returns_output_bias():
@@ -339,7 +414,10 @@ def test_mha_fully_masked_query_returns_output_bias():
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out[0, 2], ours.out_proj.bias)
     assert torch.equal(w[0, :, 2], torch.zeros(2, 3, dtype=F64))
-    assert torch.isnan(theirs(x, x, x, attn_mask=to_torch_mha_mask(mask))[0][0, 2]).all()  # PyTorch: NaN
+    # PyTorch: NaN
+    assert torch.isnan(
+        theirs(x, x, x, attn_mask=to_torch_mha_mask(mask))[0][0, 2]
+    ).all()
 
 
 def test_mha_with_rotary_rotates_queries_and_keys():
@@ -347,8 +425,12 @@ def test_mha_with_rotary_rotates_queries_and_keys():
     rope = RotaryEmbedding(4, context_length=16)
     mha = MultiHeadAttention(8, 2, rotary=rope).double()
     x = randn(1, 5, 8, seed=1)
-    q, k, v = (split_heads(layer(x), 2) for layer in (mha.q_proj, mha.k_proj, mha.v_proj))
-    expected = mha.out_proj(merge_heads(scaled_dot_product_attention(rope(q), rope(k), v)))
+    q, k, v = (
+        split_heads(layer(x), 2) for layer in (mha.q_proj, mha.k_proj, mha.v_proj)
+    )
+    expected = mha.out_proj(
+        merge_heads(scaled_dot_product_attention(rope(q), rope(k), v))
+    )
     torch.testing.assert_close(mha(x), expected)
 
 
@@ -359,25 +441,35 @@ def test_mha_with_rotary_rotates_queries_and_keys():
     ("call", "error", "match"),
     [
         (
-            lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 6), torch.randn(5, 2)),
+            lambda: scaled_dot_product_attention(
+                torch.randn(3, 4), torch.randn(5, 6), torch.randn(5, 2)
+            ),
             ValueError,
             r"expected k of shape \(\.\.\., n_k, 4\) to match q of shape \(3, 4\), got k of shape \(5, 6\)",
         ),
         (
-            lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(6, 2)),
+            lambda: scaled_dot_product_attention(
+                torch.randn(3, 4), torch.randn(5, 4), torch.randn(6, 2)
+            ),
             ValueError,
             r"expected v of shape \(\.\.\., 5, d_v\) .* got v of shape \(6, 2\)",
         ),
         (
             lambda: scaled_dot_product_attention(
-                torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2), torch.ones(3, 4, dtype=torch.bool)
+                torch.randn(3, 4),
+                torch.randn(5, 4),
+                torch.randn(5, 2),
+                torch.ones(3, 4, dtype=torch.bool),
             ),
             ValueError,
             r"mask must have shape \(3, 5\) .* got shape \(3, 4\)",
         ),
         (
             lambda: scaled_dot_product_attention(
-                torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2), torch.ones(3, 5)
+                torch.randn(3, 4),
+                torch.randn(5, 4),
+                torch.randn(5, 2),
+                torch.ones(3, 5),
             ),
             TypeError,
             "boolean tensor .* got dtype torch.float32",
@@ -390,22 +482,30 @@ def test_mha_with_rotary_rotates_queries_and_keys():
             "q must be a floating-point tensor, got dtype torch.int64",
         ),
         (
-            lambda: scaled_dot_product_attention([[1.0]], torch.randn(5, 4), torch.randn(5, 2)),
+            lambda: scaled_dot_product_attention(
+                [[1.0]], torch.randn(5, 4), torch.randn(5, 2)
+            ),
             TypeError,
             "q must be a torch.Tensor, got a list",
         ),
         (
-            lambda: scaled_dot_product_attention(torch.randn(4), torch.randn(4), torch.randn(4)),
+            lambda: scaled_dot_product_attention(
+                torch.randn(4), torch.randn(4), torch.randn(4)
+            ),
             ValueError,
             r"at least 2 dimensions .* got shape \(4,\)",
         ),
         (
-            lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(3, 4, dtype=F64), torch.randn(3, 4)),
+            lambda: scaled_dot_product_attention(
+                torch.randn(3, 4), torch.randn(3, 4, dtype=F64), torch.randn(3, 4)
+            ),
             TypeError,
             "share one dtype",
         ),
         (
-            lambda: attention_loop(torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4)),
+            lambda: attention_loop(
+                torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+            ),
             ValueError,
             r"q must have 2 dimensions \(seq, d\), got shape \(2, 3, 4\)",
         ),
@@ -414,25 +514,39 @@ def test_mha_with_rotary_rotates_queries_and_keys():
             ValueError,
             r"d_model = 10 of x \(shape \(2, 3, 10\)\) must be divisible by n_heads = 3",
         ),
-        (lambda: merge_heads(torch.randn(3, 4)), ValueError, r"at least 3 dimensions .* got shape \(3, 4\)"),
-        (lambda: MultiHeadAttention(10, 3), ValueError, "d_model = 10 must be divisible by n_heads = 3"),
+        (
+            lambda: merge_heads(torch.randn(3, 4)),
+            ValueError,
+            r"at least 3 dimensions .* got shape \(3, 4\)",
+        ),
+        (
+            lambda: MultiHeadAttention(10, 3),
+            ValueError,
+            "d_model = 10 must be divisible by n_heads = 3",
+        ),
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 6)),
             ValueError,
             r"query must have last dimension d_model = 8, got shape \(2, 3, 6\)",
         ),
         (
-            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(3, 4, 8)),
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 8), torch.randn(3, 4, 8)
+            ),
             ValueError,
             r"key and value must have shape \(2, n_k, 8\)",
         ),
         (
-            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), mask=torch.ones(3, 4, dtype=torch.bool)),
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 8), mask=torch.ones(3, 4, dtype=torch.bool)
+            ),
             ValueError,
             r"mask must have shape \(3, 3\) .* scores of shape \(2, 2, 3, 3\), got shape \(3, 4\)",
         ),
         (
-            lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), mask=torch.ones(2, 3)),
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 8), mask=torch.ones(2, 3)
+            ),
             TypeError,
             "mask must be a boolean tensor",
         ),
@@ -461,7 +575,8 @@ def test_weights_can_be_asked_for_in_a_forward_hook():
     x, memory = torch.randn(2, 7, 16), torch.randn(2, 5, 16)
     seen = []
     hook = mha.register_forward_hook(
-        lambda m, args, kwargs, out: seen.append(m.weights(*args, **kwargs)), with_kwargs=True
+        lambda m, args, kwargs, out: seen.append(m.weights(*args, **kwargs)),
+        with_kwargs=True,
     )
     with torch.no_grad():
         mha(x, memory, memory)
@@ -469,4 +584,6 @@ def test_weights_can_be_asked_for_in_a_forward_hook():
     (w,) = seen
     q = mha.q_proj(x).view(2, 7, 4, 4).transpose(1, 2)
     k = mha.k_proj(memory).view(2, 5, 4, 4).transpose(1, 2)
-    assert torch.allclose(w, torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1), atol=1e-6)
+    assert torch.allclose(
+        w, torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1), atol=1e-6
+    )

@@ -25,11 +25,13 @@ def test_average_is_the_mean_of_each_parameter():
     assert list(got) == list(dicts[0])
     for key in dicts[0]:
         if dicts[0][key].is_floating_point():
-            expected = sum(d[key].double() for d in dicts) / 3  # in float64, summed by hand
+            # in float64, summed by hand
+            expected = sum(d[key].double() for d in dicts) / 3
             torch.testing.assert_close(got[key].double(), expected, atol=1e-6, rtol=0)
             assert got[key].dtype == dicts[0][key].dtype
         else:
-            assert torch.equal(got[key], dicts[-1][key])  # the counter of the last checkpoint
+            # the counter of the last checkpoint
+            assert torch.equal(got[key], dicts[-1][key])
     assert got["norm.running_mean"].tolist() == pytest.approx([1.0, 1.0])
     single = training.average_state_dicts(dicts[:1])
     assert all(torch.equal(single[k], dicts[0][k]) for k in dicts[0])
@@ -60,9 +62,13 @@ def test_last_checkpoints_keeps_copies_every_few_steps():
 def test_train_date_model_hands_every_step_to_on_step():
     from companion.training import date_recipe
 
-    config = date_recipe.date_task_config(n_train=64, n_test=8, steps=4, warmup_steps=1, batch_size=8)
+    config = date_recipe.date_task_config(
+        n_train=64, n_test=8, steps=4, warmup_steps=1, batch_size=8
+    )
     keeper = training.LastCheckpoints(keep=5, every=2)
-    model, _, history = date_recipe.train_date_model(config, progress=False, on_step=keeper)
+    model, _, history = date_recipe.train_date_model(
+        config, progress=False, on_step=keeper
+    )
     assert list(keeper.steps) == [2, 4] and len(history) == 4
     final = model.state_dict()
     assert all(torch.equal(keeper.state_dicts[-1][k], final[k]) for k in final)

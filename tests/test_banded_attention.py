@@ -9,7 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from companion.attention import scaled_dot_product_attention
-from companion.banded_attention import band_mask, band_matrix, banded_attention, banded_attention_dense
+from companion.banded_attention import (
+    band_mask,
+    band_matrix,
+    banded_attention,
+    banded_attention_dense,
+)
 from companion.benchmarking import peak_memory
 
 
@@ -19,7 +24,11 @@ def loop_banded_attention(q, k, v, bandwidth, causal, mask=None):
     out = torch.zeros(n_q, v.shape[1], dtype=q.dtype)
     for i in range(n_q):
         p = i + n_k - n_q
-        keys = [j for j in range(n_k) if (p - bandwidth < j <= p if causal else abs(p - j) < bandwidth)]
+        keys = [
+            j
+            for j in range(n_k)
+            if (p - bandwidth < j <= p if causal else abs(p - j) < bandwidth)
+        ]
         if mask is not None:
             keys = [j for j in keys if mask[i, j]]
         if not keys:
@@ -42,13 +51,18 @@ def qkv(shape_q, n_k=None, d_v=5, dtype=torch.float64, seed=0):
 
 
 def test_band_mask_by_hand():
-    causal = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]], dtype=torch.bool)
-    both = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]], dtype=torch.bool)
+    causal = torch.tensor(
+        [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]], dtype=torch.bool
+    )
+    both = torch.tensor(
+        [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]], dtype=torch.bool
+    )
     assert torch.equal(band_mask(4, 4, 2, causal=True), causal)
     assert torch.equal(band_mask(4, 4, 2, causal=False), both)
     # Queries aligned at the end: 2 queries at key positions 3 and 4 of 5 keys.
     assert torch.equal(
-        band_mask(2, 5, 2, causal=True), torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]], dtype=torch.bool)
+        band_mask(2, 5, 2, causal=True),
+        torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]], dtype=torch.bool),
     )
 
 
@@ -61,7 +75,9 @@ def test_every_band_and_attention_function_is_bidirectional_unless_told_causal()
 
     functions = (band_mask, band_matrix, banded_attention, banded_attention_dense)
     functions += (scaled_dot_product_attention, linear_attention, fmmformer_attention)
-    defaults = {f.__name__: inspect.signature(f).parameters["causal"].default for f in functions}
+    defaults = {
+        f.__name__: inspect.signature(f).parameters["causal"].default for f in functions
+    }
     assert defaults == dict.fromkeys(defaults, False)
     assert torch.equal(band_mask(6, 6, 2), band_mask(6, 6, 2, causal=False))
     a = torch.rand(6, 6)
@@ -73,7 +89,11 @@ def test_band_mask_counts(causal):
     n, k = 50, 7
     m = band_mask(n, n, k, causal=causal)
     i = torch.arange(n)
-    expected = (i + 1).clamp(max=k) if causal else (i + 1).clamp(max=k) + (n - i).clamp(max=k) - 1
+    expected = (
+        (i + 1).clamp(max=k)
+        if causal
+        else (i + 1).clamp(max=k) + (n - i).clamp(max=k) - 1
+    )
     assert torch.equal(m.sum(-1), expected)
     assert bool(m.diagonal().all())
 
@@ -86,21 +106,36 @@ def test_band_matrix_zeroes_outside():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize(("n_q", "n_k", "bandwidth"), [(12, 12, 3), (9, 17, 4), (20, 20, 1), (6, 6, 40)])
+@pytest.mark.parametrize(
+    ("n_q", "n_k", "bandwidth"), [(12, 12, 3), (9, 17, 4), (20, 20, 1), (6, 6, 40)]
+)
 def test_dense_reference_is_the_definition(causal, n_q, n_k, bandwidth):
     q, k, v = qkv((n_q, 6), n_k)
     expected = loop_banded_attention(q, k, v, bandwidth, causal)
-    assert torch.allclose(banded_attention_dense(q, k, v, causal=causal, bandwidth=bandwidth), expected, atol=1e-13)
+    assert torch.allclose(
+        banded_attention_dense(q, k, v, causal=causal, bandwidth=bandwidth),
+        expected,
+        atol=1e-13,
+    )
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize(
     ("n_q", "n_k", "bandwidth", "block_size"),
-    [(64, 64, 8, None), (100, 100, 7, 16), (37, 37, 5, 4), (10, 45, 6, 3), (33, 33, 1, 8), (20, 20, 50, None)],
+    [
+        (64, 64, 8, None),
+        (100, 100, 7, 16),
+        (37, 37, 5, 4),
+        (10, 45, 6, 3),
+        (33, 33, 1, 8),
+        (20, 20, 50, None),
+    ],
 )
 def test_blocked_equals_dense_float64(causal, n_q, n_k, bandwidth, block_size):
     q, k, v = qkv((2, 3, n_q, 8), n_k)
-    got = banded_attention(q, k, v, causal=causal, bandwidth=bandwidth, block_size=block_size)
+    got = banded_attention(
+        q, k, v, causal=causal, bandwidth=bandwidth, block_size=block_size
+    )
     expected = banded_attention_dense(q, k, v, causal=causal, bandwidth=bandwidth)
     assert got.shape == (2, 3, n_q, 5)
     assert (got - expected).abs().max() < 1e-12
@@ -110,7 +145,9 @@ def test_blocked_equals_dense_float64(causal, n_q, n_k, bandwidth, block_size):
 def test_blocked_float32_against_float64(causal):
     q, k, v = qkv((2, 4, 300, 64), d_v=64, dtype=torch.float32)
     got = banded_attention(q, k, v, causal=causal, bandwidth=32)
-    expected = banded_attention_dense(q.double(), k.double(), v.double(), causal=causal, bandwidth=32)
+    expected = banded_attention_dense(
+        q.double(), k.double(), v.double(), causal=causal, bandwidth=32
+    )
     assert (got.double() - expected).abs().max() < 1e-6
 
 
@@ -118,13 +155,19 @@ def test_blocked_float32_against_float64(causal):
 def test_band_covering_everything_is_softmax_attention(causal):
     q, k, v = qkv((2, 3, 40, 8))
     got = banded_attention(q, k, v, causal=causal, bandwidth=40)
-    assert (got - scaled_dot_product_attention(q, k, v, causal=causal)).abs().max() < 1e-12
-    assert (got - F.scaled_dot_product_attention(q, k, v, is_causal=causal)).abs().max() < 1e-12
+    assert (
+        got - scaled_dot_product_attention(q, k, v, causal=causal)
+    ).abs().max() < 1e-12
+    assert (
+        got - F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    ).abs().max() < 1e-12
 
 
 def test_bandwidth_one_causal_returns_the_values():
     q, k, v = qkv((3, 25, 4))
-    assert torch.allclose(banded_attention(q, k, v, causal=True, bandwidth=1), v, atol=1e-15)
+    assert torch.allclose(
+        banded_attention(q, k, v, causal=True, bandwidth=1), v, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -138,7 +181,11 @@ def test_masks_inside_the_band(causal):
         expected = banded_attention_dense(q, k, v, mask, causal=causal, bandwidth=6)
         assert (got - expected).abs().max() < 1e-12
     loop = loop_banded_attention(q[1, 2], k[1, 2], v[1, 2], 6, causal, any_mask[1, 2])
-    assert torch.allclose(banded_attention(q, k, v, any_mask, causal=causal, bandwidth=6)[1, 2], loop, atol=1e-13)
+    assert torch.allclose(
+        banded_attention(q, k, v, any_mask, causal=causal, bandwidth=6)[1, 2],
+        loop,
+        atol=1e-13,
+    )
 
 
 def test_fully_masked_query_gets_zero_output_and_finite_gradients():
@@ -163,7 +210,10 @@ def test_queries_aligned_at_the_end_like_a_kv_cache():
 def test_gradcheck(causal):
     q, k, v = (t.requires_grad_(True) for t in qkv((1, 2, 11, 3), d_v=2))
     assert torch.autograd.gradcheck(
-        lambda q, k, v: banded_attention(q, k, v, causal=causal, bandwidth=3, block_size=4), (q, k, v)
+        lambda q, k, v: banded_attention(
+            q, k, v, causal=causal, bandwidth=3, block_size=4
+        ),
+        (q, k, v),
     )
 
 
@@ -180,11 +230,14 @@ def test_causal_band_never_reads_the_future():
 def test_memory_grows_like_n_and_stays_far_below_dense():
     def peak(fn, n):
         q, k, v = qkv((1, 2, n, 32), d_v=32, dtype=torch.float32)
-        return peak_memory(lambda q, k, v: fn(q, k, v, causal=True, bandwidth=16), q, k, v)
+        return peak_memory(
+            lambda q, k, v: fn(q, k, v, causal=True, bandwidth=16), q, k, v
+        )
 
     small, large = peak(banded_attention, 1024), peak(banded_attention, 4096)
     assert 3.0 < large / small < 4.6  # 4× the tokens, about 4× the memory
-    assert peak(banded_attention_dense, 4096) > 20 * large  # the dense form stores n × n scores
+    # the dense form stores n × n scores
+    assert peak(banded_attention_dense, 4096) > 20 * large
 
 
 def test_dropout_changes_weights_only_when_asked():

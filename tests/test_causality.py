@@ -34,7 +34,9 @@ PERTURBATIONS = {
     "times 1e3": lambda x, g: 1e3 * x,
     "times 1e-3": lambda x, g: 1e-3 * x,
     "negated times 100": lambda x, g: -100 * x,
-    "random, std 30": lambda x, g: 30 * torch.randn(x.shape, generator=g, dtype=x.dtype),
+    "random, std 30": lambda x, g: (
+        30 * torch.randn(x.shape, generator=g, dtype=x.dtype)
+    ),
 }
 
 
@@ -51,7 +53,9 @@ def _step_by_step(q, k, v, **kw):
     """linear_attention_step over the positions: causal linear attention as an RNN."""
     state, outs = None, []
     for i in range(q.shape[-2]):
-        y, state = la.linear_attention_step(q[..., i, :], k[..., i, :], v[..., i, :], state, **kw)
+        y, state = la.linear_attention_step(
+            q[..., i, :], k[..., i, :], v[..., i, :], state, **kw
+        )
         outs.append(y)
     return torch.stack(outs, dim=-2)
 
@@ -61,7 +65,9 @@ PERFORMER_TRIG = rf.PerformerFeatures(D, 16, "trig", seed=0).double()
 
 CAUSAL_ATTENTIONS = {
     "softmax": partial(att.scaled_dot_product_attention, causal=True),
-    "softmax, causal mask": lambda q, k, v: att.scaled_dot_product_attention(q, k, v, causal_mask(N)),
+    "softmax, causal mask": lambda q, k, v: att.scaled_dot_product_attention(
+        q, k, v, causal_mask(N)
+    ),
     "softmax, loop": partial(_loop, causal=True),
     "softmax, blocked": partial(att.blocked_attention, causal=True, block_size=4),
     "kernel (exp)": partial(la.kernel_attention, causal=True),
@@ -72,16 +78,28 @@ CAUSAL_ATTENTIONS = {
     "linear, cumsum": la.causal_linear_attention_cumsum,
     "linear, step by step": _step_by_step,
     "band": partial(ba.banded_attention, causal=True, bandwidth=3),
-    "band, blocks of 4": partial(ba.banded_attention, causal=True, bandwidth=3, block_size=4),
+    "band, blocks of 4": partial(
+        ba.banded_attention, causal=True, bandwidth=3, block_size=4
+    ),
     "band, dense": partial(ba.banded_attention_dense, causal=True, bandwidth=3),
     "far field": partial(fmm.far_field_attention, causal=True),
     "FMMformer": partial(fmm.fmmformer_attention, causal=True, bandwidth=3),
-    "FMMAttention": partial(fmm.FMMAttention(bandwidth=3, n_heads=2).double(), causal=True),
-    "Performer features in linear attention": partial(la.linear_attention, causal=True, feature_map=PERFORMER),
+    "FMMAttention": partial(
+        fmm.FMMAttention(bandwidth=3, n_heads=2).double(), causal=True
+    ),
+    "Performer features in linear attention": partial(
+        la.linear_attention, causal=True, feature_map=PERFORMER
+    ),
     "Performer": partial(rf.performer_attention, features=PERFORMER, causal=True),
-    "Performer, chunks of 4": partial(rf.performer_attention, features=PERFORMER, causal=True, chunk_size=4),
-    "Performer, trig": partial(rf.performer_attention, features=PERFORMER_TRIG, causal=True, chunk_size=4),
-    "PerformerAttention": partial(rf.PerformerAttention(D, 32, seed=1).double(), causal=True),
+    "Performer, chunks of 4": partial(
+        rf.performer_attention, features=PERFORMER, causal=True, chunk_size=4
+    ),
+    "Performer, trig": partial(
+        rf.performer_attention, features=PERFORMER_TRIG, causal=True, chunk_size=4
+    ),
+    "PerformerAttention": partial(
+        rf.PerformerAttention(D, 32, seed=1).double(), causal=True
+    ),
 }
 
 
@@ -103,12 +121,16 @@ def assert_past_unchanged(attention, which="qkv"):
     g = torch.Generator().manual_seed(1)
     for perturbation in PERTURBATIONS:
         changed = [
-            _perturb(x, perturbation, g) if name in which else x for name, x in zip("qkv", (q, k, v), strict=True)
+            _perturb(x, perturbation, g) if name in which else x
+            for name, x in zip("qkv", (q, k, v), strict=True)
         ]
         after = attention(*changed)
         message = lambda m, p=perturbation: f"{p}: {m}"
-        torch.testing.assert_close(after[..., :PAST, :], before[..., :PAST, :], **TOLERANCE, msg=message)
-        assert not torch.equal(after[..., PAST:, :], before[..., PAST:, :])  # the future did change
+        torch.testing.assert_close(
+            after[..., :PAST, :], before[..., :PAST, :], **TOLERANCE, msg=message
+        )
+        # the future did change
+        assert not torch.equal(after[..., PAST:, :], before[..., PAST:, :])
 
 
 @pytest.mark.parametrize("which", ["qkv", "k"])
@@ -143,11 +165,15 @@ def test_the_check_catches_a_block_wide_stabiliser():
     before = _block_wide_performer(q, k, v)
     k2 = k.clone()
     k2[..., PAST:, :] *= 2
-    moved = (_block_wide_performer(q, k2, v) - before)[..., :PAST, :].norm() / before[..., :PAST, :].norm()
+    moved = (_block_wide_performer(q, k2, v) - before)[..., :PAST, :].norm() / before[
+        ..., :PAST, :
+    ].norm()
     assert moved > 1e-5  # far above rounding
     # the causal stabiliser on the same features and inputs
     stable = partial(rf.performer_attention, features=PERFORMER, causal=True)
-    torch.testing.assert_close(stable(q, k2, v)[..., :PAST, :], stable(q, k, v)[..., :PAST, :], **TOLERANCE)
+    torch.testing.assert_close(
+        stable(q, k2, v)[..., :PAST, :], stable(q, k, v)[..., :PAST, :], **TOLERANCE
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -177,9 +203,18 @@ def test_multi_head_attention_is_causal(kind):
 
 def _gpt(kind, seed=0):
     torch.manual_seed(seed)
-    config = GPTConfig(vocab_size=20, context_length=N, n_layers=2, n_heads=2, d_model=16, d_ff=32, dropout=0.0)
+    config = GPTConfig(
+        vocab_size=20,
+        context_length=N,
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_ff=32,
+        dropout=0.0,
+    )
     model = GPT(config).double().eval()
-    for block in model.blocks:  # one attention module per layer, as the recall sweep builds them
+    # one attention module per layer, as the recall sweep builds them
+    for block in model.blocks:
         block.self_attn.attention = KINDS[kind](8)
     return model
 
@@ -203,7 +238,9 @@ def test_gpt_logits_ignore_future_tokens(kind):
         for seed in range(3):
             changed = _future_replaced(ids, seed)
             assert not torch.equal(changed, ids)
-            torch.testing.assert_close(model(changed)[:, :PAST], before[:, :PAST], **TOLERANCE)
+            torch.testing.assert_close(
+                model(changed)[:, :PAST], before[:, :PAST], **TOLERANCE
+            )
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -223,7 +260,13 @@ def test_gpt_decoding_with_the_cache_gives_the_full_forward_logits(kind):
 def test_decoder_and_induction_model_are_causal():
     torch.manual_seed(0)
     config = TransformerConfig(
-        src_vocab_size=20, tgt_vocab_size=20, d_model=16, n_heads=2, d_ff=32, dropout=0.0, context_length=N
+        src_vocab_size=20,
+        tgt_vocab_size=20,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        context_length=N,
     )
     seq2seq = EncoderDecoder(config).double().eval()
     src = torch.randint(1, 20, (2, 9), generator=torch.Generator().manual_seed(0))
@@ -231,9 +274,14 @@ def test_decoder_and_induction_model_are_causal():
     induction = AttentionOnlyTransformer(20, N).double()
     with torch.no_grad():
         memory = seq2seq.encode(src)
-        models = {"decoder": lambda t: seq2seq.decode(t, memory, src), "induction": induction}
+        models = {
+            "decoder": lambda t: seq2seq.decode(t, memory, src),
+            "induction": induction,
+        }
         for name, model in models.items():
             before = model(tgt)
             for seed in range(3):
                 changed = _future_replaced(tgt, seed).clamp_min(1)  # no padding token
-                torch.testing.assert_close(model(changed)[:, :PAST], before[:, :PAST], **TOLERANCE, msg=name)
+                torch.testing.assert_close(
+                    model(changed)[:, :PAST], before[:, :PAST], **TOLERANCE, msg=name
+                )

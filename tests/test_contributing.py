@@ -23,7 +23,11 @@ def anchor(heading: str) -> str:
 
 
 def sections() -> set[str]:
-    return {anchor(line[3:].strip()) for line in GUIDE.read_text().splitlines() if line.startswith("## ")}
+    return {
+        anchor(line[3:].strip())
+        for line in GUIDE.read_text().splitlines()
+        if line.startswith("## ")
+    }
 
 
 def references(text: str) -> set[str]:
@@ -39,14 +43,20 @@ def test_every_section_a_message_names_exists():
     }
     assert len(named) >= 10, named
     missing = sorted((path, ref) for path, ref in named if ref not in sections())
-    assert not missing, f"failure messages name CONTRIBUTING.md sections that do not exist: {missing}"
+    assert not missing, (
+        f"failure messages name CONTRIBUTING.md sections that do not exist: {missing}"
+    )
     own = GUIDE.read_text()
-    assert references(own.replace("](#", "](CONTRIBUTING.md#")) <= sections(), "a link inside the guide is broken"
+    assert references(own.replace("](#", "](CONTRIBUTING.md#")) <= sections(), (
+        "a link inside the guide is broken"
+    )
 
 
 def test_every_enforcing_test_names_its_section():
     silent = [name for name in ENFORCING if not references((ROOT / name).read_text())]
-    assert not silent, f"tests that enforce a rule but name no CONTRIBUTING.md section: {silent}"
+    assert not silent, (
+        f"tests that enforce a rule but name no CONTRIBUTING.md section: {silent}"
+    )
 
 
 def test_the_guide_covers_what_a_contributor_needs():

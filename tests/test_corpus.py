@@ -46,7 +46,9 @@ def test_lee_wordsim_analogies():
     assert len(pairs) == 353 and pairs[0] == ("love", "sex", 6.77)
     questions = corpus.load_analogies()
     assert len(questions) == 19_544
-    assert questions[0] == corpus.AnalogyQuestion("capital-common-countries", "Athens", "Greece", "Baghdad", "Iraq")
+    assert questions[0] == corpus.AnalogyQuestion(
+        "capital-common-countries", "Athens", "Greece", "Baghdad", "Iraq"
+    )
     assert len({q.section for q in questions}) == 14
 
 
@@ -66,10 +68,17 @@ def test_fetch_checks_and_caches(tmp_path):
     source.parent.mkdir()
     source.write_bytes(b"hello corpus\n")
     cache = tmp_path / "cache"
-    got = corpus.fetch(source.as_uri(), _sha(b"hello corpus\n"), cache_path=cache, progress=False)
+    got = corpus.fetch(
+        source.as_uri(), _sha(b"hello corpus\n"), cache_path=cache, progress=False
+    )
     assert got == cache / "data.txt" and got.read_bytes() == b"hello corpus\n"
     source.unlink()  # the second call must not need the source any more
-    assert corpus.fetch(source.as_uri(), _sha(b"hello corpus\n"), cache_path=cache, progress=False) == got
+    assert (
+        corpus.fetch(
+            source.as_uri(), _sha(b"hello corpus\n"), cache_path=cache, progress=False
+        )
+        == got
+    )
 
 
 def test_fetch_rejects_a_wrong_checksum(tmp_path):
@@ -83,7 +92,12 @@ def test_fetch_rejects_a_wrong_checksum(tmp_path):
     good = _sha(b"tampered\n")
     corpus.fetch(source.as_uri(), good, cache_path=cache, progress=False)
     (cache / "data.txt").write_bytes(b"bit rot\n")
-    assert corpus.fetch(source.as_uri(), good, cache_path=cache, progress=False).read_bytes() == b"tampered\n"
+    assert (
+        corpus.fetch(
+            source.as_uri(), good, cache_path=cache, progress=False
+        ).read_bytes()
+        == b"tampered\n"
+    )
     with pytest.raises(ValueError, match="64-character"):
         corpus.fetch(source.as_uri(), "abc", cache_path=cache)
 
@@ -96,19 +110,39 @@ def test_load_text8_on_a_small_local_zip(tmp_path):
     remote = corpus.RemoteFile(archive.as_uri(), corpus.sha256sum(archive), "mini.zip")
     cache = tmp_path / "cache"
     sentences = corpus.load_text8(
-        sentence_length=10, remote=remote, member_sha256=_sha(text), cache_path=cache, progress=False
+        sentence_length=10,
+        remote=remote,
+        member_sha256=_sha(text),
+        cache_path=cache,
+        progress=False,
     )
-    assert [len(s) for s in sentences] == [10, 10, 5] and sentences[0][:3] == ["w0", "w1", "w2"]
+    assert [len(s) for s in sentences] == [10, 10, 5] and sentences[0][:3] == [
+        "w0",
+        "w1",
+        "w2",
+    ]
     assert corpus.load_text8(
-        12, sentence_length=10, remote=remote, member_sha256=_sha(text), cache_path=cache, progress=False
+        12,
+        sentence_length=10,
+        remote=remote,
+        member_sha256=_sha(text),
+        cache_path=cache,
+        progress=False,
     )[1] == ["w3", "w4"]
     with pytest.raises(ValueError, match="SHA-256 mismatch"):
-        corpus.load_text8(remote=remote, member_sha256="f" * 64, cache_path=tmp_path / "other", progress=False)
+        corpus.load_text8(
+            remote=remote,
+            member_sha256="f" * 64,
+            cache_path=tmp_path / "other",
+            progress=False,
+        )
 
 
 def test_text8_registry_entry():
     assert corpus.TEXT8.url.endswith("text8.zip") and len(corpus.TEXT8.sha256) == 64
-    assert corpus.TEXT8.filename == "text8.zip" and len(corpus.TEXT8_MEMBER_SHA256) == 64
+    assert (
+        corpus.TEXT8.filename == "text8.zip" and len(corpus.TEXT8_MEMBER_SHA256) == 64
+    )
 
 
 def test_gensim_files_are_checked_against_their_recorded_digests(tmp_path, monkeypatch):
@@ -119,6 +153,10 @@ def test_gensim_files_are_checked_against_their_recorded_digests(tmp_path, monke
     changed.write_text("tiger\tcat\t7.35\n")
     import gensim.test.utils
 
-    monkeypatch.setattr(gensim.test.utils, "datapath", lambda name: str(tmp_path / name))
-    with pytest.raises(ValueError, match="SHA-256 mismatch.*wordsim353|wordsim353.*SHA-256 mismatch"):
+    monkeypatch.setattr(
+        gensim.test.utils, "datapath", lambda name: str(tmp_path / name)
+    )
+    with pytest.raises(
+        ValueError, match="SHA-256 mismatch.*wordsim353|wordsim353.*SHA-256 mismatch"
+    ):
         corpus.gensim_data_path("wordsim353.tsv")

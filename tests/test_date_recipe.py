@@ -15,21 +15,33 @@ from companion.transformer import EncoderDecoder, TransformerConfig
 def test_the_config_composes_a_transformer_config_and_fits_it_to_the_data():
     config = date_task_config(steps=10, d_model=32, n_heads=2)
     assert isinstance(config.model, TransformerConfig) and config.steps == 10
-    assert (config.model.d_model, config.model.n_heads, config.model.d_ff) == (32, 2, 256)
+    assert (config.model.d_model, config.model.n_heads, config.model.d_ff) == (
+        32,
+        2,
+        256,
+    )
     assert not {f.name for f in dataclasses.fields(date_recipe.DateTaskConfig)} & {
         f.name for f in dataclasses.fields(TransformerConfig)
     }
     data = make_date_dataset(50, 20, seed=0, level="char")
     model = config.model_config(data)
-    assert (model.src_vocab_size, model.tgt_vocab_size) == (len(data.src_vocab), len(data.tgt_vocab))
+    assert (model.src_vocab_size, model.tgt_vocab_size) == (
+        len(data.src_vocab),
+        len(data.tgt_vocab),
+    )
     assert model.context_length >= max(data.train_src.shape[1], data.test_src.shape[1])
     default = date_task_config().model
-    assert (default.src_vocab_size, default.tgt_vocab_size) == (len(date_task.source_vocab()), 15)
+    assert (default.src_vocab_size, default.tgt_vocab_size) == (
+        len(date_task.source_vocab()),
+        15,
+    )
 
 
 def test_exact_match_accuracy_runs_on_an_untrained_model():
     data = make_date_dataset(50, 20, seed=0)
-    config = date_task_config(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32)
+    config = date_task_config(
+        d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32
+    )
     model = EncoderDecoder(config.model_config(data))
     assert exact_match_accuracy(model, data) == 0.0
 
@@ -37,7 +49,8 @@ def test_exact_match_accuracy_runs_on_an_untrained_model():
 def test_exact_match_accuracy_counts_exactly_right_answers(monkeypatch):
     data = make_date_dataset(50, 20, seed=0)
     test_answers = [iso for _, iso in data.test_pairs]
-    test_answers[::4] = [iso[:-1] + "x" for iso in test_answers[::4]]  # 5 of 20 off by their last character
+    # 5 of 20 off by their last character
+    test_answers[::4] = [iso[:-1] + "x" for iso in test_answers[::4]]
     train_answers = [iso for _, iso in data.train_pairs]
 
     def decode(model, data_, src):

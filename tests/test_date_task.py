@@ -50,13 +50,17 @@ def test_dataset_is_deterministic_and_split_is_disjoint():
     assert a.train_pairs != c.train_pairs
     assert not {iso for _, iso in a.train_pairs} & {iso for _, iso in a.test_pairs}
     assert a.train_src.shape[0] == 300 and a.test_tgt.shape == (50, 12)
-    assert (a.train_tgt[:, 0] == Vocab.bos_id).all() and (a.train_tgt[:, -1] == Vocab.eos_id).all()
+    assert (a.train_tgt[:, 0] == Vocab.bos_id).all() and (
+        a.train_tgt[:, -1] == Vocab.eos_id
+    ).all()
 
 
 @pytest.mark.parametrize("level", ["word", "char"])
 def test_encode_decode_round_trip(level):
     data = make_date_dataset(50, 10, seed=0, level=level)
-    for (words, iso), src, tgt in zip(data.train_pairs, data.train_src, data.train_tgt, strict=True):
+    for (words, iso), src, tgt in zip(
+        data.train_pairs, data.train_src, data.train_tgt, strict=True
+    ):
         assert data.src_vocab.decode_text(src) == words
         assert data.tgt_vocab.decode_text(tgt) == iso
     assert Vocab.unk_id not in data.train_src.tolist()
@@ -64,7 +68,10 @@ def test_encode_decode_round_trip(level):
 
 
 def test_vocabulary_does_not_depend_on_the_seed():
-    assert make_date_dataset(20, 5, seed=0).src_vocab.itos == make_date_dataset(20, 5, seed=9).src_vocab.itos
+    assert (
+        make_date_dataset(20, 5, seed=0).src_vocab.itos
+        == make_date_dataset(20, 5, seed=9).src_vocab.itos
+    )
 
 
 def test_batches_are_reproducible_and_trimmed():
@@ -76,7 +83,9 @@ def test_batches_are_reproducible_and_trimmed():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="between 1900-01-01 and 2099-12-31, got 2100-01-01"):
+    with pytest.raises(
+        ValueError, match="between 1900-01-01 and 2099-12-31, got 2100-01-01"
+    ):
         date_to_words(dt.date(2100, 1, 1))
     with pytest.raises(TypeError, match="datetime.date"):
         date_to_iso("1991-03-23")

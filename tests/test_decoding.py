@@ -13,14 +13,27 @@ import torch
 import companion.gpt
 import companion.transformer
 from companion import decoding
-from companion.decoding import beam_search, decode, length_penalty, sample_next, top_p_logits
+from companion.decoding import (
+    beam_search,
+    decode,
+    length_penalty,
+    sample_next,
+    top_p_logits,
+)
 from companion.gpt import GPT, GPTConfig, generate
-from companion.transformer import EncoderDecoder, TransformerConfig, beam_decode, greedy_decode
+from companion.transformer import (
+    EncoderDecoder,
+    TransformerConfig,
+    beam_decode,
+    greedy_decode,
+)
 
 
 def tiny_gpt(seed=0):
     torch.manual_seed(seed)
-    config = GPTConfig(vocab_size=31, context_length=24, n_layers=2, n_heads=2, d_model=16)
+    config = GPTConfig(
+        vocab_size=31, context_length=24, n_layers=2, n_heads=2, d_model=16
+    )
     return GPT(config).double()
 
 
@@ -42,7 +55,9 @@ def reference_pick(logits, temperature, top_k, top_p, generator):
         if top_k is not None:
             kept[b, logits[b] < values[top_k - 1]] = False
         if top_p is not None:  # on what top-k kept, renormalised
-            probs = torch.softmax(logits[b].masked_fill(~kept[b], float("-inf"))[order], dim=-1)
+            probs = torch.softmax(
+                logits[b].masked_fill(~kept[b], float("-inf"))[order], dim=-1
+            )
             total, needed = 0.0, 0
             while total < top_p:  # the fewest most likely tokens that reach top_p
                 total, needed = total + float(probs[needed]), needed + 1
@@ -58,7 +73,13 @@ def reference_loop(logits_of, ids, steps, *, eos_id=None, filler=None, temperatu
     finished = [False] * len(rows)
     for _ in range(steps):
         with torch.no_grad():
-            picked = reference_pick(logits_of(torch.tensor(rows))[:, -1], temperature, top_k, top_p, generator)
+            picked = reference_pick(
+                logits_of(torch.tensor(rows))[:, -1],
+                temperature,
+                top_k,
+                top_p,
+                generator,
+            )
         for b, token in enumerate(picked[:, 0].tolist()):
             rows[b].append(filler if finished[b] else token)
             finished[b] = finished[b] or token == eos_id
@@ -96,8 +117,17 @@ SAMPLINGS = [
 def test_gpt_generate_gives_the_tokens_of_the_reference_loop(options, use_cache):
     model = tiny_gpt()
     prompt = torch.randint(0, 31, (3, 4), generator=torch.Generator().manual_seed(1))
-    mine = generate(model, prompt, 12, use_cache=use_cache, generator=torch.Generator().manual_seed(5), **options)
-    theirs = gpt_reference(model, prompt, 12, generator=torch.Generator().manual_seed(5), **options)
+    mine = generate(
+        model,
+        prompt,
+        12,
+        use_cache=use_cache,
+        generator=torch.Generator().manual_seed(5),
+        **options,
+    )
+    theirs = gpt_reference(
+        model, prompt, 12, generator=torch.Generator().manual_seed(5), **options
+    )
     assert torch.equal(mine, theirs)
     assert len(set(mine[:, 4:].flatten().tolist())) > 3  # not one token repeated
 
@@ -110,14 +140,25 @@ def test_gpt_generate_stops_at_eos_and_fills_like_the_reference(use_cache):
     eos, s = an_eos(free[:, 4:])  # row 0 finishes at step s, the others at other steps
     mine = generate(model, prompt, 12, temperature=0, eos_id=eos, use_cache=use_cache)
     assert torch.equal(mine, gpt_reference(model, prompt, 12, eos_id=eos, filler=eos))
-    assert (mine[0, 4 + s :] == eos).all() and torch.equal(mine[:, : 4 + s + 1], free[:, : 4 + s + 1])
+    assert (mine[0, 4 + s :] == eos).all() and torch.equal(
+        mine[:, : 4 + s + 1], free[:, : 4 + s + 1]
+    )
     # every row finishes at once: the loop stops after one step
     stop = int(free[0, 4])
     prompt_1 = prompt[:1]
-    assert generate(model, prompt_1, 12, temperature=0, eos_id=stop, use_cache=use_cache).shape == (1, 5)
+    assert generate(
+        model, prompt_1, 12, temperature=0, eos_id=stop, use_cache=use_cache
+    ).shape == (1, 5)
     # sampling with an EOS: the same draws as the reference's
     draw = dict(temperature=1.0, top_k=8)
-    sampled = generate(model, prompt, 12, eos_id=eos, generator=torch.Generator().manual_seed(2), **draw)
+    sampled = generate(
+        model,
+        prompt,
+        12,
+        eos_id=eos,
+        generator=torch.Generator().manual_seed(2),
+        **draw,
+    )
     assert torch.equal(sampled, gpt_reference(model, prompt, 12, eos_id=eos, filler=eos,
                                               generator=torch.Generator().manual_seed(2), **draw))  # fmt: skip
 
@@ -125,11 +166,15 @@ def test_gpt_generate_stops_at_eos_and_fills_like_the_reference(use_cache):
 def test_the_cached_form_feeds_the_prompt_once_then_only_the_newest_token():
     model = tiny_gpt()
     fed = []
-    hook = model.register_forward_pre_hook(lambda module, args: fed.append(tuple(args[0].shape)))
+    hook = model.register_forward_pre_hook(
+        lambda module, args: fed.append(tuple(args[0].shape))
+    )
     generate(model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0)
     assert fed == [(2, 5), (2, 1), (2, 1), (2, 1)]
     fed.clear()
-    generate(model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0, use_cache=False)
+    generate(
+        model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0, use_cache=False
+    )
     assert fed == [(2, 5), (2, 6), (2, 7), (2, 8)]
     hook.remove()
 
@@ -139,7 +184,9 @@ def seq2seq_reference(model, src, bos_id, steps, eos_id=None):
     model.eval()
     start = torch.full((src.shape[0], 1), bos_id)
     filler = model.config.pad_id if model.config.pad_id is not None else eos_id
-    return reference_loop(lambda tgt: model(src, tgt), start, steps, eos_id=eos_id, filler=filler)
+    return reference_loop(
+        lambda tgt: model(src, tgt), start, steps, eos_id=eos_id, filler=filler
+    )
 
 
 @pytest.mark.parametrize("pad_id", [0, None])
@@ -152,7 +199,9 @@ def test_greedy_decode_gives_the_tokens_of_the_reference_loop(pad_id):
     eos, s = an_eos(free[:, 1:])  # row 0 finishes at step s, the others at other steps
     mine = greedy_decode(model, src, bos_id=1, eos_id=eos, max_new_tokens=10)
     assert torch.equal(mine, seq2seq_reference(model, src, 1, 10, eos_id=eos))
-    assert (mine[0, 2 + s :] == (eos if pad_id is None else pad_id)).all() and mine[0, 1 + s] == eos
+    assert (mine[0, 2 + s :] == (eos if pad_id is None else pad_id)).all() and mine[
+        0, 1 + s
+    ] == eos
 
 
 def test_decode_runs_any_next_logits_function():
@@ -167,22 +216,41 @@ def test_decode_runs_any_next_logits_function():
         return logits
 
     start = torch.tensor([[1], [1]])
-    assert decode(next_logits, start, 6, temperature=0).tolist() == [[1, 5, 5, 2, 2, 2, 2], [1, 7, 7, 7, 2, 2, 2]]
+    assert decode(next_logits, start, 6, temperature=0).tolist() == [
+        [1, 5, 5, 2, 2, 2, 2],
+        [1, 7, 7, 7, 2, 2, 2],
+    ]
     calls.clear()
     out = decode(next_logits, start, 6, eos_id=2, filler=0, temperature=0)
     assert out.tolist() == [[1, 5, 5, 2, 0], [1, 7, 7, 7, 2]] and calls == [1, 2, 3, 4]
-    assert decode(next_logits, start, 6, eos_id=2, temperature=0).tolist() == [[1, 5, 5, 2, 2], [1, 7, 7, 7, 2]]
-    assert decode(next_logits, start, 2, eos_id=2, temperature=0).tolist() == [[1, 5, 5], [1, 7, 7]]
+    assert decode(next_logits, start, 6, eos_id=2, temperature=0).tolist() == [
+        [1, 5, 5, 2, 2],
+        [1, 7, 7, 7, 2],
+    ]
+    assert decode(next_logits, start, 2, eos_id=2, temperature=0).tolist() == [
+        [1, 5, 5],
+        [1, 7, 7],
+    ]
 
 
 def test_one_sampler_and_the_old_names():
     assert companion.gpt.sample_next is sample_next is decoding.sample_next
-    assert companion.gpt.top_k_logits is decoding.top_k_logits and companion.gpt.top_p_logits is decoding.top_p_logits
-    assert companion.transformer.decode is decode and companion.gpt.decode is decode  # both models run the loop
-    logits = torch.randn(3, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(sample_next(logits, temperature=0), logits.max(dim=-1).indices[:, None])
+    assert (
+        companion.gpt.top_k_logits is decoding.top_k_logits
+        and companion.gpt.top_p_logits is decoding.top_p_logits
+    )
+    # both models run the loop
+    assert companion.transformer.decode is decode and companion.gpt.decode is decode
+    logits = torch.randn(
+        3, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(
+        sample_next(logits, temperature=0), logits.max(dim=-1).indices[:, None]
+    )
     for options in SAMPLINGS[1:]:
-        mine = sample_next(logits, generator=torch.Generator().manual_seed(4), **options)
+        mine = sample_next(
+            logits, generator=torch.Generator().manual_seed(4), **options
+        )
         theirs = reference_pick(logits, options["temperature"], options.get("top_k"), options.get("top_p"),
                                 torch.Generator().manual_seed(4))  # fmt: skip
         assert torch.equal(mine, theirs), options
@@ -203,37 +271,62 @@ def every_output(vocab_size, steps, eos_id):
     """Every sequence a search of ``steps`` tokens can return: ending at its first EOS, or ``steps`` long."""
     outputs = [[]]
     for _ in range(steps):
-        outputs = [y + [v] for y in outputs if eos_id not in y for v in range(vocab_size)] + [
-            y for y in outputs if eos_id in y
-        ]
+        outputs = [
+            y + [v] for y in outputs if eos_id not in y for v in range(vocab_size)
+        ] + [y for y in outputs if eos_id in y]
     return outputs
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_beam_of_one_is_greedy_decoding(seed):
     model = tiny_seq2seq(seed)
-    for row in torch.randint(3, 12, (4, 5), generator=torch.Generator().manual_seed(seed)):
+    for row in torch.randint(
+        3, 12, (4, 5), generator=torch.Generator().manual_seed(seed)
+    ):
         src = row[None]
         greedy = greedy_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=10)
         for alpha in (0.0, 0.6):
-            beam, _ = beam_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=10, beam_size=1, alpha=alpha)
+            beam, _ = beam_decode(
+                model,
+                src,
+                bos_id=1,
+                eos_id=2,
+                max_new_tokens=10,
+                beam_size=1,
+                alpha=alpha,
+            )
             assert torch.equal(beam[0], greedy[0, : beam.shape[1]]), (beam, greedy)
-            assert beam.shape[1] == greedy.shape[1] or (greedy[0, beam.shape[1] :] == 0).all()
+            assert (
+                beam.shape[1] == greedy.shape[1]
+                or (greedy[0, beam.shape[1] :] == 0).all()
+            )
 
 
 @pytest.mark.parametrize("beam_size", [1, 3, 4])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_beam_search_score_is_the_log_probability_of_a_full_forward_pass(beam_size, alpha):
+def test_beam_search_score_is_the_log_probability_of_a_full_forward_pass(
+    beam_size, alpha
+):
     model = tiny_seq2seq(3)
     src = torch.tensor([[4, 7, 5, 9]])
-    y, score = beam_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=8, beam_size=beam_size, alpha=alpha)
+    y, score = beam_decode(
+        model,
+        src,
+        bos_id=1,
+        eos_id=2,
+        max_new_tokens=8,
+        beam_size=beam_size,
+        alpha=alpha,
+    )
     assert abs(score - full_log_p(model, src, y)) < 1e-9
     assert y[0, 0] == 1 and (y[0, -1] == 2 or y.shape[1] == 9)
 
 
 @pytest.mark.parametrize("seed", [0, 4])
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_a_wide_enough_beam_finds_the_best_output_of_brute_force_enumeration(seed, alpha):
+def test_a_wide_enough_beam_finds_the_best_output_of_brute_force_enumeration(
+    seed, alpha
+):
     """Vocabulary 4 (EOS = 2), 3 steps: 1 + 3 + 9 end with EOS, 27 do not: 40 outputs, each scored alone."""
     torch.manual_seed(seed)
     config = TransformerConfig(6, 4, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16,
@@ -244,9 +337,14 @@ def test_a_wide_enough_beam_finds_the_best_output_of_brute_force_enumeration(see
     src = torch.tensor([[3, 5, 4]])
     outputs = every_output(4, 3, 2)
     scored = [(full_log_p(model, src, torch.tensor([[1] + y])), y) for y in outputs]
-    assert len(scored) == 1 + 3 + 9 + 27  # EOS as token 1, 2 or 3; three tokens without EOS
-    best_score, best = max(scored, key=lambda sy: sy[0] / length_penalty(len(sy[1]), alpha))
-    y, score = beam_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=3, beam_size=64, alpha=alpha)
+    # EOS as token 1, 2 or 3; three tokens without EOS
+    assert len(scored) == 1 + 3 + 9 + 27
+    best_score, best = max(
+        scored, key=lambda sy: sy[0] / length_penalty(len(sy[1]), alpha)
+    )
+    y, score = beam_decode(
+        model, src, bos_id=1, eos_id=2, max_new_tokens=3, beam_size=64, alpha=alpha
+    )
     assert y[0, 1:].tolist() == best and abs(score - best_score) < 1e-9
 
 
@@ -257,12 +355,18 @@ def toy_next_logits(table):
 
 def test_beam_search_beats_greedy_on_a_constructed_case():
     """From <bos> (0): A (1) 0.5 or B (2) 0.4; after A everything is flat, after B EOS (3) is sure."""
-    table = [[0.0, 0.5, 0.4, 0.1], [0.0, 0.3, 0.3, 0.4], [0.0, 0.05, 0.05, 0.9], [0.0, 0.0, 0.0, 1.0]]
+    table = [
+        [0.0, 0.5, 0.4, 0.1],
+        [0.0, 0.3, 0.3, 0.4],
+        [0.0, 0.05, 0.05, 0.9],
+        [0.0, 0.0, 0.0, 1.0],
+    ]
     start = torch.tensor([[0]])
     greedy = decode(toy_next_logits(table), start, 3, eos_id=3, temperature=0)
     assert greedy.tolist() == [[0, 1, 3]]  # p = 0.5 · 0.4 = 0.20
     beam, score = beam_search(toy_next_logits(table), start, 3, beam_size=2, eos_id=3)
-    assert beam.tolist() == [[0, 2, 3]] and abs(score - math.log(0.4 * 0.9)) < 1e-12  # p = 0.36
+    # p = 0.36
+    assert beam.tolist() == [[0, 2, 3]] and abs(score - math.log(0.4 * 0.9)) < 1e-12
     greedy_too, _ = beam_search(toy_next_logits(table), start, 3, beam_size=1, eos_id=3)
     assert torch.equal(greedy_too, greedy)
 
@@ -271,9 +375,18 @@ def test_length_penalty_is_gnmts_and_changes_the_choice():
     assert length_penalty(1, 0.6) == 1.0 and length_penalty(7, 0.0) == 1.0
     assert abs(length_penalty(13, 0.6) - 3**0.6) < 1e-12
     # EOS now (p = 0.4) or two more tokens (p = 0.6 · 0.5 · 1 = 0.3): α = 0 stops, a strong α prefers longer
-    table = [[0.0, 0.6, 0.0, 0.4], [0.0, 0.0, 0.5, 0.5], [0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]]
-    short, _ = beam_search(toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=0.0)
-    long, _ = beam_search(toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=2.0)
+    table = [
+        [0.0, 0.6, 0.0, 0.4],
+        [0.0, 0.0, 0.5, 0.5],
+        [0.0, 0.0, 0.0, 1.0],
+        [0.0, 0.0, 0.0, 1.0],
+    ]
+    short, _ = beam_search(
+        toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=0.0
+    )
+    long, _ = beam_search(
+        toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=2.0
+    )
     assert short.tolist() == [[0, 3]] and long.tolist() == [[0, 1, 2, 3]]
 
 
@@ -315,7 +428,11 @@ def test_top_p_logits_against_a_sorted_loop_ties_included():
     probability is at least the last one added stays (so a tie with it stays too)."""
     g = torch.Generator().manual_seed(0)
     for integers in (False, True):
-        logits = torch.randint(-3, 4, (40, 9), generator=g).double() if integers else torch.randn(40, 9, generator=g)
+        logits = (
+            torch.randint(-3, 4, (40, 9), generator=g).double()
+            if integers
+            else torch.randn(40, 9, generator=g)
+        )
         for p in (0.05, 0.3, 0.5, 0.77, 0.9, 1.0):
             got = top_p_logits(logits, p)
             for row, out in zip(logits, got, strict=True):
@@ -327,4 +444,7 @@ def test_top_p_logits_against_a_sorted_loop_ties_included():
                         break
                 keep = probs >= last - 1e-12
                 assert torch.equal(out, row.masked_fill(~keep, float("-inf"))), (row, p)
-    assert torch.equal(top_p_logits(torch.tensor([[2.0, 2.0, 0.0]]), 0.1), torch.tensor([[2.0, 2.0, float("-inf")]]))
+    assert torch.equal(
+        top_p_logits(torch.tensor([[2.0, 2.0, 0.0]]), 0.1),
+        torch.tensor([[2.0, 2.0, float("-inf")]]),
+    )

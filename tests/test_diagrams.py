@@ -45,16 +45,22 @@ def test_multi_head_draws_one_row_per_head(n_heads):
 
 @pytest.mark.parametrize("bad", [0, 7, 2.0, True, "3"])
 def test_multi_head_rejects_a_bad_number_of_heads(bad):
-    with pytest.raises((TypeError, ValueError), match=r"n_heads.*\(what fits on the page\), got"):
+    with pytest.raises(
+        (TypeError, ValueError), match=r"n_heads.*\(what fits on the page\), got"
+    ):
         diagrams.draw_multi_head_attention(bad)
 
 
 def test_transformer_has_two_stacks_with_the_papers_sub_layers():
     ax = diagrams.draw_transformer()
     texts = _texts(ax)
-    assert texts.count("Add & Norm") == 5  # 2 in the encoder block, 3 in the decoder block
+    # 2 in the encoder block, 3 in the decoder block
+    assert texts.count("Add & Norm") == 5
     assert texts.count("Feed Forward") == 2
-    assert "Masked Multi-Head\nSelf-Attention" in texts and "Multi-Head\nCross-Attention" in texts
+    assert (
+        "Masked Multi-Head\nSelf-Attention" in texts
+        and "Multi-Head\nCross-Attention" in texts
+    )
     assert texts.count("$L\\times$") == 2
     assert {"Linear", "Softmax", "encoder", "decoder"} <= set(texts)
     assert len([p for p in ax.patches if isinstance(p, FancyArrowPatch)]) >= 15
@@ -66,8 +72,16 @@ def test_rope_arrows_are_the_rotations_of_apply_rope():
     left, right = diagrams.draw_rope_rotation(vector, theta=1.0, positions=(0, 1, 2, 3))
     ends = np.array([a.xy for a in left.texts if a.get_text() == ""])
     if ends.size == 0:  # annotate() keeps the arrow end in .xy of Annotation objects
-        ends = np.array([a.xy for a in left.get_children() if isinstance(a, matplotlib.text.Annotation)])
-    expected = positional.apply_rope(torch.tensor([vector] * 4, dtype=torch.float64), torch.arange(4))
+        ends = np.array(
+            [
+                a.xy
+                for a in left.get_children()
+                if isinstance(a, matplotlib.text.Annotation)
+            ]
+        )
+    expected = positional.apply_rope(
+        torch.tensor([vector] * 4, dtype=torch.float64), torch.arange(4)
+    )
     assert np.allclose(ends, expected.numpy(), atol=1e-12)
     assert np.allclose(np.linalg.norm(ends, axis=1), math.hypot(*vector))
 
@@ -104,7 +118,9 @@ def test_gpt_is_one_pre_norm_stack_with_a_tied_output():
     ax = diagrams.draw_gpt()
     texts = _texts(ax)
     assert texts.count("LayerNorm") == 3  # before each sub-layer, and the final one
-    assert "Masked Multi-Head\nSelf-Attention" in texts and "Feed Forward (GELU)" in texts
+    assert (
+        "Masked Multi-Head\nSelf-Attention" in texts and "Feed Forward (GELU)" in texts
+    )
     assert texts.count("+") == 3  # embeddings, and the two residual additions
     assert "Add & Norm" not in texts and texts.count("$L\\times$") == 1
     assert any("tied" in t for t in texts) and "Softmax" in texts

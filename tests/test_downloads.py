@@ -23,11 +23,19 @@ def stream_defects(nb: nbformat.NotebookNode) -> list[str]:
     an earlier one), as 'cell N: what'."""
     defects = []
     for index, cell in enumerate(nb.cells):
-        streams = [out for out in cell.get("outputs", []) if out.output_type == "stream"]
+        streams = [
+            out for out in cell.get("outputs", []) if out.output_type == "stream"
+        ]
         if any(out.name == "stderr" for out in streams):
             defects.append(f"cell {index}: stderr output")
-        texts = ["".join(out.text) for out in streams if out.name == "stdout" and "".join(out.text)]
-        if any(later in text for i, text in enumerate(texts) for later in texts[i + 1 :]):
+        texts = [
+            "".join(out.text)
+            for out in streams
+            if out.name == "stdout" and "".join(out.text)
+        ]
+        if any(
+            later in text for i, text in enumerate(texts) for later in texts[i + 1 :]
+        ):
             defects.append(f"cell {index}: stdout printed twice")
     return defects
 
@@ -38,14 +46,20 @@ def test_stream_defects_are_found() -> None:
     cell = nbformat.v4.new_code_cell("print('a'); print('b')")
     cell.outputs = [
         nbformat.v4.new_output("stream", name="stdout", text="a\nb\n"),
-        nbformat.v4.new_output("stream", name="stderr", text="100%|##########| 10/10\n"),
+        nbformat.v4.new_output(
+            "stream", name="stderr", text="100%|##########| 10/10\n"
+        ),
         nbformat.v4.new_output("stream", name="stdout", text="b\n"),
     ]
     nb = nbformat.v4.new_notebook(cells=[cell])
-    assert stream_defects(nb) == ["cell 0: stderr output", "cell 0: stdout printed twice"]
+    assert stream_defects(nb) == [
+        "cell 0: stderr output",
+        "cell 0: stdout printed twice",
+    ]
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a\nb\n")]
     assert stream_defects(nb) == []
-    cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text="c\n"))  # print, figure, print
+    # print, figure, print
+    cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text="c\n"))
     assert stream_defects(nb) == []
 
 
@@ -53,7 +67,9 @@ def test_stream_defects_are_found() -> None:
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
 def test_download_is_the_reader_notebook(md: Path) -> None:
     download = Path(HTML) / "_sources" / "book" / f"{md.stem}.ipynb"
-    assert download.is_file(), f"no downloadable notebook at {download}: was the book built?"
+    assert download.is_file(), (
+        f"no downloadable notebook at {download}: was the book built?"
+    )
     nb = nbformat.read(download, as_version=4)
     assert stream_defects(nb) == [], f"{download.name}: {stream_defects(nb)}"
     assert download.read_text() == notebooks.reader_path(md).read_text(), (

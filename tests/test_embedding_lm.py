@@ -66,13 +66,24 @@ def test_temperature():
     s = torch.tensor([-0.823, 0.683, -6.376, 4.174, 4.860, -3.803, -7.149, 4.152])
     p = lm.next_token_probabilities(s, 1.0)
     # the lecture notes' table for prev = 'the'
-    assert torch.allclose(p, torch.tensor([0.002, 0.008, 0.000, 0.250, 0.496, 0.000, 0.000, 0.245]), atol=1e-3)
+    assert torch.allclose(
+        p,
+        torch.tensor([0.002, 0.008, 0.000, 0.250, 0.496, 0.000, 0.000, 0.245]),
+        atol=1e-3,
+    )
     assert torch.allclose(lm.next_token_probabilities(s, 2.0), torch.softmax(s / 2, -1))
-    assert torch.equal(lm.next_token_probabilities(s, 0.0), torch.nn.functional.one_hot(torch.tensor(4), 8).float())
+    assert torch.equal(
+        lm.next_token_probabilities(s, 0.0),
+        torch.nn.functional.one_hot(torch.tensor(4), 8).float(),
+    )
     assert lm.next_token_probabilities(s, 1e-3)[4] > 0.999  # T -> 0 tends to the argmax
-    assert torch.allclose(lm.next_token_probabilities(s, 1e6), torch.full((8,), 1 / 8), atol=1e-5)
+    assert torch.allclose(
+        lm.next_token_probabilities(s, 1e6), torch.full((8,), 1 / 8), atol=1e-5
+    )
     batch = torch.randn(3, 4, 8)
-    assert torch.allclose(lm.next_token_probabilities(batch, 0.7).sum(-1), torch.ones(3, 4))
+    assert torch.allclose(
+        lm.next_token_probabilities(batch, 0.7).sum(-1), torch.ones(3, 4)
+    )
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(ValueError, match="temperature"):
             lm.next_token_probabilities(s, bad)
@@ -90,7 +101,10 @@ def test_bigram_counts_against_a_loop():
     assert torch.equal(c, loop) and int(c.sum()) == 199
     p = lm.bigram_probabilities(ids, 6)
     assert torch.allclose(p.sum(1), torch.ones(6, dtype=torch.float64))
-    assert torch.equal(lm.bigram_probabilities(torch.tensor([0, 1]), 3)[1:], torch.zeros(2, 3, dtype=torch.float64))
+    assert torch.equal(
+        lm.bigram_probabilities(torch.tensor([0, 1]), 3)[1:],
+        torch.zeros(2, 3, dtype=torch.float64),
+    )
     with pytest.raises(ValueError, match="at least 2 tokens"):
         lm.bigram_counts(torch.tensor([1]), 3)
 
@@ -99,7 +113,9 @@ def test_optimum_cross_entropy_by_hand(toy):
     _, ids = toy
     # rows: 'the' (8 bigrams) and 'dog' (4) have entropy 1.5 ln 2, 'cat' and 'ate' (2 each) ln 2, others 0
     expected = (12 * 1.5 + 4) * math.log(2) / 24
-    assert math.isclose(lm.cross_entropy(lm.bigram_probabilities(ids, 8), ids), expected, rel_tol=1e-12)
+    assert math.isclose(
+        lm.cross_entropy(lm.bigram_probabilities(ids, 8), ids), expected, rel_tol=1e-12
+    )
 
 
 def test_training_reaches_the_count_based_optimum(toy, trained):
@@ -107,7 +123,9 @@ def test_training_reaches_the_count_based_optimum(toy, trained):
     model, history = trained
     assert history[0] > 2.0 and history[-1] < history[0]
     report = lm.optimum_gap(model, ids)
-    assert report.gap == pytest.approx(float((report.prev_frequency * report.kl_per_token).sum()), abs=1e-9)
+    assert report.gap == pytest.approx(
+        float((report.prev_frequency * report.kl_per_token).sum()), abs=1e-9
+    )
     assert 0 <= report.gap < 2e-3, report
     untrained = lm.optimum_gap(lm.WordEmbeddingLM(8, 2, seed=0), ids)
     assert untrained.gap > 1.0
@@ -120,9 +138,15 @@ def test_training_is_deterministic_and_restores_the_thread_count(toy, three_thre
     runs = []
     for _ in range(2):
         m = lm.WordEmbeddingLM(len(vocab), 2, seed=3)
-        runs.append((lm.train_embedding_lm(m, ids, steps=50, progress=False), m.E.detach().clone()))
+        runs.append(
+            (
+                lm.train_embedding_lm(m, ids, steps=50, progress=False),
+                m.E.detach().clone(),
+            )
+        )
     assert runs[0][0] == runs[1][0] and torch.equal(runs[0][1], runs[1][1])
-    assert torch.get_num_threads() == three_threads  # one thread while training, then the caller's again
+    # one thread while training, then the caller's again
+    assert torch.get_num_threads() == three_threads
 
 
 def test_generate(toy, trained):
@@ -133,7 +157,8 @@ def test_generate(toy, trained):
     assert out.shape == (22,) and torch.equal(out[:2], start)
     assert torch.equal(out, lm.generate(model, start, 20, seed=0))
     p = lm.bigram_probabilities(ids, 8)
-    assert bool((p[out[:-1], out[1:]] > 0).all()), lm.decode(out, vocab)  # only transitions seen in the corpus
+    # only transitions seen in the corpus
+    assert bool((p[out[:-1], out[1:]] > 0).all()), lm.decode(out, vocab)
     greedy = lm.generate(model, start, 5, temperature=0)
     for a, b in zip(greedy[1:-1].tolist(), greedy[2:].tolist(), strict=True):
         assert b == int(model.transition_matrix()[a].argmax())
@@ -156,7 +181,8 @@ def test_tied_model_has_one_table_and_symmetric_scores():
     assert model.U is model.E and len(list(model.parameters())) == 1
     scores = model(torch.arange(6))
     assert torch.allclose(scores, scores.T)  # s_ij = s_ji
-    assert torch.allclose(scores.diagonal(), model.E.detach().pow(2).sum(1))  # s_ii = |e_i|^2
+    # s_ii = |e_i|^2
+    assert torch.allclose(scores.diagonal(), model.E.detach().pow(2).sum(1))
     untied = lm.WordEmbeddingLM(6, 3, seed=4)
     assert not torch.allclose(untied(torch.arange(6)), untied(torch.arange(6)).T)
     # training moves the one table, and the scores stay symmetric

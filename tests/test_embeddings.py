@@ -39,7 +39,9 @@ def test_one_hot_vectors_are_all_equidistant():
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 20), st.integers(1, 6), st.integers(1, 5), st.integers(0, 10_000))
-def test_one_hot_times_matrix_equals_lookup_in_values_and_gradients(vocab, width, seq, seed):
+def test_one_hot_times_matrix_equals_lookup_in_values_and_gradients(
+    vocab, width, seq, seed
+):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab, (2, seq), generator=g)
     table = torch.randn(vocab, width, generator=g, dtype=torch.float64)
@@ -77,9 +79,17 @@ def test_embedding_matches_torch_embedding():
 @pytest.mark.parametrize(
     ("ids", "error", "match"),
     [
-        (torch.tensor([[7]]), ValueError, r"ids must lie in \[0, 6\] \(the table has 7 rows\), got index 7"),
+        (
+            torch.tensor([[7]]),
+            ValueError,
+            r"ids must lie in \[0, 6\] \(the table has 7 rows\), got index 7",
+        ),
         (torch.tensor([[-1]]), ValueError, "got index -1"),
-        (torch.tensor([[1.0]]), TypeError, "integer token ids.*got dtype torch.float32"),
+        (
+            torch.tensor([[1.0]]),
+            TypeError,
+            "integer token ids.*got dtype torch.float32",
+        ),
         (torch.tensor([[True]]), TypeError, "got dtype torch.bool"),
         ([[1, 2]], TypeError, "ids must be a torch.Tensor, got a list"),
     ],
@@ -109,16 +119,22 @@ def test_similarities_against_hand_computation():
     v = torch.tensor([4.0, 3.0])
     assert dot_similarity(u, v).item() == pytest.approx(24.0)
     assert cosine_similarity(u, v).item() == pytest.approx(24.0 / 25.0)
-    assert cosine_similarity(u, 10 * v).item() == pytest.approx(24.0 / 25.0)  # scale-invariant
-    assert dot_similarity(u, 10 * v).item() == pytest.approx(240.0)  # not scale-invariant
+    # scale-invariant
+    assert cosine_similarity(u, 10 * v).item() == pytest.approx(24.0 / 25.0)
+    # not scale-invariant
+    assert dot_similarity(u, 10 * v).item() == pytest.approx(240.0)
     assert cosine_similarity(u, -u).item() == pytest.approx(-1.0)
-    assert cosine_similarity(u, torch.zeros(2)).item() == 0.0  # no NaN for the zero vector
+    # no NaN for the zero vector
+    assert cosine_similarity(u, torch.zeros(2)).item() == 0.0
 
 
 def test_cosine_broadcasts_and_matches_torch():
     torch.manual_seed(1)
     a, b = torch.randn(5, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
-    assert torch.allclose(cosine_similarity(a, b), torch.nn.functional.cosine_similarity(a, b[None], dim=-1))
+    assert torch.allclose(
+        cosine_similarity(a, b),
+        torch.nn.functional.cosine_similarity(a, b[None], dim=-1),
+    )
     p = pairwise_cosine(a)
     for i in range(5):
         for j in range(5):
@@ -126,9 +142,13 @@ def test_cosine_broadcasts_and_matches_torch():
 
 
 def test_similarity_bad_input():
-    with pytest.raises(ValueError, match=r"same last dimension D, got shapes \(3,\) and \(4,\)"):
+    with pytest.raises(
+        ValueError, match=r"same last dimension D, got shapes \(3,\) and \(4,\)"
+    ):
         cosine_similarity(torch.ones(3), torch.ones(4))
-    with pytest.raises(TypeError, match="u must be a floating-point tensor, got dtype torch.int64"):
+    with pytest.raises(
+        TypeError, match="u must be a floating-point tensor, got dtype torch.int64"
+    ):
         dot_similarity(torch.ones(3, dtype=torch.long), torch.ones(3))
     with pytest.raises(ValueError, match="must broadcast"):
         cosine_similarity(torch.ones(2, 3), torch.ones(4, 3))
@@ -147,4 +167,7 @@ def test_nearest_neighbours_excludes_the_query_and_sorts():
 
 def test_embedding_parameter_arithmetic():
     assert parameter_count(50_000, 1000) == 50_000_000
-    assert parameter_count(50_257, 12_288) == torch.nn.Embedding(50_257, 12_288, device="meta").weight.numel()
+    assert (
+        parameter_count(50_257, 12_288)
+        == torch.nn.Embedding(50_257, 12_288, device="meta").weight.numel()
+    )

@@ -33,10 +33,14 @@ def test_constraints_pin_every_requirement_and_torch_cpu(root):
     assert pins["torch"] == "2.13.0"
     assert pins["jupyter-book"].startswith("1.")
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    for requirement in project["dependencies"] + sum(project["optional-dependencies"].values(), []):
+    for requirement in project["dependencies"] + sum(
+        project["optional-dependencies"].values(), []
+    ):
         name, spec = _normal(requirement)
         assert name in pins, f"{name} is not pinned in constraints.txt"
-        assert Requirement(requirement).specifier.contains(pins[name], prereleases=True), (name, pins[name])
+        assert Requirement(requirement).specifier.contains(
+            pins[name], prereleases=True
+        ), (name, pins[name])
 
 
 def test_python_versions_agree(root):
@@ -45,7 +49,9 @@ def test_python_versions_agree(root):
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     supported = SpecifierSet(pyproject["project"]["requires-python"])
     env = yaml.safe_load((root / "environment.yml").read_text())
-    binder = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
+    binder = next(
+        d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python=")
+    )
     assert "3.12" in supported and binder.removeprefix("python=") in supported
     assert "3.10" not in supported and "3.11" in supported
     assert pyproject["tool"]["ruff"]["target-version"] == "py311"
@@ -57,8 +63,13 @@ def test_version_is_set_once(root):
     import companion
 
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
-    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
-    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "companion.__version__"}
+    assert (
+        "version" not in pyproject["project"]
+        and "version" in pyproject["project"]["dynamic"]
+    )
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "companion.__version__"
+    }
     installed = importlib.metadata.version(pyproject["project"]["name"])
     assert installed == companion.__version__, (
         f"installed {installed}: reinstall (pip install -e .) after a version bump"

@@ -5,7 +5,12 @@ import pytest
 import torch
 
 from companion import evaluation as ev
-from companion.data.corpus import gensim_data_path, load_analogies, load_lee, load_wordsim353
+from companion.data.corpus import (
+    gensim_data_path,
+    load_analogies,
+    load_lee,
+    load_wordsim353,
+)
 from companion.evaluation import AnalogyQuestion
 from companion.word2vec import Word2VecConfig, to_keyed_vectors, train_word2vec
 
@@ -15,39 +20,55 @@ ANALOGIES = str(gensim_data_path("questions-words.txt"))
 
 @pytest.fixture(scope="module")
 def lee_vectors():
-    model = train_word2vec(load_lee(), Word2VecConfig(vector_size=50, epochs=5, threads=1), progress=False)
+    model = train_word2vec(
+        load_lee(), Word2VecConfig(vector_size=50, epochs=5, threads=1), progress=False
+    )
     return model.vectors, list(model.words)
 
 
 def _gensim_analogies(kv, **kwargs):
     score, sections = kv.evaluate_word_analogies(ANALOGIES, **kwargs)
     total = sections[-1]
-    return score, len(total["correct"]), len(total["correct"]) + len(total["incorrect"]), sections[:-1]
+    return (
+        score,
+        len(total["correct"]),
+        len(total["correct"]) + len(total["incorrect"]),
+        sections[:-1],
+    )
 
 
 @pytest.mark.slow
 def test_word_pairs_equal_gensim(lee_vectors):
     vectors, words = lee_vectors
     ours = ev.evaluate_word_pairs(vectors, words, load_wordsim353())
-    pearson, spearman, oov_ratio = to_keyed_vectors(vectors, words).evaluate_word_pairs(WORDSIM)
+    pearson, spearman, oov_ratio = to_keyed_vectors(vectors, words).evaluate_word_pairs(
+        WORDSIM
+    )
     assert ours.spearman == spearman.statistic
     assert ours.pearson == pytest.approx(pearson.statistic, abs=1e-6)
     assert ours.oov_ratio == pytest.approx(oov_ratio, abs=1e-12)
     # what is left out is reported, not silently dropped
     assert ours.pairs_used + ours.oov_count == 353 and ours.oov_count > 0
     vocab = {w.upper() for w in words}
-    assert all(a.upper() not in vocab or b.upper() not in vocab for a, b in ours.oov_pairs)
+    assert all(
+        a.upper() not in vocab or b.upper() not in vocab for a, b in ours.oov_pairs
+    )
 
 
 @pytest.mark.slow
 def test_analogies_equal_gensim(lee_vectors):
     vectors, words = lee_vectors
     ours = ev.evaluate_analogies(vectors, words, load_analogies())
-    score, correct, evaluated, sections = _gensim_analogies(to_keyed_vectors(vectors, words))
+    score, correct, evaluated, sections = _gensim_analogies(
+        to_keyed_vectors(vectors, words)
+    )
     assert (ours.accuracy, ours.correct, ours.evaluated) == (score, correct, evaluated)
     assert ours.evaluated + ours.skipped == 19_544 and ours.evaluated > 100
     for s in sections:
-        assert ours.sections[s["section"]] == (len(s["correct"]), len(s["correct"]) + len(s["incorrect"]))
+        assert ours.sections[s["section"]] == (
+            len(s["correct"]),
+            len(s["correct"]) + len(s["incorrect"]),
+        )
 
 
 @pytest.mark.slow
@@ -57,14 +78,23 @@ def test_restrict_vocab_equals_gensim(lee_vectors):
     ours = ev.evaluate_analogies(vectors, words, load_analogies(), restrict_vocab=600)
     score, correct, evaluated, _ = _gensim_analogies(kv, restrict_vocab=600)
     assert (ours.accuracy, ours.correct, ours.evaluated) == (score, correct, evaluated)
-    pairs = ev.evaluate_word_pairs(vectors, words, load_wordsim353(), restrict_vocab=600)
-    assert pairs.spearman == kv.evaluate_word_pairs(WORDSIM, restrict_vocab=600)[1].statistic
+    pairs = ev.evaluate_word_pairs(
+        vectors, words, load_wordsim353(), restrict_vocab=600
+    )
+    assert (
+        pairs.spearman
+        == kv.evaluate_word_pairs(WORDSIM, restrict_vocab=600)[1].statistic
+    )
 
 
 def test_case_variants_match_gensim_on_a_question_file(tmp_path):
     # several rows upper-case to the same word ("athens", "Athens"): the first stands for it, and a
     # candidate that is a case variant of a question word is passed over
-    questions = [q for q in load_analogies() if q.section in ("capital-common-countries", "family")][::5]
+    questions = [
+        q
+        for q in load_analogies()
+        if q.section in ("capital-common-countries", "family")
+    ][::5]
     path = tmp_path / "q.txt"
     lines, section = [], None
     for q in questions:
@@ -75,14 +105,26 @@ def test_case_variants_match_gensim_on_a_question_file(tmp_path):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     # vectors in which b - a is one offset per section, so that many questions are answerable
     g = torch.Generator().manual_seed(1)
-    offsets = {s: 2 * torch.randn(12, generator=g) for s in ("capital-common-countries", "family")}
+    offsets = {
+        s: 2 * torch.randn(12, generator=g)
+        for s in ("capital-common-countries", "family")
+    }
     vec: dict[str, torch.Tensor] = {}
     for q in questions:
         for first, second in ((q.a, q.b), (q.c, q.d)):
             vec.setdefault(first.lower(), torch.randn(12, generator=g))
-            vec.setdefault(second.lower(), vec[first.lower()] + offsets[q.section] + 0.3 * torch.randn(12, generator=g))
+            vec.setdefault(
+                second.lower(),
+                vec[first.lower()]
+                + offsets[q.section]
+                + 0.3 * torch.randn(12, generator=g),
+            )
     lower = list(vec)
-    variants = [w for w in sorted({w for q in questions for w in (q.a, q.b, q.c, q.d)})[::2] if w not in vec]
+    variants = [
+        w
+        for w in sorted({w for q in questions for w in (q.a, q.b, q.c, q.d)})[::2]
+        if w not in vec
+    ]
     fillers = [f"filler{i}" for i in range(30)]
     words = lower + variants + fillers
     vectors = torch.stack(
@@ -92,8 +134,12 @@ def test_case_variants_match_gensim_on_a_question_file(tmp_path):
     )
     kv = to_keyed_vectors(vectors, words)
     for case_insensitive in (True, False):
-        ours = ev.evaluate_analogies(vectors, words, questions, case_insensitive=case_insensitive)
-        score, sections = kv.evaluate_word_analogies(str(path), case_insensitive=case_insensitive)
+        ours = ev.evaluate_analogies(
+            vectors, words, questions, case_insensitive=case_insensitive
+        )
+        score, sections = kv.evaluate_word_analogies(
+            str(path), case_insensitive=case_insensitive
+        )
         total = sections[-1]
         assert ours.accuracy == score
         assert (ours.correct, ours.evaluated) == (
@@ -101,7 +147,9 @@ def test_case_variants_match_gensim_on_a_question_file(tmp_path):
             len(total["correct"]) + len(total["incorrect"]),
         )
         if case_insensitive:
-            assert ours.evaluated == len(questions) and 0 < ours.correct < ours.evaluated, ours
+            assert (
+                ours.evaluated == len(questions) and 0 < ours.correct < ours.evaluated
+            ), ours
 
 
 @pytest.mark.slow

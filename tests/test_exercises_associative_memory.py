@@ -26,8 +26,11 @@ def keys_by_qr(x):
 
 def keys_scaled_and_clipped(x):
     """Features 3 e_i minus a positive amount elsewhere: ReLU clips the rest to 0, and the scale cancels."""
-    target = 3 * torch.eye(len(x), dtype=x.dtype) - 0.5 * (1 - torch.eye(len(x), dtype=x.dtype))
-    return torch.linalg.lstsq(x, target.T, driver="gelsd").solution.T  # X W_Kᵀ = targetᵀ, least norm
+    target = 3 * torch.eye(len(x), dtype=x.dtype) - 0.5 * (
+        1 - torch.eye(len(x), dtype=x.dtype)
+    )
+    # X W_Kᵀ = targetᵀ, least norm
+    return torch.linalg.lstsq(x, target.T, driver="gelsd").solution.T
 
 
 @correct_answers(
@@ -49,7 +52,9 @@ def test_the_right_weights_recall_exactly_and_r_plus_one_pairs_cannot():
     for i in range(4):
         phi = torch.relu(x @ w_k.T)
         state, norm = phi.T @ v, phi.sum(0)
-        torch.testing.assert_close(phi[i] @ state / (phi[i] @ norm + 1e-6), v[i], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            phi[i] @ state / (phi[i] @ norm + 1e-6), v[i], atol=1e-5, rtol=1e-5
+        )
     x5 = randn(5, 6, seed=3)
     w5 = randn(4, 6, seed=4)  # any W_K with 4 features
     out = _read_back(x5, w5, torch.eye(5, dtype=torch.float64))
@@ -61,23 +66,35 @@ def test_the_right_weights_recall_exactly_and_r_plus_one_pairs_cannot():
     [
         (lambda x: x.clone(), ["does not return the values", "overlap"]),
         (lambda x: torch.linalg.pinv(x), ["does not return the values"]),
-        (lambda x: torch.linalg.pinv(x) if x.shape[0] != x.shape[1] else x.inverse().T, ["shape", "Transpose it"]),
+        (
+            lambda x: (
+                torch.linalg.pinv(x) if x.shape[0] != x.shape[1] else x.inverse().T
+            ),
+            ["shape", "Transpose it"],
+        ),
         (lambda x: torch.eye(*x.shape, dtype=x.dtype), ["does not return the values"]),
         (lambda x: torch.linalg.inv(x).T, ["raised", "r = 3 tokens in d = 5"]),
         (lambda x: 1e-8 * torch.linalg.pinv(x).T, ["too small", "ε"]),
         (lambda x: -torch.linalg.pinv(x).T, ["does not return the values"]),
         (lambda x: torch.linalg.pinv(x).T + 0.3, ["overlap"]),
         (lambda x: torch.linalg.pinv(x @ x.T) @ x @ x.T @ x, ["overlap"]),
-        (lambda x: torch.linalg.pinv(x).T.float().half(), ["does not return the values"]),
+        (
+            lambda x: torch.linalg.pinv(x).T.float().half(),
+            ["does not return the values"],
+        ),
         (lambda x: torch.linalg.pinv(x).T.tolist(), ["shape or type"]),
         (lambda x: torch.linalg.pinv(x).T * float("nan"), ["NaN"]),
         (
-            lambda x: torch.linalg.pinv(x).T if x.shape == (2, 2) or x.shape[1] == 5 else x,
+            lambda x: (
+                torch.linalg.pinv(x).T if x.shape == (2, 2) or x.shape[1] == 5 else x
+            ),
             ["does not return the values"],
         ),
         (
             lambda x: torch.tensor(
-                {(2, 2): [[1.0, 0.0], [0.0, 1.0]]}.get(tuple(x.shape), torch.linalg.pinv(x).T.tolist())
+                {(2, 2): [[1.0, 0.0], [0.0, 1.0]]}.get(
+                    tuple(x.shape), torch.linalg.pinv(x).T.tolist()
+                )
             ).double(),
             ["r = 2 tokens in d = 2"],
         ),
@@ -95,7 +112,9 @@ def test_stub_and_crash():
 def test_a_table_of_the_shown_answers_fails_the_hidden_cases():
     from companion.exercises.associative_memory import _cases
 
-    table = {tuple(c.args[0].flatten().tolist()): keys_by_pinv(c.args[0]) for c in _cases(0)}
+    table = {
+        tuple(c.args[0].flatten().tolist()): keys_by_pinv(c.args[0]) for c in _cases(0)
+    }
 
     def lookup(x):
         return table.get(tuple(x.flatten().tolist()), x.clone())
@@ -107,4 +126,6 @@ def test_the_read_back_is_the_chapters_linear_attention():
     x, v = randn(3, 5, seed=4), randn(3, 2, seed=5)
     w_k = randn(3, 5, seed=6)
     k = x @ w_k.T
-    torch.testing.assert_close(_read_back(x, w_k, v), la.linear_attention(k, k, v, feature_map=torch.relu))
+    torch.testing.assert_close(
+        _read_back(x, w_k, v), la.linear_attention(k, k, v, feature_map=torch.relu)
+    )

@@ -7,7 +7,13 @@ from collections import Counter
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub
+from checker_testing import (
+    assert_passes,
+    assert_wrong,
+    correct_answers,
+    raises_boom,
+    stub,
+)
 
 from companion import bert, wordpiece
 from companion.data import metrics
@@ -35,7 +41,9 @@ def wordpiece_recursive(word, vocab, prefix=""):
 def wordpiece_loop(word, vocab):
     pieces, i = [], 0
     while i < len(word):
-        candidates = [(j, ("##" if i else "") + word[i:j]) for j in range(i + 1, len(word) + 1)]
+        candidates = [
+            (j, ("##" if i else "") + word[i:j]) for j in range(i + 1, len(word) + 1)
+        ]
         found = [c for c in candidates if c[1] in vocab]
         if not found:
             return ["[UNK]"]
@@ -76,7 +84,14 @@ def wordpiece_prefixes(word, vocab):
     out, rest, first = [], word, True
     while rest:
         prefixes = [rest[:e] for e in range(len(rest), 0, -1)]
-        piece = next((p if first else "##" + p for p in prefixes if (p if first else "##" + p) in vocab), None)
+        piece = next(
+            (
+                p if first else "##" + p
+                for p in prefixes
+                if (p if first else "##" + p) in vocab
+            ),
+            None,
+        )
         if piece is None:
             return ["[UNK]"]
         out.append(piece)
@@ -86,7 +101,9 @@ def wordpiece_prefixes(word, vocab):
 
 def _normalised(text):
     table = str.maketrans("", "", string.punctuation)
-    return [w for w in text.lower().translate(table).split() if w not in {"a", "an", "the"}]
+    return [
+        w for w in text.lower().translate(table).split() if w not in {"a", "an", "the"}
+    ]
 
 
 def squad_f1_translate(prediction, gold):
@@ -111,7 +128,14 @@ def test_correct_answers_pass(checker, student):
 
 
 @pytest.mark.parametrize(
-    "checker", [check_wordpiece, check_pair_inputs, check_squad_f1, check_span_head_loss, check_best_span]
+    "checker",
+    [
+        check_wordpiece,
+        check_pair_inputs,
+        check_squad_f1,
+        check_span_head_loss,
+        check_best_span,
+    ],
 )
 def test_stub_is_not_attempted_and_a_crash_is_reported(checker):
     assert checker.verdict(stub).status == "not attempted"
@@ -191,14 +215,16 @@ def pair_while(a, b, cls_id, sep_id, max_len):
     return torch.tensor(ids), torch.tensor([0] * (len(a) + 2) + [1] * (len(b) + 1))
 
 
-def pair_closed_form(a, b, cls_id, sep_id, max_len):  # the lengths first, then one slice each
+# the lengths first, then one slice each
+def pair_closed_form(a, b, cls_id, sep_id, max_len):
     room, la, lb = max_len - 3, len(a), len(b)
     if la + lb > room:
         short = min(la, lb, room // 2)
         long_ = room - short
         if la > lb:
             la, lb = long_, short
-        elif lb > la or la == lb:  # on a tie (or a started shorter), a gets the smaller half
+        # on a tie (or a started shorter), a gets the smaller half
+        elif lb > la or la == lb:
             la, lb = short, long_
     ids = torch.tensor([cls_id, *a[:la], sep_id, *b[:lb], sep_id], dtype=torch.long)
     types = (torch.arange(len(ids)) >= la + 2).long()
@@ -227,12 +253,15 @@ def pair_token_by_token(a, b, cls_id, sep_id, max_len):
 
 def span_loss_log_softmax(h, W, b, starts, ends, context_mask):
     logits = torch.einsum("bnd,kd->bnk", h, W) + b
-    logp = torch.log_softmax(logits.masked_fill(~context_mask[..., None], float("-inf")), dim=1)
+    logp = torch.log_softmax(
+        logits.masked_fill(~context_mask[..., None], float("-inf")), dim=1
+    )
     rows = torch.arange(h.shape[0])
     return -(logp[rows, starts, 0] + logp[rows, ends, 1]).mean() / 2
 
 
-def span_loss_linear(h, W, b, starts, ends, context_mask):  # a large negative number instead of -inf
+# a large negative number instead of -inf
+def span_loss_linear(h, W, b, starts, ends, context_mask):
     start, end = torch.nn.functional.linear(h, W, b).unbind(-1)
     start = torch.where(context_mask, start, torch.full_like(start, -1e9))
     end = torch.where(context_mask, end, torch.full_like(end, -1e9))
@@ -240,7 +269,8 @@ def span_loss_linear(h, W, b, starts, ends, context_mask):  # a large negative n
     return 0.5 * ce(start, starts) + 0.5 * ce(end, ends)
 
 
-def span_loss_loop(h, W, b, starts, ends, context_mask):  # logsumexp over the context only; the bias cancels
+# logsumexp over the context only; the bias cancels
+def span_loss_loop(h, W, b, starts, ends, context_mask):
     total = 0.0
     for k in range(h.shape[0]):
         inside = h[k][context_mask[k]]  # (context, d)
@@ -263,7 +293,16 @@ def test_new_builds_pass(checker, student):
     assert_passes(checker, student)
 
 
-def _pair_with(*, b_first=False, a_on_tie=False, room=3, front=False, first_sep_type=0, second_sep=True, ids32=False):
+def _pair_with(
+    *,
+    b_first=False,
+    a_on_tie=False,
+    room=3,
+    front=False,
+    first_sep_type=0,
+    second_sep=True,
+    ids32=False,
+):
     def student(a, b, cls_id, sep_id, max_len):
         a, b = list(a), list(b)
         a_longer = len(a) > len(b)
@@ -295,9 +334,13 @@ def _pair_with(*, b_first=False, a_on_tie=False, room=3, front=False, first_sep_
         (_pair_with(first_sep_type=1), ["the first [SEP] included"]),
         (_pair_with(second_sep=False), ["second [SEP]"]),
         (_pair_with(ids32=True), ["int32"]),
-        (lambda a, b, c, s, m: torch.tensor([c, *a, s, *b, s]), ["(ids, types)"]),  # no truncation, no types
+        # no truncation, no types
+        (lambda a, b, c, s, m: torch.tensor([c, *a, s, *b, s]), ["(ids, types)"]),
         (lambda a, b, c, s, m: _pair_with()(a, b, c, s, m)[0], ["(ids, types)"]),
-        (lambda a, b, c, s, m: bert.bert_inputs([(a, b)], c, s, 0, m), ["write this one yourself"]),
+        (
+            lambda a, b, c, s, m: bert.bert_inputs([(a, b)], c, s, 0, m),
+            ["write this one yourself"],
+        ),
     ],
 )
 def test_pair_inputs_mistakes(student, fragments):
@@ -308,7 +351,11 @@ def _span_with(*, mask="both", fill=float("-inf"), swap=False, pair=2, batch="me
                detach=False):  # fmt: skip
     def student(h, W, b, starts, ends, context_mask):
         logits = h @ W.T + b
-        start, end = (logits[..., 1], logits[..., 0]) if swap else (logits[..., 0], logits[..., 1])
+        start, end = (
+            (logits[..., 1], logits[..., 0])
+            if swap
+            else (logits[..., 0], logits[..., 1])
+        )
         outside = context_mask if invert else ~context_mask
         if mask in ("both", "start"):
             start = start.masked_fill(outside, fill)
@@ -317,7 +364,9 @@ def _span_with(*, mask="both", fill=float("-inf"), swap=False, pair=2, batch="me
         if probs:
             start, end = start.softmax(-1), end.softmax(-1)
         ce = torch.nn.functional.cross_entropy
-        loss = (ce(start, starts, reduction=batch) + ce(end, ends, reduction=batch)) / pair
+        loss = (
+            ce(start, starts, reduction=batch) + ce(end, ends, reduction=batch)
+        ) / pair
         return loss.detach() if detach else loss
 
     return student
@@ -336,7 +385,12 @@ def _span_with(*, mask="both", fill=float("-inf"), swap=False, pair=2, batch="me
         (_span_with(probs=True), ["not probabilities"]),
         (_span_with(invert=True), ["The loss"]),
         (_span_with(detach=True), ["The loss"]),
-        (lambda h, W, b, s, e, m: bert.span_loss(*bert.SpanHead(2)(h[..., :2]), s, e), ["write this one yourself"]),
+        (
+            lambda h, W, b, s, e, m: bert.span_loss(
+                *bert.SpanHead(2)(h[..., :2]), s, e
+            ),
+            ["write this one yourself"],
+        ),
     ],
 )
 def test_span_head_loss_mistakes(student, fragments):
@@ -356,7 +410,14 @@ def squad_sets(prediction, gold):
     if not p or not g:
         return float(p == g)
     common = len(set(p) & set(g))
-    return 0.0 if common == 0 else 2 * (common / len(p)) * (common / len(g)) / (common / len(p) + common / len(g))
+    return (
+        0.0
+        if common == 0
+        else 2
+        * (common / len(p))
+        * (common / len(g))
+        / (common / len(p) + common / len(g))
+    )
 
 
 def squad_precision(prediction, gold):
@@ -382,10 +443,13 @@ def test_squad_f1_mistakes(student, fragment):
 # --- issue 17: each class of gap, with answers written to slip through it -------------------------------------
 
 
-def wordpiece_end_off_by_one(word, vocab):  # the longest piece is never the whole rest of the word
+# the longest piece is never the whole rest of the word
+def wordpiece_end_off_by_one(word, vocab):
     pieces, start = [], 0
     while start < len(word):
-        for end in range(len(word) - 1 if len(word) - start > 1 else len(word), start, -1):
+        for end in range(
+            len(word) - 1 if len(word) - start > 1 else len(word), start, -1
+        ):
             piece = word[start:end] if start == 0 else "##" + word[start:end]
             if piece in vocab:
                 break
@@ -398,7 +462,11 @@ def wordpiece_end_off_by_one(word, vocab):  # the longest piece is never the who
 
 def squad_split_on_punctuation(prediction, gold):  # "don't" becomes "don t", not "dont"
     def norm(s):
-        return [w for w in re.findall(r"[a-z0-9]+", s.lower()) if w not in {"a", "an", "the"}]
+        return [
+            w
+            for w in re.findall(r"[a-z0-9]+", s.lower())
+            if w not in {"a", "an", "the"}
+        ]
 
     p, g = norm(prediction), norm(gold)
     if not p or not g:
@@ -414,20 +482,34 @@ def squad_one_empty_is_one(prediction, gold):
     return squad_f1_translate(prediction, gold)
 
 
-def squad_unnormalised_lookup(prediction, gold):  # a table of the shown cases, 0.5 elsewhere
-    return {("the Eiffel Tower", "Eiffel Tower"): 1.0, ("Denver Broncos", "The Denver Broncos!"): 1.0}.get(
-        (prediction, gold), 0.5
-    )
+# a table of the shown cases, 0.5 elsewhere
+def squad_unnormalised_lookup(prediction, gold):
+    return {
+        ("the Eiffel Tower", "Eiffel Tower"): 1.0,
+        ("Denver Broncos", "The Denver Broncos!"): 1.0,
+    }.get((prediction, gold), 0.5)
 
 
 @pytest.mark.parametrize(
     ("checker", "student", "fragments"),
     [
         (check_wordpiece, wordpiece.wordpiece, ["the companion's own"]),
-        (check_wordpiece, lambda w, v: wordpiece.wordpiece(w, v), ["write this one yourself"]),
+        (
+            check_wordpiece,
+            lambda w, v: wordpiece.wordpiece(w, v),
+            ["write this one yourself"],
+        ),
         (check_wordpiece, wordpiece_end_off_by_one, ["The list of pieces"]),
-        (check_squad_f1, lambda p, g: metrics.squad_f1(p, g), ["write this one yourself"]),
-        (check_squad_f1, lambda p, g: squad_f1_translate(metrics.normalize_answer(p), g), ["write this one yourself"]),
+        (
+            check_squad_f1,
+            lambda p, g: metrics.squad_f1(p, g),
+            ["write this one yourself"],
+        ),
+        (
+            check_squad_f1,
+            lambda p, g: squad_f1_translate(metrics.normalize_answer(p), g),
+            ["write this one yourself"],
+        ),
         (check_squad_f1, squad_split_on_punctuation, ["don't stop"]),
         (check_squad_f1, squad_one_empty_is_one, ["only the prediction is empty"]),
         (check_squad_f1, squad_unnormalised_lookup, ["The F1"]),
@@ -439,7 +521,9 @@ def test_issue_17_gaps_are_closed(checker, student, fragments):
 
 def test_wordpiece_off_by_one_does_not_get_an_unrelated_hint():
     verdict = check_wordpiece.verdict(wordpiece_end_off_by_one)
-    assert verdict.status == "wrong" and "looked up with the prefix" not in (verdict.hint or "")
+    assert verdict.status == "wrong" and "looked up with the prefix" not in (
+        verdict.hint or ""
+    )
 
 
 def test_the_block_parameters_question_states_the_count():
@@ -449,10 +533,15 @@ def test_the_block_parameters_question_states_the_count():
     from tools import notebooks
 
     d = 1024
-    layers = [nn.Linear(d, d) for _ in range(4)] + [nn.Linear(d, 4 * d), nn.Linear(4 * d, d)]
+    layers = [nn.Linear(d, d) for _ in range(4)] + [
+        nn.Linear(d, 4 * d),
+        nn.Linear(4 * d, d),
+    ]
     layers += [nn.LayerNorm(d), nn.LayerNorm(d)]
     count = sum(p.numel() for layer in layers for p in layer.parameters())
     assert count == 12 * d**2 + 13 * d
     text = (notebooks.BOOK / "07_bert.md").read_text()
-    answer = text[text.index("{solution-start} ex-block-parameters") :].split("{solution-end}")[0]
+    answer = text[text.index("{solution-start} ex-block-parameters") :].split(
+        "{solution-end}"
+    )[0]
     assert f"{count:,}".replace(",", "{,}") in answer

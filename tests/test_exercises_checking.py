@@ -10,7 +10,17 @@ import torch
 from checker_testing import assert_wrong, stub
 from torch import nn
 
-from companion.exercises.checking import Checker, Mismatch, call, case, compare, expect, restore, same, snapshot
+from companion.exercises.checking import (
+    Checker,
+    Mismatch,
+    call,
+    case,
+    compare,
+    expect,
+    restore,
+    same,
+    snapshot,
+)
 
 
 def _twice(x: torch.Tensor, factor: float = 2.0) -> torch.Tensor:
@@ -20,7 +30,11 @@ def _twice(x: torch.Tensor, factor: float = 2.0) -> torch.Tensor:
 CHECK_TWICE = compare(
     "twice",
     _twice,
-    lambda: [case(torch.tensor([1.0, -2.0])), case(torch.randn(3, 2), why="random"), case(torch.ones(2), factor=3.0)],
+    lambda: [
+        case(torch.tensor([1.0, -2.0])),
+        case(torch.randn(3, 2), why="random"),
+        case(torch.ones(2), factor=3.0),
+    ],
     mistakes=[(lambda x, factor=2.0: x + factor, "Multiply, do not add.")],
     hint="Scale every entry.",
 )
@@ -35,7 +49,8 @@ CHECK_TWICE = compare(
         ((1, 2), [1, 2]),  # a tuple for a list
         ([torch.ones(2), 3], (torch.ones(2, dtype=torch.float64), 3.0)),
         (torch.ones(3, dtype=torch.float64), torch.ones(3)),  # float64 for float32
-        (torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1, 2])),  # int32 for int64
+        # int32 for int64
+        (torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1, 2])),
         (np.float32(0.5), torch.tensor(0.5)),  # a NumPy scalar for a 0-d tensor
         (np.array(0.5), 0.5),
         (torch.tensor([0.5]), torch.tensor(0.5)),  # a one-element tensor for a number
@@ -52,8 +67,16 @@ def test_same_answers(got, expected):
 @pytest.mark.parametrize(
     ("got", "expected", "fragments"),
     [
-        (torch.ones(3), torch.ones(3, dtype=torch.long), ["should be an integer tensor", "dtype=torch.int64"]),
-        (torch.ones(2, 2), torch.ones(2, 2, dtype=torch.bool), ["should be a boolean tensor"]),
+        (
+            torch.ones(3),
+            torch.ones(3, dtype=torch.long),
+            ["should be an integer tensor", "dtype=torch.int64"],
+        ),
+        (
+            torch.ones(2, 2),
+            torch.ones(2, 2, dtype=torch.bool),
+            ["should be a boolean tensor"],
+        ),
         (torch.ones(3), torch.ones(2), ["wrong shape", "shape (2,)", "shape (3,)"]),
         (np.ones(2), torch.ones(2), ["should be a torch.Tensor", "torch.from_numpy"]),
         (torch.tensor([1.0, float("nan")]), torch.ones(2), ["NaN", "division by zero"]),
@@ -62,7 +85,11 @@ def test_same_answers(got, expected):
         (200.0, float("inf"), ["is wrong"]),  # a finite number is not close to infinity
         ([1, 2, 3], [1, 2], ["list or tuple of 2 items"]),
         ((1, 3), [1, 2], ["item 1 differs"]),
-        (torch.tensor([1.0, 2.5]), torch.tensor([1.0, 2.0]), ["wrong values", "index (1,)"]),
+        (
+            torch.tensor([1.0, 2.5]),
+            torch.tensor([1.0, 2.0]),
+            ["wrong values", "index (1,)"],
+        ),
     ],
 )
 def test_different_answers(got, expected, fragments):
@@ -77,13 +104,32 @@ def test_different_answers(got, expected, fragments):
 def test_a_named_mistake_wins_over_the_nan_hint_and_the_nan_hint_over_the_default():
     nan = torch.tensor([float("nan")])
     with pytest.raises(Mismatch) as info:
-        expect(nan, torch.ones(1), input="-", hint="default", mistakes=[(lambda: torch.tensor([0.0]), "zero")])
-    assert "division by zero" in info.value.hint  # the mistake does not match: the NaN hint stays
+        expect(
+            nan,
+            torch.ones(1),
+            input="-",
+            hint="default",
+            mistakes=[(lambda: torch.tensor([0.0]), "zero")],
+        )
+    # the mistake does not match: the NaN hint stays
+    assert "division by zero" in info.value.hint
     with pytest.raises(Mismatch) as info:
-        expect(nan, torch.ones(1), input="-", hint="default", mistakes=[(lambda: nan.clone(), "named")])
+        expect(
+            nan,
+            torch.ones(1),
+            input="-",
+            hint="default",
+            mistakes=[(lambda: nan.clone(), "named")],
+        )
     assert info.value.hint == "named"
     with pytest.raises(Mismatch) as info:
-        expect(torch.zeros(1), torch.ones(1), input="-", hint="default", mistakes=[(lambda: 1 / 0, "crashes")])
+        expect(
+            torch.zeros(1),
+            torch.ones(1),
+            input="-",
+            hint="default",
+            mistakes=[(lambda: 1 / 0, "crashes")],
+        )
     assert info.value.hint == "default"  # a mistake that raises is skipped
 
 
@@ -92,14 +138,19 @@ def test_a_named_mistake_wins_over_the_nan_hint_and_the_nan_hint_over_the_defaul
 
 def test_compare_passes_counts_and_names_arguments():
     verdict = CHECK_TWICE.verdict(lambda x, factor=2.0: factor * x)
-    assert (verdict.cases, verdict.hidden) == (4, 1)  # the random case is drawn again, hidden; fixed ones are not
+    # the random case is drawn again, hidden; fixed ones are not
+    assert (verdict.cases, verdict.hidden) == (4, 1)
     assert_wrong(
         CHECK_TWICE.verdict(lambda x, factor=2.0: x + factor),
         "input:    x=tensor([1.0, -2.0])",
         "expected: tensor of shape (2,)",
         "hint:     Multiply, do not add.",
     )
-    assert_wrong(CHECK_TWICE.verdict(lambda x, factor=2.0: x * 2), "factor=3.0", "hint:     Scale every entry.")
+    assert_wrong(
+        CHECK_TWICE.verdict(lambda x, factor=2.0: x * 2),
+        "factor=3.0",
+        "hint:     Scale every entry.",
+    )
     assert CHECK_TWICE.verdict(stub).status == "not attempted"
 
 
@@ -107,14 +158,17 @@ def test_compare_names_a_change_in_place():
     def in_place(x, factor=2.0):
         return x.mul_(factor)
 
-    assert_wrong(CHECK_TWICE.verdict(in_place), "changed its argument `x` in place", "x.clone()")
+    assert_wrong(
+        CHECK_TWICE.verdict(in_place), "changed its argument `x` in place", "x.clone()"
+    )
 
 
 def test_compare_leaves_the_students_random_state_alone():
     torch.manual_seed(5)
     expected = torch.rand(4)
     torch.manual_seed(5)
-    CHECK_TWICE.verdict(lambda x, factor=2.0: x * factor)  # its cases draw random numbers
+    # its cases draw random numbers
+    CHECK_TWICE.verdict(lambda x, factor=2.0: x * factor)
     assert torch.equal(torch.rand(4), expected)
 
 
@@ -152,7 +206,11 @@ class Misspelt(nn.Module):
 
 def _module_cases(Module):
     layer = call(Module, 3, input="Module(3)")
-    expect(call(layer, torch.ones(3), input="layer(ones(3))"), torch.ones(3), input="layer(ones(3))")
+    expect(
+        call(layer, torch.ones(3), input="layer(ones(3))"),
+        torch.ones(3),
+        input="layer(ones(3))",
+    )
     return 1
 
 
@@ -162,20 +220,35 @@ CHECK_MODULE = Checker("Module", _module_cases)
 def test_class_checker_verdicts():
     assert CHECK_MODULE.kind == "class"
     assert CHECK_MODULE.verdict(Good).passed
-    assert_wrong(CHECK_MODULE.verdict(Misspelt), "Your class Misspelt has no method `forward`", "spelt exactly")
-    assert_wrong(CHECK_MODULE.verdict(Good(3)), "Expected the class Module itself", "not Module(...)")
-    assert_wrong(CHECK_MODULE.verdict(lambda d: Good(d)), "Expected the class Module itself", "asks for a class")
+    assert_wrong(
+        CHECK_MODULE.verdict(Misspelt),
+        "Your class Misspelt has no method `forward`",
+        "spelt exactly",
+    )
+    assert_wrong(
+        CHECK_MODULE.verdict(Good(3)),
+        "Expected the class Module itself",
+        "not Module(...)",
+    )
+    assert_wrong(
+        CHECK_MODULE.verdict(lambda d: Good(d)),
+        "Expected the class Module itself",
+        "asks for a class",
+    )
 
 
 def test_a_missing_forward_found_only_when_called_is_wrong_not_unattempted():
-    class Late(nn.Module):  # forward added after the check of the class, then removed again
+    # forward added after the check of the class, then removed again
+    class Late(nn.Module):
         def __init__(self, d):
             super().__init__()
 
     def cases(Module):
         return call(Module(3), torch.ones(1), input="layer(x)")
 
-    assert_wrong(Checker("Late", cases, kind="function").verdict(Late), "has no method `forward`")
+    assert_wrong(
+        Checker("Late", cases, kind="function").verdict(Late), "has no method `forward`"
+    )
 
 
 @pytest.mark.slow  # a fresh interpreter that imports torch
@@ -188,22 +261,40 @@ def test_the_first_wrong_verdict_imports_nothing_heavy():
         "assert check_one_hot.verdict(lambda i, v: torch.zeros(len(i), v)).status == 'wrong'\n"
         "print(len([m for m in set(sys.modules) - before if m.split('.')[0] in {'sympy', 'mpmath'}]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "0", f"the first WRONG verdict imported {out.strip()} sympy/mpmath modules"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "0", (
+        f"the first WRONG verdict imported {out.strip()} sympy/mpmath modules"
+    )
 
 
 # --- keeping the homework's variables safe ------------------------------------------------------------------
 
 
 def test_restore_puts_back_what_the_student_replaced(capsys):
-    namespace = {"emb": "module", "x": 1, "torch": torch, "_private": 0, "one_hot": None}
+    namespace = {
+        "emb": "module",
+        "x": 1,
+        "torch": torch,
+        "_private": 0,
+        "one_hot": None,
+    }
     saved = snapshot(namespace)
     namespace.update(emb="a layer", x=2, one_hot="student's", scratch=3, _private=9)
     del namespace["torch"]
     back = restore(namespace, saved, keep=["one_hot"])
     assert sorted(back) == ["emb", "torch", "x"]
-    assert namespace["emb"] == "module" and namespace["x"] == 1 and namespace["torch"] is torch
-    assert namespace["one_hot"] == "student's" and namespace["scratch"] == 3 and namespace["_private"] == 9
+    assert (
+        namespace["emb"] == "module"
+        and namespace["x"] == 1
+        and namespace["torch"] is torch
+    )
+    assert (
+        namespace["one_hot"] == "student's"
+        and namespace["scratch"] == 3
+        and namespace["_private"] == 9
+    )
     assert "`emb`, `x`, `torch`" in capsys.readouterr().out
     assert restore(namespace, saved, keep=["one_hot"]) == []
     assert capsys.readouterr().out == ""
@@ -245,29 +336,46 @@ def test_a_student_who_changes_the_models_weights_before_a_right_computation_is_
     def doubles_first(model, x):
         with torch.no_grad():
             model.weight.mul_(2)
-        return (model(x) / 2).sum()  # right value on the changed model... the expectation was computed before
+        # right value on the changed model... the expectation was computed before
+        return (model(x) / 2).sum()
 
     def shifts_buffer(model, x):
         model.offset += 1
         return (model(x) - 1).sum()
 
-    assert_wrong(CHECK_APPLY.verdict(doubles_first), "changed its argument `model` in place")
-    assert_wrong(CHECK_APPLY.verdict(shifts_buffer), "changed its argument `model` in place")
-    assert CHECK_APPLY.verdict(lambda model, x: (x * model.weight).sum() + model.offset.sum()).passed
+    assert_wrong(
+        CHECK_APPLY.verdict(doubles_first), "changed its argument `model` in place"
+    )
+    assert_wrong(
+        CHECK_APPLY.verdict(shifts_buffer), "changed its argument `model` in place"
+    )
+    assert CHECK_APPLY.verdict(
+        lambda model, x: (x * model.weight).sum() + model.offset.sum()
+    ).passed
     assert CHECK_APPLY.verdict(lambda model, x: model(x).sum()).passed
 
 
 def test_a_loss_must_stay_differentiable():
-    assert_wrong(CHECK_APPLY.verdict(lambda model, x: model(x).sum().item()), "is a plain number", ".item()")
+    assert_wrong(
+        CHECK_APPLY.verdict(lambda model, x: model(x).sum().item()),
+        "is a plain number",
+        ".item()",
+    )
 
     def no_grad(model, x):
         with torch.no_grad():
             return model(x).sum()
 
     assert_wrong(CHECK_APPLY.verdict(no_grad), "carries no gradient", "torch.no_grad()")
-    assert_wrong(CHECK_APPLY.verdict(lambda model, x: model(x).sum().detach()), "carries no gradient")
+    assert_wrong(
+        CHECK_APPLY.verdict(lambda model, x: model(x).sum().detach()),
+        "carries no gradient",
+    )
     wrong_graph = lambda model, x: model(x).sum().detach() + 0 * model.weight.sum()  # noqa: E731
-    assert_wrong(CHECK_APPLY.verdict(wrong_graph), "gradient of your result with respect to `weight`")
+    assert_wrong(
+        CHECK_APPLY.verdict(wrong_graph),
+        "gradient of your result with respect to `weight`",
+    )
 
 
 def test_a_named_mistake_must_hold_on_every_case():
@@ -279,15 +387,18 @@ def test_a_named_mistake_must_hold_on_every_case():
         mistakes=[(lambda x, factor=2.0: x + factor, "Multiply, do not add.")],
         hint="default",
     )
-    assert_wrong(check.verdict(lambda x, factor=2.0: x + 2), "Multiply, do not add.")  # the mistake itself
+    # the mistake itself
+    assert_wrong(check.verdict(lambda x, factor=2.0: x + 2), "Multiply, do not add.")
     coincidence = lambda x, factor=2.0: torch.where(x == 2, 4.0, 7.0)  # noqa: E731 -- matches it on case 1 only
     verdict = check.verdict(lambda x, factor=2.0: coincidence(x) + 1)
     assert_wrong(verdict, "hint:     default")
-    verdict = check.verdict(lambda x, factor=2.0: torch.where(x == 2, 4.0, 0.0))  # right, then unrelated
+    # right, then unrelated
+    verdict = check.verdict(lambda x, factor=2.0: torch.where(x == 2, 4.0, 0.0))
     assert_wrong(verdict, "x=tensor([5.0])", "hint:     default")
     assert confirmed([(1.0, 2.0, [1.0]), (RAISED, 3.0, [RAISED])], ["m"]) == ["m"]
     assert confirmed([(1.0, 2.0, [1.0]), (5.0, 3.0, [4.0])], ["m"]) == []
-    assert confirmed([(1.0, 2.0, [1.0]), (3.0, 3.0, [RAISED])], ["m"]) == ["m"]  # right where it does not apply
+    # right where it does not apply
+    assert confirmed([(1.0, 2.0, [1.0]), (3.0, 3.0, [RAISED])], ["m"]) == ["m"]
 
 
 class _BadRepr:
@@ -327,7 +438,8 @@ def test_no_verdict_raises(student, fragment):
 
 def test_the_stop_button_still_stops_a_check():
     def presses_stop(x, factor=2.0):
-        signal.raise_signal(signal.SIGINT)  # what Jupyter's stop button (or the grader's time limit) sends
+        # what Jupyter's stop button (or the grader's time limit) sends
+        signal.raise_signal(signal.SIGINT)
         return x * factor
 
     # A Jupyter kernel's SIGINT handler is Python's default one; a test that ran before this one in the same
@@ -344,7 +456,11 @@ def test_the_stop_button_still_stops_a_check():
 def test_hidden_random_cases_defeat_a_table_of_shown_answers():
     table = {}
     torch.manual_seed(0)
-    for c in [case(torch.tensor([1.0, -2.0])), case(torch.randn(3, 2)), case(torch.ones(2), factor=3.0)]:
+    for c in [
+        case(torch.tensor([1.0, -2.0])),
+        case(torch.randn(3, 2)),
+        case(torch.ones(2), factor=3.0),
+    ]:
         table[tuple(c.args[0].flatten().tolist())] = _twice(*c.args, **c.kwargs)
 
     def lookup(x, factor=2.0):
@@ -352,7 +468,10 @@ def test_hidden_random_cases_defeat_a_table_of_shown_answers():
 
     verdict = CHECK_TWICE.verdict(lookup)
     assert_wrong(verdict, "a hidden random case, seed")
-    seeds = {str(CHECK_TWICE.verdict(lookup)).split("seed ")[1].split("]")[0] for _ in range(3)}
+    seeds = {
+        str(CHECK_TWICE.verdict(lookup)).split("seed ")[1].split("]")[0]
+        for _ in range(3)
+    }
     assert len(seeds) > 1  # drawn afresh on every run
 
 
@@ -370,11 +489,22 @@ def _withholding_checker():
 def test_the_companions_answer_is_withheld_while_the_students_code_runs():
     check = _withholding_checker()
     original = companion.masks.causal_mask
-    assert_wrong(check.verdict(lambda n, m=None: companion.masks.causal_mask(n, m)), "write this one yourself")
-    assert_wrong(check.verdict(lambda n, m=None: imported_alias(n, m)), "write this one yourself")  # an alias
-    assert_wrong(check.verdict(original), "the companion's own `companion.masks.causal_mask`")
-    assert companion.masks.causal_mask is original and imported_alias is original  # put back
-    assert check.verdict(lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril((m or n) - n)).passed
+    assert_wrong(
+        check.verdict(lambda n, m=None: companion.masks.causal_mask(n, m)),
+        "write this one yourself",
+    )
+    # an alias
+    assert_wrong(
+        check.verdict(lambda n, m=None: imported_alias(n, m)), "write this one yourself"
+    )
+    assert_wrong(
+        check.verdict(original), "the companion's own `companion.masks.causal_mask`"
+    )
+    # put back
+    assert companion.masks.causal_mask is original and imported_alias is original
+    assert check.verdict(
+        lambda n, m=None: torch.ones(n, m or n, dtype=torch.bool).tril((m or n) - n)
+    ).passed
 
 
 def test_messages_agree_with_plural_subjects_and_tell_inf_from_nan():
@@ -387,17 +517,27 @@ def test_messages_agree_with_plural_subjects_and_tell_inf_from_nan():
     minus_inf = torch.tensor([1.0, float("-inf")])
     with pytest.raises(Mismatch) as info:
         expect(minus_inf, torch.tensor([1.0, 0.5]), input="-", what="The logits")
-    assert "contain an infinity where a finite value is expected (first at index (1,))" in info.value.problem
+    assert (
+        "contain an infinity where a finite value is expected (first at index (1,))"
+        in info.value.problem
+    )
     assert "division by zero" in info.value.hint and "NaN" not in info.value.problem
     with pytest.raises(Mismatch) as info:
         expect(torch.tensor([1.0, 0.5]), minus_inf, input="-", what="The logits")
     assert "should be -inf at index (1,)" in info.value.problem
-    expect(minus_inf, minus_inf.clone(), input="-")  # -inf where -inf is expected is right
+    # -inf where -inf is expected is right
+    expect(minus_inf, minus_inf.clone(), input="-")
 
 
 def test_same_dtype_is_checked_when_asked():
-    check = compare("twice", _twice, [case(torch.ones(2, dtype=torch.float64))], same_dtype=True)
-    assert_wrong(check.verdict(lambda x, factor=2.0: (x * factor).float()), "wrong dtype", "torch.float64")
+    check = compare(
+        "twice", _twice, [case(torch.ones(2, dtype=torch.float64))], same_dtype=True
+    )
+    assert_wrong(
+        check.verdict(lambda x, factor=2.0: (x * factor).float()),
+        "wrong dtype",
+        "torch.float64",
+    )
     assert check.verdict(lambda x, factor=2.0: x * factor).passed
 
 
@@ -421,7 +561,8 @@ def test_a_harness_that_runs_the_student_elsewhere_passes_in_where_its_peaks_go(
 
     def student(x):  # a grader's stand-in for the student's function
         asked.append(memory.measuring)
-        memory.record(elsewhere)  # the peak the other process measured (ignored unless measuring)
+        # the peak the other process measured (ignored unless measuring)
+        memory.record(elsewhere)
         return x
 
     def cases(f):
@@ -431,8 +572,10 @@ def test_a_harness_that_runs_the_student_elsewhere_passes_in_where_its_peaks_go(
         return 1
 
     assert Checker("f", cases).verdict(student, memory=memory).passed
-    assert asked == [True, True] and not memory.measuring  # both runs of peak_bytes measured remotely
-    assert not Checker("f", cases).verdict(student).passed  # no memory passed in: measured here, a few bytes
+    # both runs of peak_bytes measured remotely
+    assert asked == [True, True] and not memory.measuring
+    # no memory passed in: measured here, a few bytes
+    assert not Checker("f", cases).verdict(student).passed
     assert peak_bytes(student, torch.ones(3)) < 2**20  # outside a checker too
 
 
@@ -448,7 +591,11 @@ def _all_checkers():
     for info in pkgutil.iter_modules(exercises.__path__):
         if info.name != "checking":
             module = importlib.import_module(f"companion.exercises.{info.name}")
-            found += [v for k, v in vars(module).items() if isinstance(v, Checker) and k.startswith("check_")]
+            found += [
+                v
+                for k, v in vars(module).items()
+                if isinstance(v, Checker) and k.startswith("check_")
+            ]
     return found
 
 
@@ -491,7 +638,9 @@ _OWN_EXCEPTIONS = [_StudentStop("stop here"), _StudentGiveUp(), _StudentError("m
 def test_a_students_own_exception_is_their_error_in_every_checker(checker):
     assert len(_all_checkers()) >= 46
     if checker.kind == "class":
-        students = [_raising_class(e, w) for e in _OWN_EXCEPTIONS for w in ("init", "forward")]
+        students = [
+            _raising_class(e, w) for e in _OWN_EXCEPTIONS for w in ("init", "forward")
+        ]
     else:
         students = [_raising_function(e) for e in _OWN_EXCEPTIONS]
     for student in students:
@@ -507,7 +656,10 @@ def test_a_students_own_exception_is_their_error_in_every_checker(checker):
 def test_own_base_exception_gets_its_hint_and_abort_still_passes():
     from companion.exercises.checking import Abort
 
-    assert_wrong(CHECK_TWICE.verdict(_raising_function(_StudentStop("x"))), "derive your exceptions from Exception")
+    assert_wrong(
+        CHECK_TWICE.verdict(_raising_function(_StudentStop("x"))),
+        "derive your exceptions from Exception",
+    )
     with pytest.raises(Abort):
         CHECK_TWICE.verdict(_raising_function(Abort()))
 
@@ -526,7 +678,9 @@ def _encode_int32(tokens, stoi):
 
 
 def _encode_numpy_int32(tokens, stoi):
-    return torch.from_numpy(np.array([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=np.int32))
+    return torch.from_numpy(
+        np.array([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=np.int32)
+    )
 
 
 def _encode_dot_int(tokens, stoi):
@@ -545,7 +699,9 @@ def _pairs_int32(ids, window):
             if j != i:
                 centres.append(int(ids[i]))
                 contexts.append(int(ids[j]))
-    return torch.tensor(centres, dtype=torch.int32), torch.tensor(contexts, dtype=torch.int32)
+    return torch.tensor(centres, dtype=torch.int32), torch.tensor(
+        contexts, dtype=torch.int32
+    )
 
 
 def _pairs_int16_contexts(ids, window):
@@ -561,12 +717,16 @@ def _pair_int32(a, b, cls_id, sep_id, max_len):
     while len(a) + len(b) > max_len - 3:
         (a if len(a) > len(b) or (len(a) == len(b) and not a_was_longer) else b).pop()
     ids = [cls_id, *a, sep_id, *b, sep_id]
-    return torch.tensor(ids, dtype=torch.int32), torch.tensor([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    return torch.tensor(ids, dtype=torch.int32), torch.tensor(
+        [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    )
 
 
 def _best_span_int32(start_logits, end_logits, context_mask, max_len):
     out = []
-    for s, e, m in zip(start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True):
+    for s, e, m in zip(
+        start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True
+    ):
         best = None
         for i in range(len(s)):
             for j in range(i, min(len(s), i + max_len)):
@@ -581,7 +741,12 @@ def _id_checkers():
     from companion.exercises.word2vec import check_skipgram_pairs
     from companion.exercises.words_to_vectors import check_encode
 
-    return {"encode": check_encode, "pairs": check_skipgram_pairs, "pair": check_pair_inputs, "span": check_best_span}
+    return {
+        "encode": check_encode,
+        "pairs": check_skipgram_pairs,
+        "pair": check_pair_inputs,
+        "span": check_best_span,
+    }
 
 
 @pytest.mark.parametrize(
@@ -598,7 +763,9 @@ def _id_checkers():
     ],
 )
 def test_ids_must_be_long(exercise, student, got):
-    assert_wrong(_id_checkers()[exercise].verdict(student), "expected int64", got, "torch.long")
+    assert_wrong(
+        _id_checkers()[exercise].verdict(student), "expected int64", got, "torch.long"
+    )
 
 
 # Losses that cannot train: a plain number, a detached part, no_grad: WRONG, naming the input nothing flows to.
@@ -650,7 +817,9 @@ def _glove_detached_biases(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
 
 
 def _glove_numpy(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
-    w, r = _glove_terms(e.detach(), u.detach(), b.detach(), b_tilde.detach(), c, x_max, alpha)
+    w, r = _glove_terms(
+        e.detach(), u.detach(), b.detach(), b_tilde.detach(), c, x_max, alpha
+    )
     return float((w * r**2).sum().numpy())
 
 
@@ -675,7 +844,10 @@ def _glove_detached_u(e, u, b, b_tilde, c, x_max=100.0, alpha=0.75):
 )
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
 def test_losses_that_cannot_train_are_wrong(exercise, student, fragment):
-    from companion.exercises.word2vec import check_glove_loss, check_negative_sampling_loss
+    from companion.exercises.word2vec import (
+        check_glove_loss,
+        check_negative_sampling_loss,
+    )
 
     checker = {"ns": check_negative_sampling_loss, "glove": check_glove_loss}[exercise]
     assert_wrong(checker.verdict(student), fragment, ".detach()")
@@ -684,7 +856,10 @@ def test_losses_that_cannot_train_are_wrong(exercise, student, fragment):
 def test_losses_that_train_pass():
     from checker_testing import assert_passes
 
-    from companion.exercises.word2vec import check_glove_loss, check_negative_sampling_loss
+    from companion.exercises.word2vec import (
+        check_glove_loss,
+        check_negative_sampling_loss,
+    )
 
     def ns(v, u_pos, u_neg):
         pos, neg = _ns_terms(v, u_pos, u_neg)
@@ -705,7 +880,8 @@ def test_checker_runs_under_a_known_torch_state_and_puts_the_students_back():
 
     def student(x, factor=2.0):
         seen.append((torch.is_grad_enabled(), torch.get_default_dtype()))
-        torch.set_default_dtype(torch.float64)  # the student's code changes it: put back after the check
+        # the student's code changes it: put back after the check
+        torch.set_default_dtype(torch.float64)
         torch.set_grad_enabled(True)
         return x * factor
 
@@ -714,14 +890,21 @@ def test_checker_runs_under_a_known_torch_state_and_puts_the_students_back():
         torch.set_grad_enabled(False)
         torch.set_default_dtype(torch.float64)
         CHECK_TWICE.verdict(student)
-        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (False, torch.float64)
+        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (
+            False,
+            torch.float64,
+        )
         torch.set_default_dtype(torch.float32)
         CHECK_TWICE.verdict(student)
-        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (False, torch.float32)
+        assert (torch.is_grad_enabled(), torch.get_default_dtype()) == (
+            False,
+            torch.float32,
+        )
     finally:
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
-    assert seen[0] == (True, torch.float32)  # the first call of each check; later ones see what the student set
+    # the first call of each check; later ones see what the student set
+    assert seen[0] == (True, torch.float32)
 
 
 @pytest.mark.parametrize("state", ["no_grad", "float64"])
@@ -730,7 +913,9 @@ def test_a_correct_loss_passes_with_grad_mode_left_off_or_float64(state):
 
     def loss(model, ids):
         logits = model(ids[:, :-1])
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
+        )
 
     def forward(model, ids):
         x = model.pos(model.embed(ids))
@@ -743,7 +928,10 @@ def test_a_correct_loss_passes_with_grad_mode_left_off_or_float64(state):
         with torch.set_grad_enabled(state != "no_grad"):
             if state == "float64":
                 torch.set_default_dtype(torch.float64)
-            verdicts = [check_next_token_loss.verdict(loss), check_gpt_forward.verdict(forward)]
+            verdicts = [
+                check_next_token_loss.verdict(loss),
+                check_gpt_forward.verdict(forward),
+            ]
     finally:
         torch.set_default_dtype(dtype)
     for verdict in verdicts:

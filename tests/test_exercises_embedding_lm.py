@@ -5,7 +5,13 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
+from checker_testing import (
+    assert_passes,
+    assert_wrong,
+    correct_answers,
+    stub,
+    unwithheld,
+)
 
 from companion import embedding_lm as lm
 from companion.exercises.embedding_lm import (
@@ -14,13 +20,18 @@ from companion.exercises.embedding_lm import (
     check_next_token_probabilities,
 )
 
-lm = unwithheld(lm)  # the companion's functions, as other objects than those the checkers withhold
+# the companion's functions, as other objects than those the checkers withhold
+lm = unwithheld(lm)
 
 
-@pytest.mark.parametrize("checker", [check_next_token_probabilities, check_bigram_counts])
+@pytest.mark.parametrize(
+    "checker", [check_next_token_probabilities, check_bigram_counts]
+)
 def test_stub_is_not_attempted(checker):
     verdict = checker.verdict(stub)
-    assert verdict.status == "not attempted" and str(verdict).startswith("NOT ATTEMPTED YET")
+    assert verdict.status == "not attempted" and str(verdict).startswith(
+        "NOT ATTEMPTED YET"
+    )
 
 
 # --- next_token_probabilities -----------------------------------------------------------------------------
@@ -31,8 +42,12 @@ def test_probabilities_reference_passes(capsys):
 
     def own(scores, temperature):
         if temperature == 0:
-            return torch.nn.functional.one_hot(scores.argmax(-1), scores.shape[-1]).to(scores.dtype)
-        e = torch.exp(scores / temperature - (scores / temperature).max(-1, keepdim=True).values)
+            return torch.nn.functional.one_hot(scores.argmax(-1), scores.shape[-1]).to(
+                scores.dtype
+            )
+        e = torch.exp(
+            scores / temperature - (scores / temperature).max(-1, keepdim=True).values
+        )
         return e / e.sum(-1, keepdim=True)
 
     assert check_next_token_probabilities.verdict(own).passed
@@ -55,27 +70,50 @@ def _soft(fn):
         (_soft(lambda s, t: torch.softmax(s, -1)), ["no effect", "temperature=2.0"]),
         (_soft(lambda s, t: torch.softmax(s * t, -1)), ["you multiplied"]),
         (_soft(lambda s, t: torch.softmax(s / t, 0)), ["last dimension", "(3, 5)"]),
-        (lambda s, t: torch.softmax(s / t, -1), ["NaN", "temperature == 0", "temperature=0.0"]),
         (
-            _soft(lambda s, t: torch.exp(s / t) / torch.exp(s / t).sum(-1, keepdim=True)),
+            lambda s, t: torch.softmax(s / t, -1),
+            ["NaN", "temperature == 0", "temperature=0.0"],
+        ),
+        (
+            _soft(
+                lambda s, t: torch.exp(s / t) / torch.exp(s / t).sum(-1, keepdim=True)
+            ),
             ["NaN", "overflows", "around 100"],
         ),
-        (lambda s, t: s.argmax(-1) if t == 0 else torch.softmax(s / t, -1), ["not the index", "temperature=0.0"]),
         (
-            lambda s, t: (s == s.max(-1, keepdim=True).values).float() if t == 0 else torch.softmax(s / t, -1),
+            lambda s, t: s.argmax(-1) if t == 0 else torch.softmax(s / t, -1),
+            ["not the index", "temperature=0.0"],
+        ),
+        (
+            lambda s, t: (
+                (s == s.max(-1, keepdim=True).values).float()
+                if t == 0
+                else torch.softmax(s / t, -1)
+            ),
             ["a tie", "only the first largest score"],
         ),
         (
-            lambda s, t: lm.next_token_probabilities(s.flip(-1), 0).flip(-1) if t == 0 else torch.softmax(s / t, -1),
+            lambda s, t: (
+                lm.next_token_probabilities(s.flip(-1), 0).flip(-1)
+                if t == 0
+                else torch.softmax(s / t, -1)
+            ),
             ["a tie", "not the last"],
         ),
         (
-            lambda s, t: lm.next_token_probabilities(s, t) if s.ndim == 1 or t else torch.zeros_like(s),
+            lambda s, t: (
+                lm.next_token_probabilities(s, t)
+                if s.ndim == 1 or t
+                else torch.zeros_like(s)
+            ),
             ["a batch at temperature 0"],
         ),
         (_soft(lambda s, t: torch.exp(s / t)), ["wrong values", "sum to 1"]),
         (_soft(lambda s, t: torch.softmax(s / t, -1)[..., :-1]), ["wrong shape"]),
-        (_soft(lambda s, t: torch.softmax(s / t, -1).tolist()), ["should be a torch.Tensor"]),
+        (
+            _soft(lambda s, t: torch.softmax(s / t, -1).tolist()),
+            ["should be a torch.Tensor"],
+        ),
         (lambda s, t: 1 / 0, ["raised ZeroDivisionError"]),
     ],
 )
@@ -108,13 +146,23 @@ def _wrapped(ids, n):
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (lambda ids, n: lm.bigram_counts(ids, n).T, ["yours is C.T", "ids=tensor([0, 1, 0, 1, 2])"]),
+        (
+            lambda ids, n: lm.bigram_counts(ids, n).T,
+            ["yours is C.T", "ids=tensor([0, 1, 0, 1, 2])"],
+        ),
         (_wrapped, ["n - 1 bigrams", "do not wrap around"]),
-        (lambda ids, n: lm.bigram_probabilities(ids, n), ["write this one yourself"]),  # it calls bigram_counts
+        # it calls bigram_counts
+        (lambda ids, n: lm.bigram_probabilities(ids, n), ["write this one yourself"]),
         (lambda ids, n: lm.bigram_counts(ids, n).float(), ["integer tensor"]),
         (lambda ids, n: lm.bigram_counts(ids, n)[:, :-1], ["wrong shape"]),
-        (lambda ids, n: torch.bincount(ids, minlength=n), ["wrong shape", "expected: shape (3, 3)"]),
-        (lambda ids, n: lm.bigram_counts(ids, n) + 1, ["wrong values", "ids[t + 1] = j"]),
+        (
+            lambda ids, n: torch.bincount(ids, minlength=n),
+            ["wrong shape", "expected: shape (3, 3)"],
+        ),
+        (
+            lambda ids, n: lm.bigram_counts(ids, n) + 1,
+            ["wrong values", "ids[t + 1] = j"],
+        ),
         (lambda ids, n: None, ["should be a torch.Tensor"]),
         (lambda ids, n: 1 / 0, ["raised ZeroDivisionError"]),
     ],
@@ -153,7 +201,9 @@ def probabilities_loop(scores, temperature):
 
 def probabilities_log_softmax(scores, temperature):
     if not temperature:
-        return torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0)
+        return torch.zeros_like(scores).scatter(
+            -1, scores.argmax(-1, keepdim=True), 1.0
+        )
     return (scores.double() / temperature).log_softmax(-1).exp()  # float64 is fine
 
 
@@ -170,7 +220,9 @@ def probabilities_numpy(scores, temperature):
 
 def counts_index_put(ids, n):
     c = torch.zeros(n, n, dtype=torch.long)
-    c.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=torch.long), accumulate=True)
+    c.index_put_(
+        (ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=torch.long), accumulate=True
+    )
     return c
 
 
@@ -213,7 +265,9 @@ def probabilities_nan_to_num(ids, n):
     return (c / c.sum(1, keepdim=True)).nan_to_num(0.0)
 
 
-@pytest.mark.parametrize("student", [lm.bigram_probabilities, probabilities_loop, probabilities_nan_to_num])
+@pytest.mark.parametrize(
+    "student", [lm.bigram_probabilities, probabilities_loop, probabilities_nan_to_num]
+)
 def test_bigram_probabilities_correct_answers_pass(student):
     assert check_bigram_probabilities.verdict(student).passed
 
@@ -221,13 +275,21 @@ def test_bigram_probabilities_correct_answers_pass(student):
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (lambda ids, n: lm.bigram_counts(ids, n) / lm.bigram_counts(ids, n).sum(), ["its own total"]),
         (
-            lambda ids, n: lm.bigram_counts(ids, n) / lm.bigram_counts(ids, n).sum(1, keepdim=True),
+            lambda ids, n: lm.bigram_counts(ids, n) / lm.bigram_counts(ids, n).sum(),
+            ["its own total"],
+        ),
+        (
+            lambda ids, n: (
+                lm.bigram_counts(ids, n) / lm.bigram_counts(ids, n).sum(1, keepdim=True)
+            ),
             ["NaN", "0 / 0", "token 2 only occurs last"],
         ),
         (lambda ids, n: lm.bigram_counts(ids, n), ["floating-point tensor"]),
-        (lambda ids, n: lm.bigram_probabilities(ids, n).T, ["wrong values", "Σ_k C[i, k]"]),
+        (
+            lambda ids, n: lm.bigram_probabilities(ids, n).T,
+            ["wrong values", "Σ_k C[i, k]"],
+        ),
         (stub, ["NOT ATTEMPTED YET"]),
     ],
 )
@@ -265,7 +327,8 @@ def _loop_log_softmax(model, ids, steps, lr):
         loss = -logp[torch.arange(len(ids) - 1), ids[1:]].mean()
         loss.backward()
         opt.step()
-        losses.append(float(loss.detach()))  # float(), not .item(): a Python float either way
+        # float(), not .item(): a Python float either way
+        losses.append(float(loss.detach()))
     return losses
 
 
@@ -293,14 +356,20 @@ def test_train_loop_correct_answers_pass(student):
 
 def test_train_loop_stub_and_reference():
     assert check_train_loop.verdict(stub).status == "not attempted"
-    assert check_train_loop.verdict(lambda m, i, s, lr: lm.train_embedding_lm(m, i, steps=s, lr=lr, progress=False))
+    assert check_train_loop.verdict(
+        lambda m, i, s, lr: lm.train_embedding_lm(m, i, steps=s, lr=lr, progress=False)
+    )
 
 
 def test_train_loop_withholds_the_companions_loop():
     """The companion's own training loop is the answer: while the checker runs the student's code it is withheld."""
     import companion.embedding_lm as library
 
-    own = check_train_loop.verdict(lambda m, i, s, lr: library.train_embedding_lm(m, i, steps=s, lr=lr, progress=False))
+    own = check_train_loop.verdict(
+        lambda m, i, s, lr: library.train_embedding_lm(
+            m, i, steps=s, lr=lr, progress=False
+        )
+    )
     assert_wrong(own, "companion's own answer")
 
 
@@ -367,7 +436,10 @@ def _new_optimiser_each_step(model, ids, steps, lr):
         (_new_optimiser_each_step, ["one torch.optim.Adam", "before the loop"]),
         (_no_step, ["did not change", "optimiser.step()"]),
         (_shifted_wrong, ["The first loss is wrong", "ids[1:]"]),
-        (lambda m, i, s, lr: _loop_plain(m, i, s - 1, lr), ["wrong length", "30 losses"]),
+        (
+            lambda m, i, s, lr: _loop_plain(m, i, s - 1, lr),
+            ["wrong length", "30 losses"],
+        ),
         (lambda m, i, s, lr: 3.0, ["list of losses"]),
         (lambda m, i, s, lr: 1 / 0, ["raised ZeroDivisionError"]),
     ],

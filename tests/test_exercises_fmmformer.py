@@ -16,11 +16,19 @@ from companion.exercises.fmmformer import check_banded_softmax, check_fmm_attent
 
 
 @pytest.mark.parametrize(
-    "checker", [check_best_rank_k, check_near_far_split, check_banded_softmax, check_fmm_attention]
+    "checker",
+    [
+        check_best_rank_k,
+        check_near_far_split,
+        check_banded_softmax,
+        check_fmm_attention,
+    ],
 )
 def test_stub_is_not_attempted(checker):
     verdict = checker.verdict(StubFMMAttention if checker.kind == "class" else stub)
-    assert verdict.status == "not attempted" and str(verdict).startswith("NOT ATTEMPTED YET")
+    assert verdict.status == "not attempted" and str(verdict).startswith(
+        "NOT ATTEMPTED YET"
+    )
 
 
 class StubFMMAttention(torch.nn.Module):  # the homework's stub
@@ -39,7 +47,9 @@ def banded_by_loop(q, k, v, b):
     out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
     for i in range(q.shape[-2]):
         lo = max(0, i - b + 1)
-        s = (q[..., i : i + 1, :] @ k[..., lo : i + 1, :].transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        s = (
+            q[..., i : i + 1, :] @ k[..., lo : i + 1, :].transpose(-2, -1)
+        ) / math.sqrt(q.shape[-1])
         out[..., i, :] = (torch.softmax(s, -1) @ v[..., lo : i + 1, :])[..., 0, :]
     return out
 
@@ -49,7 +59,8 @@ def banded_by_unfold(q, k, v, b):
     kp = F.pad(k, (0, 0, b - 1, 0)).unfold(-2, b, 1)  # (..., n, d, b)
     vp = F.pad(v, (0, 0, b - 1, 0)).unfold(-2, b, 1)  # (..., n, d_v, b)
     s = (q.unsqueeze(-2) @ kp).squeeze(-2) / math.sqrt(d)  # (..., n, b)
-    real = torch.arange(n).unsqueeze(1) + torch.arange(b) - (b - 1) >= 0  # (n, b): not padding
+    # (n, b): not padding
+    real = torch.arange(n).unsqueeze(1) + torch.arange(b) - (b - 1) >= 0
     w = torch.softmax(s.masked_fill(~real, -math.inf), -1)
     return (vp @ w.unsqueeze(-1)).squeeze(-1)
 
@@ -161,7 +172,10 @@ def naive_exp(q, k, v, b):
     [
         (lambda q, k, v, b: dense_band(q * math.sqrt(q.shape[-1]), k, v, b), ["√d_k"]),
         (lambda q, k, v, b: banded_by_loop(q, k, v, b + 1), ["b + 1 keys"]),
-        (lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, is_causal=True), ["full causal attention"]),
+        (
+            lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            ["full causal attention"],
+        ),
         (dense_band, ["MiB", "n × n", "unfold"]),
         (naive_exp, ["NaN", "large scores"]),
         (lambda q, k, v, b: banded_by_unfold(q, k, v, b)[..., :-1, :], ["shape"]),
@@ -179,19 +193,51 @@ def rank_k_in_place(a, k):
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (lambda a, k: torch.linalg.svd(a).U[:, :k] @ torch.linalg.svd(a).Vh[:k], ["singular value", "k=2"]),
-        (lambda a, k: rank_k_by_outer_products(a.flip(0, 1), k).flip(0, 1) * 0 + _smallest(a, k), ["largest"]),
+        (
+            lambda a, k: torch.linalg.svd(a).U[:, :k] @ torch.linalg.svd(a).Vh[:k],
+            ["singular value", "k=2"],
+        ),
+        (
+            lambda a, k: (
+                rank_k_by_outer_products(a.flip(0, 1), k).flip(0, 1) * 0
+                + _smallest(a, k)
+            ),
+            ["largest"],
+        ),
         (lambda a, k: rank_k_by_slices(a, k + 1), ["k + 1"]),
-        (lambda a, k: rank_k_by_slices(a, k) - rank_k_by_slices(a, k - 1) if k else 0 * a, ["k-th alone"]),
+        (
+            lambda a, k: (
+                rank_k_by_slices(a, k) - rank_k_by_slices(a, k - 1) if k else 0 * a
+            ),
+            ["k-th alone"],
+        ),
         (lambda a, k: a - rank_k_by_numpy(a, k), ["leaves out"]),
         (
-            lambda a, k: torch.linalg.svd(a).U[:, :k] * torch.linalg.svd(a).S[:k] @ torch.linalg.svd(a).Vh[:, :k].T,
+            lambda a, k: (
+                torch.linalg.svd(a).U[:, :k]
+                * torch.linalg.svd(a).S[:k]
+                @ torch.linalg.svd(a).Vh[:, :k].T
+            ),
             ["rows of vh"],
         ),
-        (lambda a, k: torch.cat([a[:, :k], torch.zeros_like(a[:, k:])], dim=1), ["Eckart–Young", "Σ_{i>k} σ_i²"]),
-        (lambda a, k: (a @ torch.linalg.svd(a).Vh[:k].T, torch.linalg.svd(a).Vh[:k].T), ["should be a torch.Tensor"]),
+        (
+            lambda a, k: torch.cat([a[:, :k], torch.zeros_like(a[:, k:])], dim=1),
+            ["Eckart–Young", "Σ_{i>k} σ_i²"],
+        ),
+        (
+            lambda a, k: (
+                a @ torch.linalg.svd(a).Vh[:k].T,
+                torch.linalg.svd(a).Vh[:k].T,
+            ),
+            ["should be a torch.Tensor"],
+        ),
         (rank_k_in_place, ["in place"]),
-        (lambda a, k: (torch.svd(a).U[:, :k] * torch.svd(a).S[:k]) @ torch.svd(a).V[:k], ["rows of vh"]),
+        (
+            lambda a, k: (
+                (torch.svd(a).U[:, :k] * torch.svd(a).S[:k]) @ torch.svd(a).V[:k]
+            ),
+            ["rows of vh"],
+        ),
     ],
 )
 def test_best_rank_k_rejects(student, fragments):
@@ -226,10 +272,31 @@ def near_by_loops(a, b, lo, hi):
     ("student", "fragments"),
     [
         (near_both_ways, ["both ways", "non-causal"]),
-        (lambda a, b, k: (n := near_by_loops(a, b, 0, b), rank_k_by_slices(a - n, k)), ["b + 1 keys"]),
-        (lambda a, b, k: (n := near_by_loops(a, b, 1, b), rank_k_by_slices(a - n, k)), ["diagonal"]),
-        (lambda a, b, k: (n := near_by_loops(a, b, 1 - b, 0), rank_k_by_slices(a - n, k)), ["transpose"]),
-        (lambda a, b, k: (near_by_loops(a, b, 0, b - 1), rank_k_by_numpy(a, k)), ["not A itself"]),
+        (
+            lambda a, b, k: (
+                n := near_by_loops(a, b, 0, b),
+                rank_k_by_slices(a - n, k),
+            ),
+            ["b + 1 keys"],
+        ),
+        (
+            lambda a, b, k: (
+                n := near_by_loops(a, b, 1, b),
+                rank_k_by_slices(a - n, k),
+            ),
+            ["diagonal"],
+        ),
+        (
+            lambda a, b, k: (
+                n := near_by_loops(a, b, 1 - b, 0),
+                rank_k_by_slices(a - n, k),
+            ),
+            ["transpose"],
+        ),
+        (
+            lambda a, b, k: (near_by_loops(a, b, 0, b - 1), rank_k_by_numpy(a, k)),
+            ["not A itself"],
+        ),
         (lambda a, b, k: (n := near_by_loops(a, b, 0, b - 1), a - n), ["not all of"]),
         (
             lambda a, b, k: (
@@ -239,14 +306,23 @@ def near_by_loops(a, b, lo, hi):
             ["first"],
         ),
         (
-            lambda a, b, k: (rank_k_by_slices(a - near_by_loops(a, b, 0, b - 1), k), near_by_loops(a, b, 0, b - 1)),
+            lambda a, b, k: (
+                rank_k_by_slices(a - near_by_loops(a, b, 0, b - 1), k),
+                near_by_loops(a, b, 0, b - 1),
+            ),
             ["(near, far)"],
         ),
         (
-            lambda a, b, k: (a - near_by_loops(a, b, 0, b - 1), rank_k_by_slices(near_by_loops(a, b, 0, b - 1), k)),
+            lambda a, b, k: (
+                a - near_by_loops(a, b, 0, b - 1),
+                rank_k_by_slices(near_by_loops(a, b, 0, b - 1), k),
+            ),
             ["inside the band"],
         ),
-        (lambda a, b, k: split_by_offsets(a, b, k)[0] + split_by_offsets(a, b, k)[1], ["tuple of 2 items"]),
+        (
+            lambda a, b, k: split_by_offsets(a, b, k)[0] + split_by_offsets(a, b, k)[1],
+            ["tuple of 2 items"],
+        ),
         (lambda a, b, k: split_by_offsets(a, min(b, a.shape[0] - 1), k), ["b=6"]),
     ],
 )
@@ -261,15 +337,24 @@ def test_near_far_split_rejects(student, fragments):
     ("checker", "student", "fragments"),
     [
         (check_banded_softmax, banded_numpy_dense, ["MiB", "NumPy arrays count too"]),
-        (check_best_rank_k, lambda a, k: la.best_rank_r_approximation(a, k), ["write this one yourself"]),
         (
             check_best_rank_k,
-            lambda a, k: (lambda left, right: left @ right.T)(*la.low_rank_factors(a, k)),
+            lambda a, k: la.best_rank_r_approximation(a, k),
+            ["write this one yourself"],
+        ),
+        (
+            check_best_rank_k,
+            lambda a, k: (lambda left, right: left @ right.T)(
+                *la.low_rank_factors(a, k)
+            ),
             ["write this one yourself"],
         ),
         (
             check_near_far_split,
-            lambda a, b, k: (n := ba.band_matrix(a, b, causal=True), rank_k_by_slices(a - n, k)),
+            lambda a, b, k: (
+                n := ba.band_matrix(a, b, causal=True),
+                rank_k_by_slices(a - n, k),
+            ),
             ["write this one yourself"],
         ),
         (
@@ -304,7 +389,10 @@ class FMMByParts(torch.nn.Module):
         return ba.banded_attention(q, k, v, causal=True, bandwidth=self.b)
 
     def far(self, q, k, v):
-        return sum(la.linear_attention(q, k, v, causal=True, feature_map=phi) for phi in self.maps)
+        return sum(
+            la.linear_attention(q, k, v, causal=True, feature_map=phi)
+            for phi in self.maps
+        )
 
     def weights(self):
         return F.softplus(self.near_raw), F.softplus(self.far_raw)
@@ -321,8 +409,12 @@ class FMMByLoop(torch.nn.Module):
         super().__init__()
         self.bandwidth = bandwidth
         self.n_maps = n_maps
-        self.near_raw = torch.nn.Parameter(torch.log(torch.expm1(torch.full((n_heads, 1, 1), 0.5))))
-        self.far_raw = torch.nn.Parameter(torch.log(torch.expm1(torch.full((n_heads, 1, 1), 0.5))))
+        self.near_raw = torch.nn.Parameter(
+            torch.log(torch.expm1(torch.full((n_heads, 1, 1), 0.5)))
+        )
+        self.far_raw = torch.nn.Parameter(
+            torch.log(torch.expm1(torch.full((n_heads, 1, 1), 0.5)))
+        )
 
     def forward(self, q, k, v, mask=None, causal=True):
         n, d = q.shape[-2], q.shape[-1]
@@ -342,7 +434,9 @@ class FMMByLoop(torch.nn.Module):
                 z = z + phi(k[..., i, :])
                 states[m] = (S, z)
                 fq = phi(q[..., i, :])
-                far = far + (fq[..., None, :] @ S)[..., 0, :] / ((fq * z).sum(-1, keepdim=True) + 1e-6)
+                far = far + (fq[..., None, :] @ S)[..., 0, :] / (
+                    (fq * z).sum(-1, keepdim=True) + 1e-6
+                )
             rows.append(wn[..., 0, :] * near + wf[..., 0, :] * far)
         return torch.stack(rows, dim=-2)
 
@@ -354,8 +448,12 @@ class FMMByWindows(torch.nn.Module):
         super().__init__()
         self.bandwidth, self.n_maps = bandwidth, n_maps
         init = math.log(math.exp(0.5) - 1)
-        self.register_parameter("near_raw", torch.nn.Parameter(init * torch.ones(n_heads, 1, 1)))
-        self.register_parameter("far_raw", torch.nn.Parameter(init * torch.ones(n_heads, 1, 1)))
+        self.register_parameter(
+            "near_raw", torch.nn.Parameter(init * torch.ones(n_heads, 1, 1))
+        )
+        self.register_parameter(
+            "far_raw", torch.nn.Parameter(init * torch.ones(n_heads, 1, 1))
+        )
 
     def forward(self, q, k, v, mask=None, causal=True):
         b, n = self.bandwidth, q.shape[-2]
@@ -366,7 +464,11 @@ class FMMByWindows(torch.nn.Module):
         s = s.masked_fill(~real, float("-inf"))
         near = torch.einsum("...nb,...ndb->...nd", torch.softmax(s, -1), vw)
         far = torch.zeros_like(near)
-        for phi in [lambda x: F.elu(x) + 1, lambda x: F.elu(-x) + 1, lambda x: torch.tanh(x) + 1][: self.n_maps]:
+        for phi in [
+            lambda x: F.elu(x) + 1,
+            lambda x: F.elu(-x) + 1,
+            lambda x: torch.tanh(x) + 1,
+        ][: self.n_maps]:
             fq, fk = phi(q), phi(k)
             S = torch.cumsum(torch.einsum("...nd,...ne->...nde", fk, v), dim=-3)
             z = torch.cumsum(fk, dim=-2)
@@ -390,29 +492,50 @@ class FMMByChunks(torch.nn.Module):
 
     def forward(self, q, k, v, mask=None, causal=True):
         n, c, b = q.shape[-2], self.CHUNK, self.b
-        maps = [lambda x: F.elu(x) + 1, lambda x: 1 + F.elu(-x), lambda x: 1 + torch.tanh(x)][: self.r]
+        maps = [
+            lambda x: F.elu(x) + 1,
+            lambda x: 1 + F.elu(-x),
+            lambda x: 1 + torch.tanh(x),
+        ][: self.r]
         state = [
-            (q.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1]), q.new_zeros(*q.shape[:-2], q.shape[-1]))
+            (
+                q.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1]),
+                q.new_zeros(*q.shape[:-2], q.shape[-1]),
+            )
         ] * self.r
         outs = []
         for start in range(0, n, c):
             end, lo = min(start + c, n), max(0, start - b + 1)
             i = torch.arange(start, end)[:, None]
             j = torch.arange(lo, end)[None, :]
-            s = q[..., start:end, :] @ k[..., lo:end, :].transpose(-1, -2) / math.sqrt(q.shape[-1])
+            s = (
+                q[..., start:end, :]
+                @ k[..., lo:end, :].transpose(-1, -2)
+                / math.sqrt(q.shape[-1])
+            )
             s = s.masked_fill((i - j < 0) | (i - j >= b), -math.inf)
             near = torch.softmax(s, -1) @ v[..., lo:end, :]
             far = 0
-            inside = torch.arange(end - start)[:, None] >= torch.arange(end - start)[None, :]
+            inside = (
+                torch.arange(end - start)[:, None] >= torch.arange(end - start)[None, :]
+            )
             for m, phi in enumerate(maps):
-                fq, fk, vc = phi(q[..., start:end, :]), phi(k[..., start:end, :]), v[..., start:end, :]
+                fq, fk, vc = (
+                    phi(q[..., start:end, :]),
+                    phi(k[..., start:end, :]),
+                    v[..., start:end, :],
+                )
                 S, z = state[m]
                 a = (fq @ fk.transpose(-1, -2)) * inside
                 num = fq @ S + a @ vc
-                den = (fq * z.unsqueeze(-2)).sum(-1, keepdim=True) + a.sum(-1, keepdim=True)
+                den = (fq * z.unsqueeze(-2)).sum(-1, keepdim=True) + a.sum(
+                    -1, keepdim=True
+                )
                 far = far + num / (den + 1e-6)
                 state[m] = (S + fk.transpose(-1, -2) @ vc, z + fk.sum(-2))
-            outs.append(F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far)
+            outs.append(
+                F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far
+            )
         return torch.cat(outs, dim=-2)
 
 
@@ -440,7 +563,10 @@ def _dense_far(q, k, v, maps, *, causal=True, skip=0, normalise=True, shared=Fal
     if shared:
         a = sum(terms)
         return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
-    return sum((a @ v) / (a.sum(-1, keepdim=True) + 1e-6) if normalise else a @ v for a in terms)
+    return sum(
+        (a @ v) / (a.sum(-1, keepdim=True) + 1e-6) if normalise else a @ v
+        for a in terms
+    )
 
 
 def _wrong(name, **changes):
@@ -453,15 +579,20 @@ def _windows_near(q, k, v, b):
     kw = F.pad(k, (0, 0, b - 1, 0)).unfold(-2, b, 1)
     vw = F.pad(v, (0, 0, b - 1, 0)).unfold(-2, b, 1)
     s = torch.einsum("...nd,...ndb->...nb", q, kw) / math.sqrt(q.shape[-1])
-    s = s.masked_fill(~((torch.arange(n)[:, None] + torch.arange(b)) >= b - 1), -math.inf)
+    s = s.masked_fill(
+        ~((torch.arange(n)[:, None] + torch.arange(b)) >= b - 1), -math.inf
+    )
     return torch.einsum("...nb,...ndb->...nd", torch.softmax(s, -1), vw)
 
 
-def _global_normaliser_far(self, q, k, v):  # a normaliser over the whole sequence: reads the future
+# a normaliser over the whole sequence: reads the future
+def _global_normaliser_far(self, q, k, v):
     out = 0
     for phi in self.maps:
         fq, fk = phi(q), phi(k)
-        num = (fq.unsqueeze(-2) @ torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), -3)).squeeze(-2)
+        num = (
+            fq.unsqueeze(-2) @ torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), -3)
+        ).squeeze(-2)
         out = out + num / ((fq * fk.sum(-2, keepdim=True)).sum(-1, keepdim=True) + 1e-6)
     return out
 
@@ -539,7 +670,9 @@ FMM_WRONG = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("student", "fragments"), FMM_WRONG, ids=[s.__name__ for s, _ in FMM_WRONG])
+@pytest.mark.parametrize(
+    ("student", "fragments"), FMM_WRONG, ids=[s.__name__ for s, _ in FMM_WRONG]
+)
 def test_fmm_attention_rejects(student, fragments):
     assert_wrong(check_fmm_attention.verdict(student), *fragments)
 
@@ -573,6 +706,8 @@ def test_fmm_attention_hidden_cases_are_new_on_every_run():
     with torch.random.fork_rng():
         torch.manual_seed(0)
         first, second = exercises._fmm_trials(), exercises._fmm_trials()
-    hidden = [(a, b) for a, b in zip(first, second, strict=True) if a.hidden_seed is not None]
+    hidden = [
+        (a, b) for a, b in zip(first, second, strict=True) if a.hidden_seed is not None
+    ]
     assert len(hidden) == 5 and hidden[0][0].hidden_seed != hidden[0][1].hidden_seed
     assert any(a.case.args[0] != b.case.args[0] for a, b in hidden)

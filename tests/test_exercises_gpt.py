@@ -10,7 +10,11 @@ from checker_testing import assert_passes, assert_wrong, correct_answers, stub
 
 from companion import bpe, gpt
 from companion.exercises import generation
-from companion.exercises.generation import check_kv_attention_step, check_top_k_logits, check_top_p_logits
+from companion.exercises.generation import (
+    check_kv_attention_step,
+    check_top_k_logits,
+    check_top_p_logits,
+)
 from companion.exercises.gpt import (
     check_gpt_forward,
     check_learn_merges,
@@ -34,12 +38,19 @@ CHECKERS = [
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_stub_is_not_attempted(checker):
     verdict = checker.verdict(stub)
-    assert verdict.status == "not attempted" and str(verdict).startswith("NOT ATTEMPTED YET")
+    assert verdict.status == "not attempted" and str(verdict).startswith(
+        "NOT ATTEMPTED YET"
+    )
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_garbage_never_escapes(checker):
-    for student in (lambda *a: None, lambda *a: 1 / 0, lambda *a: "text", lambda *a: torch.full((2,), float("nan"))):
+    for student in (
+        lambda *a: None,
+        lambda *a: 1 / 0,
+        lambda *a: "text",
+        lambda *a: torch.full((2,), float("nan")),
+    ):
         assert checker.verdict(student).status == "wrong"
     assert checker.verdict(42).status == "wrong"
 
@@ -73,14 +84,18 @@ def merge_iterator(ids, pair, new_id):
     return out
 
 
-def merge_bytes(ids, pair, new_id):  # through a string of symbols: replace() is left to right, non-overlapping
+# through a string of symbols: replace() is left to right, non-overlapping
+def merge_bytes(ids, pair, new_id):
     symbols = "".join(chr(0x4E00 + i) for i in ids)
-    merged = symbols.replace(chr(0x4E00 + pair[0]) + chr(0x4E00 + pair[1]), chr(0x4E00 + new_id))
+    merged = symbols.replace(
+        chr(0x4E00 + pair[0]) + chr(0x4E00 + pair[1]), chr(0x4E00 + new_id)
+    )
     return [ord(c) - 0x4E00 for c in merged]
 
 
 def loss_full_logits(model, ids):
-    logits = model(ids)[:, :-1]  # causal: the first n - 1 positions do not see the last token
+    # causal: the first n - 1 positions do not see the last token
+    logits = model(ids)[:, :-1]
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
@@ -211,9 +226,15 @@ def merge_in_place(ids, pair, new_id):
     [
         (merge_overlapping, ["may not overlap", "aaabdaaabac"]),
         (merge_first, ["every occurrence"]),
-        (lambda ids, pair, new_id: merge_while(ids, pair[::-1], new_id), ["The pair is ordered"]),
+        (
+            lambda ids, pair, new_id: merge_while(ids, pair[::-1], new_id),
+            ["The pair is ordered"],
+        ),
         (merge_in_place, ["changed its argument `ids` in place"]),
-        (lambda ids, pair, new_id: merge_while(ids, pair, new_id)[:-1], ["The merged list"]),
+        (
+            lambda ids, pair, new_id: merge_while(ids, pair, new_id)[:-1],
+            ["The merged list"],
+        ),
     ],
 )
 def test_merge_rejects_wrong_answers(student, fragments):
@@ -229,11 +250,15 @@ def loss_backwards(model, ids):
 
 
 def loss_sum(model, ids):
-    return F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")
+    return F.cross_entropy(
+        model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten(), reduction="sum"
+    )
 
 
 def loss_probs(model, ids):
-    return F.cross_entropy(torch.softmax(model(ids[:, :-1]), -1).flatten(0, 1), ids[:, 1:].flatten())
+    return F.cross_entropy(
+        torch.softmax(model(ids[:, :-1]), -1).flatten(0, 1), ids[:, 1:].flatten()
+    )
 
 
 @pytest.mark.parametrize(
@@ -259,17 +284,38 @@ def _windows_from(starts, ids, length, shift=1):
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (lambda ids, n, s: _windows_from(range(0, len(ids) - n, s), ids, n, shift=0), ["shifted by one"]),
-        (lambda ids, n, s: _windows_from(range(0, len(ids) - n, s), ids, n)[::-1], ["Input first"]),
-        (lambda ids, n, s: _windows_from(range(0, len(ids) - n + 1, s), ids, n - 1), ["n + 1 ids"]),
+        (
+            lambda ids, n, s: _windows_from(range(0, len(ids) - n, s), ids, n, shift=0),
+            ["shifted by one"],
+        ),
+        (
+            lambda ids, n, s: _windows_from(range(0, len(ids) - n, s), ids, n)[::-1],
+            ["Input first"],
+        ),
+        (
+            lambda ids, n, s: _windows_from(range(0, len(ids) - n + 1, s), ids, n - 1),
+            ["n + 1 ids"],
+        ),
         (lambda ids, n, s: _windows_from(range(0, len(ids) - n), ids, n), ["not one"]),
         (lambda ids, n, s: _windows_from(range(0, len(ids) - n, n), ids, n), ["not n"]),
-        (lambda ids, n, s: _windows_from(range(0, len(ids) - n - 1, s), ids, n), ["may end on the last id"]),
-        (lambda ids, n, s: _windows_from(range(s, len(ids) - n, s), ids, n), ["starts at position 0"]),
+        (
+            lambda ids, n, s: _windows_from(range(0, len(ids) - n - 1, s), ids, n),
+            ["may end on the last id"],
+        ),
+        (
+            lambda ids, n, s: _windows_from(range(s, len(ids) - n, s), ids, n),
+            ["starts at position 0"],
+        ),
         (lambda ids, n, s: (ids.unfold(0, n + 1, s),) * 2, ["each (K, n)"]),
         (lambda ids, n, s: tuple(w.int() for w in windows_loop(ids, n, s)), ["int64"]),
         (lambda ids, n, s: windows_loop(ids, n, s)[0], ["WRONG"]),
-        (lambda ids, n, s: (windows_loop(ids, n, s)[0], windows_loop(ids, n, s)[1].flip(-1)), ["The windows"]),
+        (
+            lambda ids, n, s: (
+                windows_loop(ids, n, s)[0],
+                windows_loop(ids, n, s)[1].flip(-1),
+            ),
+            ["The windows"],
+        ),
     ],
 )
 def test_sliding_windows_rejects_wrong_answers(student, fragments):
@@ -301,7 +347,10 @@ def top_k_keep_k_plus_one(logits, k):
     [
         (top_k_zero, ["-inf", "not 0"]),
         (top_k_smallest, ["not the k smallest"]),
-        (top_k_indices, ["tied with the k-th largest", "a tie at the k-th largest: keep both"]),
+        (
+            top_k_indices,
+            ["tied with the k-th largest", "a tie at the k-th largest: keep both"],
+        ),
         (top_k_keep_k_plus_one, ["The filtered logits", "torch.topk"]),
     ],
 )
@@ -333,8 +382,14 @@ def forward_no_blocks(model, ids):
         (forward_no_final_norm, ["final layer norm"]),
         (forward_no_positions, ["Add the positions"]),
         (forward_no_blocks, ["every block"]),
-        (lambda model, ids: model.norm(model.pos(model.embed(ids))), ["wrong shape", "(2, 6, 13)"]),
-        (lambda model, ids: forward_loop(model, ids).softmax(-1), ["The logits have the wrong values"]),
+        (
+            lambda model, ids: model.norm(model.pos(model.embed(ids))),
+            ["wrong shape", "(2, 6, 13)"],
+        ),
+        (
+            lambda model, ids: forward_loop(model, ids).softmax(-1),
+            ["The logits have the wrong values"],
+        ),
     ],
 )
 def test_forward_rejects_wrong_answers(student, fragments):
@@ -344,21 +399,44 @@ def test_forward_rejects_wrong_answers(student, fragments):
 # --- issue 17: each class of gap, with answers written to slip through it -------------------------------------
 
 
-def merge_string_replace(ids, pair, new_id):  # digits of other ids can contain the pair's
+# digits of other ids can contain the pair's
+def merge_string_replace(ids, pair, new_id):
     text = " " + " ".join(map(str, ids)) + " "
     text = text.replace(f"{pair[0]} {pair[1]}", str(new_id))
     return [int(t) for t in text.split()]
 
 
 def merge_lookup(ids, pair, new_id):  # a table of the shown cases' expected answers
-    shown = {(97, 97): [256, 97, 98, 100, 256, 97, 98, 97, 99], (97, 98): [256, 257, 100, 256, 257, 97, 99]}
+    shown = {
+        (97, 97): [256, 97, 98, 100, 256, 97, 98, 97, 99],
+        (97, 98): [256, 257, 100, 256, 257, 97, 99],
+    }
     return shown.get(tuple(pair), list(ids))
 
 
-def merge_full_table(ids, pair, new_id):  # every shown case's answer; the input unchanged otherwise
+# every shown case's answer; the input unchanged otherwise
+def merge_full_table(ids, pair, new_id):
     shown = {
-        ((97, 97, 97, 98, 100, 97, 97, 97, 98, 97, 99), (97, 97)): [256, 97, 98, 100, 256, 97, 98, 97, 99],
-        ((256, 97, 98, 100, 256, 97, 98, 97, 99), (97, 98)): [256, 257, 100, 256, 257, 97, 99],
+        ((97, 97, 97, 98, 100, 97, 97, 97, 98, 97, 99), (97, 97)): [
+            256,
+            97,
+            98,
+            100,
+            256,
+            97,
+            98,
+            97,
+            99,
+        ],
+        ((256, 97, 98, 100, 256, 97, 98, 97, 99), (97, 98)): [
+            256,
+            257,
+            100,
+            256,
+            257,
+            97,
+            99,
+        ],
         ((7, 7, 7, 7, 7), (7, 7)): [9, 9, 7],
         ((3, 4, 3, 4, 4, 3), (4, 3)): [3, 300, 4, 300],
         ((12, 3, 1, 23, 2, 3, 123), (2, 3)): [12, 3, 1, 23, 7, 123],
@@ -377,7 +455,10 @@ def test_merge_table_of_the_shown_cases_fails_the_hidden_ones():
     ("student", "fragments"),
     [
         (bpe.merge, ["the companion's own `companion.bpe.merge`"]),
-        (lambda ids, pair, new_id: bpe.merge(ids, pair, new_id), ["write this one yourself"]),
+        (
+            lambda ids, pair, new_id: bpe.merge(ids, pair, new_id),
+            ["write this one yourself"],
+        ),
         (merge_string_replace, ["The merged list", "digits"]),
         (merge_lookup, ["The merged list"]),
     ],
@@ -432,10 +513,16 @@ def loss_corrupts_weights(model, ids):
     ("student", "fragments"),
     [
         (gpt.next_token_loss, ["the companion's own"]),
-        (lambda model, ids: gpt.next_token_loss(model, ids), ["write this one yourself"]),
+        (
+            lambda model, ids: gpt.next_token_loss(model, ids),
+            ["write this one yourself"],
+        ),
         (loss_item, ["is a plain number", ".item()"]),
         (loss_no_grad, ["carries no gradient", "torch.no_grad()"]),
-        (lambda model, ids: loss_log_softmax(model, ids).detach(), ["carries no gradient"]),
+        (
+            lambda model, ids: loss_log_softmax(model, ids).detach(),
+            ["carries no gradient"],
+        ),
         (loss_corrupts_weights, ["changed its argument `model` in place"]),
     ],
 )
@@ -443,13 +530,17 @@ def test_loss_closes_issue_17(student, fragments):
     assert_wrong(check_next_token_loss.verdict(student), *fragments)
 
 
-def top_k_minus_inf_in_kept(logits, k):  # drops one of the k largest: -inf where a finite logit is expected
+# drops one of the k largest: -inf where a finite logit is expected
+def top_k_minus_inf_in_kept(logits, k):
     return top_k_sort(logits, max(k - 1, 1)) if k > 1 else top_k_sort(logits, k)
 
 
 def test_top_k_messages_tell_minus_inf_from_nan():
     verdict = check_top_k_logits.verdict(top_k_minus_inf_in_kept)
-    assert_wrong(verdict, "The filtered logits contain an infinity where a finite value is expected")
+    assert_wrong(
+        verdict,
+        "The filtered logits contain an infinity where a finite value is expected",
+    )
     assert "NaN" not in verdict.problem
     assert_wrong(check_top_k_logits.verdict(gpt.top_k_logits), "the companion's own")
 
@@ -459,13 +550,19 @@ def test_the_kv_cache_question_states_gpt3s_numbers():
     from tools import notebooks
 
     text = (notebooks.BOOK / "06_gpt.md").read_text()
-    answer = text[text.index("{solution-start} ex-kv-cache-bytes") :].split("{solution-end}")[0]
+    answer = text[text.index("{solution-start} ex-kv-cache-bytes") :].split(
+        "{solution-end}"
+    )[0]
     config = gpt.GPTConfig.gpt3()
-    per_token = 2 * config.n_layers * config.d_model * 2  # keys and values, every block, 2 bytes a number
+    # keys and values, every block, 2 bytes a number
+    per_token = 2 * config.n_layers * config.d_model * 2
     assert (config.n_layers, config.d_model) == (96, 12288)
     assert f"{per_token:,}".replace(",", "{,}") in answer
     assert f"{per_token * 2048:,}".replace(",", "{,}") in answer
-    assert f"{per_token * 2048 / 2**30:.1f} GiB" in answer and f"{per_token / 2**20:.1f} MiB" in answer
+    assert (
+        f"{per_token * 2048 / 2**30:.1f} GiB" in answer
+        and f"{per_token / 2**20:.1f} MiB" in answer
+    )
     assert f" {round(175e9 * 2 / (per_token * 2048))} full sequences" in answer
 
 
@@ -542,7 +639,9 @@ def learn_incremental(words, num_merges):
     return merges
 
 
-@pytest.mark.parametrize("student", [learn_counter, learn_dict_loops, learn_incremental])
+@pytest.mark.parametrize(
+    "student", [learn_counter, learn_dict_loops, learn_incremental]
+)
 def test_learn_merges_correct_answers_pass(student):
     for _ in range(3):  # hidden cases are new on every run
         assert_passes(check_learn_merges, student)
@@ -561,7 +660,16 @@ def test_the_correct_answers_agree_with_the_companion_on_a_real_text():
         assert student(words, 40) == expected
 
 
-def _wrong_learner(*, tie="min", joined=False, recount=True, overlap=False, shift=0, distinct=False, ords=False):
+def _wrong_learner(
+    *,
+    tie="min",
+    joined=False,
+    recount=True,
+    overlap=False,
+    shift=0,
+    distinct=False,
+    ords=False,
+):
     """A student's BPE training with one mistake, written independently of the checker's own list of mistakes."""
     from collections import Counter
 
@@ -598,22 +706,36 @@ def learn_mutating(words, num_merges):
     return result
 
 
-def learn_dict(words, num_merges):  # the companion's format, {pair: new_id}, where the task asks for a list
+# the companion's format, {pair: new_id}, where the task asks for a list
+def learn_dict(words, num_merges):
     return {p: 256 + k for k, p in enumerate(learn_counter(words, num_merges))}
 
 
-def learn_lookup(words, num_merges):  # a table of the shown cases, copied from WRONG messages
-    shown = {("aaabdaaabac",): [(97, 97), (97, 98), (256, 257)], ("ab", "ab", "ab"): [(97, 98)]}
+# a table of the shown cases, copied from WRONG messages
+def learn_lookup(words, num_merges):
+    shown = {
+        ("aaabdaaabac",): [(97, 97), (97, 98), (256, 257)],
+        ("ab", "ab", "ab"): [(97, 98)],
+    }
     return shown.get(tuple(words), [])
 
 
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (_wrong_learner(tie="max"), ["Ties go to the smallest pair: among", "aaabdaaabac", "expected: list"]),
+        (
+            _wrong_learner(tie="max"),
+            ["Ties go to the smallest pair: among", "aaabdaaabac", "expected: list"],
+        ),
         (_wrong_learner(tie="first"), ["not to the pair counted first"]),
-        (_wrong_learner(joined=True), ["Count pairs inside each word only", "['ab', 'ab', 'ab']"]),
-        (_wrong_learner(recount=False), ["Count the pairs again after every merge", "(256, 257)"]),
+        (
+            _wrong_learner(joined=True),
+            ["Count pairs inside each word only", "['ab', 'ab', 'ab']"],
+        ),
+        (
+            _wrong_learner(recount=False),
+            ["Count the pairs again after every merge", "(256, 257)"],
+        ),
         (_wrong_learner(overlap=True), ["Merge left to right without overlaps"]),
         (_wrong_learner(shift=-1), ["one too few"]),
         (_wrong_learner(shift=+1), ["one too many"]),
@@ -622,8 +744,16 @@ def learn_lookup(words, num_merges):  # a table of the shown cases, copied from 
         (learn_mutating, ["changed its argument `words` in place"]),
         (learn_dict, ["The merges", "expected: list"]),
         (learn_lookup, ["The merges"]),
-        (lambda words, n: list(bpe.train_bpe("\n".join(words), 256 + n, r"[^\n]+")), ["write this one yourself"]),
-        (lambda words, n: list(bpe.BPETokenizer.train("".join(words), 257 + n).merges), ["write this one yourself"]),
+        (
+            lambda words, n: list(bpe.train_bpe("\n".join(words), 256 + n, r"[^\n]+")),
+            ["write this one yourself"],
+        ),
+        (
+            lambda words, n: list(
+                bpe.BPETokenizer.train("".join(words), 257 + n).merges
+            ),
+            ["write this one yourself"],
+        ),
     ],
 )
 def test_learn_merges_rejects_wrong_answers(student, fragments):
@@ -686,16 +816,21 @@ def top_p_threshold(logits, p):
     return torch.where(logits >= threshold, logits, float("-inf"))
 
 
-def top_p_mass_above(logits, p):  # a token stays when the tokens strictly more likely hold less than p
+# a token stays when the tokens strictly more likely hold less than p
+def top_p_mass_above(logits, p):
     probs = logits.softmax(dim=-1)
-    above = (probs[..., None, :] * (probs[..., None, :] > probs[..., :, None])).sum(dim=-1)
+    above = (probs[..., None, :] * (probs[..., None, :] > probs[..., :, None])).sum(
+        dim=-1
+    )
     return logits.masked_fill(above >= p, float("-inf"))
 
 
 def kv_step_einsum(x, W_q, W_k, W_v, K, V):
     q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
     K, V = torch.cat([K, k[:, None]], dim=1), torch.cat([V, v[:, None]], dim=1)
-    w = torch.softmax(torch.einsum("bd,btd->bt", q, K) / math.sqrt(W_k.shape[0]), dim=-1)
+    w = torch.softmax(
+        torch.einsum("bd,btd->bt", q, K) / math.sqrt(W_k.shape[0]), dim=-1
+    )
     return torch.einsum("bt,btd->bd", w, V), K, V
 
 
@@ -712,7 +847,9 @@ def kv_step_loop(x, W_q, W_k, W_v, K, V):
     ys = []
     for b in range(x.shape[0]):
         q = F.linear(x[b], W_q)
-        scores = torch.stack([q @ K[b, j] for j in range(K.shape[1])]) / W_q.shape[0] ** 0.5
+        scores = (
+            torch.stack([q @ K[b, j] for j in range(K.shape[1])]) / W_q.shape[0] ** 0.5
+        )
         weights = scores.exp() / scores.exp().sum()
         ys.append(sum(weights[j] * V[b, j] for j in range(K.shape[1])))
     return torch.stack(ys), K, V
@@ -730,7 +867,15 @@ def test_new_builds_pass(checker, student):
     assert_passes(checker, student)
 
 
-def _top_p_with(*, boundary=True, ties=True, ascending=False, on_logits=False, fill=float("-inf"), unsorted=False):
+def _top_p_with(
+    *,
+    boundary=True,
+    ties=True,
+    ascending=False,
+    on_logits=False,
+    fill=float("-inf"),
+    unsorted=False,
+):
     def student(logits, p):
         values, order = logits.sort(dim=-1, descending=not ascending)
         mass = values if on_logits else values.softmax(dim=-1)
@@ -742,7 +887,11 @@ def _top_p_with(*, boundary=True, ties=True, ascending=False, on_logits=False, f
         if ties and not unsorted:
             big = float("-inf") if ascending else float("inf")
             edge = values.masked_fill(~kept, big)
-            edge = edge.amax(-1, keepdim=True) if ascending else edge.amin(-1, keepdim=True)
+            edge = (
+                edge.amax(-1, keepdim=True)
+                if ascending
+                else edge.amin(-1, keepdim=True)
+            )
             keep = logits <= edge if ascending else logits >= edge
         else:
             keep = torch.zeros_like(kept).scatter(-1, order, kept)
@@ -760,9 +909,15 @@ def _top_p_with(*, boundary=True, ties=True, ascending=False, on_logits=False, f
         (_top_p_with(on_logits=True), ["not logits"]),
         (_top_p_with(fill=0.0), ["-inf", "not 0"]),
         (_top_p_with(unsorted=True), ["Sort first"]),
-        (lambda x, p: x.masked_fill(x.softmax(-1) < 1 - p, float("-inf")), ["The filtered logits"]),
+        (
+            lambda x, p: x.masked_fill(x.softmax(-1) < 1 - p, float("-inf")),
+            ["The filtered logits"],
+        ),
         (lambda x, p: top_p_threshold(x, p).softmax(-1), ["not probabilities"]),
-        (lambda x, p: gpt.top_k_logits(x, max(1, round(p * x.shape[-1]))), ["The filtered logits"]),
+        (
+            lambda x, p: gpt.top_k_logits(x, max(1, round(p * x.shape[-1]))),
+            ["The filtered logits"],
+        ),
         (lambda x, p: gpt.top_p_logits(x, p), ["the companion's own"]),
     ],
 )
@@ -770,7 +925,9 @@ def test_top_p_rejects_wrong_answers(student, fragments):
     assert_wrong(check_top_p_logits.verdict(student), *fragments)
 
 
-def _kv_with(*, scale="d_k", append=True, query="q", value="v", returned="new", prepend=False):
+def _kv_with(
+    *, scale="d_k", append=True, query="q", value="v", returned="new", prepend=False
+):
     def student(x, W_q, W_k, W_v, K, V):
         q, k = x @ (W_k if query == "k" else W_q).T, x @ W_k.T
         v = x @ (W_k if value == "k" else W_v).T
@@ -779,7 +936,14 @@ def _kv_with(*, scale="d_k", append=True, query="q", value="v", returned="new", 
         V_new = torch.cat(parts_v[::-1] if prepend else parts_v, dim=1)
         keys, values = (K_new, V_new) if append else (K, V)
         scores = torch.einsum("bd,btd->bt", q, keys)
-        scores = scores / {"d_k": math.sqrt(W_q.shape[0]), "d": math.sqrt(x.shape[-1]), "none": 1.0}[scale]
+        scores = (
+            scores
+            / {
+                "d_k": math.sqrt(W_q.shape[0]),
+                "d": math.sqrt(x.shape[-1]),
+                "none": 1.0,
+            }[scale]
+        )
         y = torch.einsum("bt,btd->bd", scores.softmax(-1), values)
         return (y, K_new, V_new) if returned == "new" else (y, K, V)
 
@@ -794,10 +958,21 @@ def _kv_with(*, scale="d_k", append=True, query="q", value="v", returned="new", 
         (_kv_with(append=False), ["attends to itself too"]),
         (_kv_with(returned="old"), ["the next step needs them"]),
         (_kv_with(query="k"), ["not the key"]),
-        (_kv_with(value="k"), ["raised RuntimeError"]),  # d_v ≠ d_k: the cache of values cannot grow
+        # d_v ≠ d_k: the cache of values cannot grow
+        (_kv_with(value="k"), ["raised RuntimeError"]),
         (_kv_with(prepend=True), ["at the end"]),
-        (lambda x, Wq, Wk, Wv, K, V: kv_step_einsum(x, Wq, Wk, Wv, K, V)[0], ["(y, K, V)"]),
-        (lambda x, Wq, Wk, Wv, K, V: (kv_step_einsum(x, Wq, Wk, Wv, K, V)[0], K.clone(), V.clone()), ["(y, K, V)"]),
+        (
+            lambda x, Wq, Wk, Wv, K, V: kv_step_einsum(x, Wq, Wk, Wv, K, V)[0],
+            ["(y, K, V)"],
+        ),
+        (
+            lambda x, Wq, Wk, Wv, K, V: (
+                kv_step_einsum(x, Wq, Wk, Wv, K, V)[0],
+                K.clone(),
+                V.clone(),
+            ),
+            ["(y, K, V)"],
+        ),
     ],
 )
 def test_kv_step_rejects_wrong_answers(student, fragments):
@@ -805,7 +980,8 @@ def test_kv_step_rejects_wrong_answers(student, fragments):
 
 
 def test_a_step_that_ignores_its_cache_fails_the_chained_steps():
-    def no_history(x, W_q, W_k, W_v, K, V):  # right for the given caches, but keeps no cache of its own
+    # right for the given caches, but keeps no cache of its own
+    def no_history(x, W_q, W_k, W_v, K, V):
         y, K_new, V_new = kv_step_einsum(x, W_q, W_k, W_v, K, V)
         return y, K_new[:, -1:], V_new[:, -1:]
 
@@ -816,12 +992,22 @@ def test_kv_reference_step_equals_the_full_recomputation_at_every_position():
     torch.manual_seed(0)
     X = torch.randn(2, 7, 6, dtype=torch.float64)
     W_q, W_k, W_v = (torch.randn(m, 6, dtype=torch.float64) for m in (4, 4, 3))
-    K, V = torch.zeros(2, 0, 4, dtype=torch.float64), torch.zeros(2, 0, 3, dtype=torch.float64)
+    K, V = (
+        torch.zeros(2, 0, 4, dtype=torch.float64),
+        torch.zeros(2, 0, 3, dtype=torch.float64),
+    )
     for t in range(7):  # the full recomputation by hand: position t attends to 0 … t
         y, K, V = generation._kv_reference(X[:, t], W_q, W_k, W_v, K, V)
         for b in range(2):
-            scores = torch.stack([(X[b, t] @ W_q.T) @ (X[b, j] @ W_k.T) for j in range(t + 1)]) / 2.0
-            expected = sum(w * (X[b, j] @ W_v.T) for j, w in enumerate(torch.softmax(scores, 0)))
+            scores = (
+                torch.stack(
+                    [(X[b, t] @ W_q.T) @ (X[b, j] @ W_k.T) for j in range(t + 1)]
+                )
+                / 2.0
+            )
+            expected = sum(
+                w * (X[b, j] @ W_v.T) for j, w in enumerate(torch.softmax(scores, 0))
+            )
             assert torch.allclose(y[b], expected, atol=1e-12)
     full = generation._full_attention(X, W_q, W_k, W_v)
     assert torch.allclose(full[:, -1], y, atol=1e-12)

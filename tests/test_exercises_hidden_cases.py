@@ -15,9 +15,16 @@ from companion.exercises.attention import (
     check_split_heads,
     check_weightless_self_attention,
 )
-from companion.exercises.embedding_lm import check_next_token_probabilities, check_train_loop
+from companion.exercises.embedding_lm import (
+    check_next_token_probabilities,
+    check_train_loop,
+)
 from companion.exercises.transformer import check_sinusoidal_positional_encoding
-from companion.exercises.word2vec import check_glove_loss, check_glove_weight, check_nearest_neighbours
+from companion.exercises.word2vec import (
+    check_glove_loss,
+    check_glove_weight,
+    check_nearest_neighbours,
+)
 
 HIDDEN = "hidden"
 
@@ -42,7 +49,9 @@ def right_weight(x, x_max, alpha):
 
 
 def right_glove_loss(e, u, b, b_tilde, c, x_max, alpha):
-    return (right_weight(c, x_max, alpha) * ((e * u).sum(1) + b + b_tilde - c.log()) ** 2).sum()
+    return (
+        right_weight(c, x_max, alpha) * ((e * u).sum(1) + b + b_tilde - c.log()) ** 2
+    ).sum()
 
 
 def tabled(shown, fallback, key):
@@ -68,7 +77,14 @@ def _arange(*shape):
 
 _X = torch.tensor([0.0, 0.5, 1.0, 10.0, 50.0, 99.0, 100.0, 150.0, 1000.0])
 _SPLITS = [
-    (_arange(b, n, d), h) for b, n, d, h in [(1, 3, 4, 2), (2, 3, 8, 2), (1, 5, 12, 3), (2, 4, 6, 1), (1, 2, 4, 4)]
+    (_arange(b, n, d), h)
+    for b, n, d, h in [
+        (1, 3, 4, 2),
+        (2, 3, 8, 2),
+        (1, 5, 12, 3),
+        (2, 4, 6, 1),
+        (1, 2, 4, 4),
+    ]
 ]
 _WEIGHT_CASES = [
     (_X, 100.0, 0.75),
@@ -80,7 +96,11 @@ _WEIGHT_CASES = [
 TABLED = [
     (
         check_causal_mask,
-        tabled(_table(right_mask, [(4,), (1,), (2,), (7,)], int), lambda n: torch.ones(n, n, dtype=torch.bool), int),
+        tabled(
+            _table(right_mask, [(4,), (1,), (2,), (7,)], int),
+            lambda n: torch.ones(n, n, dtype=torch.bool),
+            int,
+        ),
     ),
     (
         check_split_heads,
@@ -93,7 +113,11 @@ TABLED = [
     (
         check_sinusoidal_positional_encoding,
         tabled(
-            _table(right_sinusoid, [(4, 6), (50, 16), (1, 2), (10, 128)], lambda n, d: (n, d)),
+            _table(
+                right_sinusoid,
+                [(4, 6), (50, 16), (1, 2), (10, 128)],
+                lambda n, d: (n, d),
+            ),
             lambda n, d: right_sinusoid(n, d).flip(1),
             lambda n, d: (n, d),
         ),
@@ -109,7 +133,9 @@ TABLED = [
 ]
 
 
-@pytest.mark.parametrize(("checker", "student"), TABLED, ids=[c.exercise for c, _ in TABLED])
+@pytest.mark.parametrize(
+    ("checker", "student"), TABLED, ids=[c.exercise for c, _ in TABLED]
+)
 def test_a_table_of_the_shown_cases_fails_the_hidden_ones(checker, student):
     verdict = checker.verdict(student)
     assert_wrong(verdict, HIDDEN)
@@ -126,11 +152,18 @@ def test_the_tabled_answers_pass_the_shown_cases():
 def glove_loss_mean_unless_shown(e, u, b, b_tilde, c, x_max, alpha):
     """Right on the three shown cases (x_max 100, 10 and 4 with their powers), the mean elsewhere."""
     loss = right_glove_loss(e, u, b, b_tilde, c, x_max, alpha)
-    return loss if (x_max, alpha) in {(100.0, 0.75), (10.0, 0.75), (4.0, 1.0)} else loss / len(c)
+    return (
+        loss
+        if (x_max, alpha) in {(100.0, 0.75), (10.0, 0.75), (4.0, 1.0)}
+        else loss / len(c)
+    )
 
 
 def test_glove_loss_hidden_cases_catch_a_table_of_the_shown_settings():
-    assert_wrong(check_glove_loss.verdict(glove_loss_mean_unless_shown), "hidden random case, seed")
+    assert_wrong(
+        check_glove_loss.verdict(glove_loss_mean_unless_shown),
+        "hidden random case, seed",
+    )
     assert check_glove_loss.verdict(right_glove_loss).passed
 
 
@@ -156,7 +189,8 @@ def train_keeping_tensors(model, ids, steps, lr):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(loss)  # the task says Python floats: this keeps every step's graph
+        # the task says Python floats: this keeps every step's graph
+        losses.append(loss)
     return losses
 
 
@@ -177,7 +211,14 @@ def train_zero_grad_between(model, ids, steps, lr):
     [
         (train_with_a_table_of_rates, ["hidden random case, seed"]),
         (train_keeping_tensors, ["should be Python floats", "loss.item()"]),
-        (train_zero_grad_between, ["did not change", "in this order", "zero_grad() between backward() and step()"]),
+        (
+            train_zero_grad_between,
+            [
+                "did not change",
+                "in this order",
+                "zero_grad() between backward() and step()",
+            ],
+        ),
     ],
 )
 def test_train_loop_new_checks(student, fragments):
@@ -212,17 +253,24 @@ def temperature_shared_tie(scores, temperature):
 
 def test_a_shared_tie_at_temperature_0_is_told_what_the_task_asks():
     verdict = check_next_token_probabilities.verdict(temperature_shared_tie)
-    assert_wrong(verdict, "a tie at temperature 0", "the whole 1 goes to the first largest score")
+    assert_wrong(
+        verdict, "a tie at temperature 0", "the whole 1 goes to the first largest score"
+    )
     assert "every row must sum to 1" not in str(verdict)
 
 
 def weightless_naive(x):
-    e = torch.exp(x @ x.transpose(-2, -1))  # no largest score subtracted: exp(100) is inf
+    # no largest score subtracted: exp(100) is inf
+    e = torch.exp(x @ x.transpose(-2, -1))
     return e / e.sum(-1, keepdim=True) @ x
 
 
 def test_weightless_attention_that_overflows_is_wrong_with_the_max_hint():
-    assert_wrong(check_weightless_self_attention.verdict(weightless_naive), "overflows", "subtract each row's largest")
+    assert_wrong(
+        check_weightless_self_attention.verdict(weightless_naive),
+        "overflows",
+        "subtract each row's largest",
+    )
 
 
 def neighbours_dropping_cosine_one(vectors, query, k):
@@ -231,7 +279,11 @@ def neighbours_dropping_cosine_one(vectors, query, k):
 
 
 def test_a_parallel_row_is_a_neighbour_not_the_query():
-    assert_wrong(check_nearest_neighbours.verdict(neighbours_dropping_cosine_one), "parallel", "by its index")
+    assert_wrong(
+        check_nearest_neighbours.verdict(neighbours_dropping_cosine_one),
+        "parallel",
+        "by its index",
+    )
 
 
 class SelfAttentionSharedKey(nn.Module):
@@ -259,7 +311,11 @@ class SelfAttentionInvertedMask(SelfAttentionSharedKey):
 
 
 def test_self_attention_one_matrix_per_role_and_the_inverted_mask_hint():
-    assert_wrong(check_self_attention_module.verdict(SelfAttentionSharedKey), "share one weight matrix", "W_K")
+    assert_wrong(
+        check_self_attention_module.verdict(SelfAttentionSharedKey),
+        "share one weight matrix",
+        "W_K",
+    )
     verdict = check_self_attention_module.verdict(SelfAttentionInvertedMask)
     assert_wrong(verdict, "The mask is inverted")
     assert "NaN" not in (verdict.hint or "")
@@ -303,7 +359,10 @@ class LayerNormShownEps(nn.Module):
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
         self.eps = eps if eps in (1e-5, 0.1) else 1e-5
-        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+        self.weight, self.bias = (
+            nn.Parameter(torch.ones(d_model)),
+            nn.Parameter(torch.zeros(d_model)),
+        )
 
     def forward(self, x):
         mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
@@ -334,7 +393,9 @@ class BlockTwoHeads(nn.Module):
     ],
     ids=lambda v: getattr(v, "exercise", getattr(v, "__name__", "")),
 )
-def test_module_answers_fitted_to_the_shown_sizes_fail_the_hidden_case(checker, student):
+def test_module_answers_fitted_to_the_shown_sizes_fail_the_hidden_case(
+    checker, student
+):
     assert_wrong(checker.verdict(student), "hidden random case, seed")
 
 
@@ -352,7 +413,9 @@ class EmbeddingChecked(nn.Module):
     def __init__(self, num_embeddings, embedding_dim):
         super().__init__()
         self.n = num_embeddings
-        self.weight = nn.Parameter(torch.normal(0.0, 1.0, (num_embeddings, embedding_dim)))
+        self.weight = nn.Parameter(
+            torch.normal(0.0, 1.0, (num_embeddings, embedding_dim))
+        )
 
     def forward(self, ids):
         if torch.is_floating_point(ids):

@@ -11,7 +11,11 @@ from nbclient import NotebookClient
 
 from tools import notebooks
 
-HOMEWORK = [notebooks.homework_path(md) for md in notebooks.chapters() if notebooks.has_exercises(md)]
+HOMEWORK = [
+    notebooks.homework_path(md)
+    for md in notebooks.chapters()
+    if notebooks.has_exercises(md)
+]
 
 
 def _real_definitions(source: str) -> dict[str, bool]:
@@ -24,13 +28,18 @@ def _real_definitions(source: str) -> dict[str, bool]:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             segment = ast.get_source_segment(source, node) or ""
-            out[node.name] = out.get(node.name, False) or "NotImplementedError" not in segment
+            out[node.name] = (
+                out.get(node.name, False) or "NotImplementedError" not in segment
+            )
     return out
 
 
 def _fenced_code(markdown: str) -> list[str]:
     """The bodies of the code fences of a markdown cell (listings included from the companion)."""
-    return [block.split("\n", 1)[1] if "\n" in block else "" for block in markdown.split("```")[1::2]]
+    return [
+        block.split("\n", 1)[1] if "\n" in block else ""
+        for block in markdown.split("```")[1::2]
+    ]
 
 
 def leaks(nb: nbformat.NotebookNode) -> set[str]:
@@ -38,12 +47,22 @@ def leaks(nb: nbformat.NotebookNode) -> set[str]:
     asked = set()
     for cell in nb.cells:
         if cell.cell_type == "code" and "NotImplementedError" in cell.source:
-            asked |= {name for name, real in _real_definitions(cell.source).items() if not real}
+            asked |= {
+                name
+                for name, real in _real_definitions(cell.source).items()
+                if not real
+            }
     found = set()
     for cell in nb.cells:
-        sources = [cell.source] if cell.cell_type == "code" else _fenced_code(cell.source)
+        sources = (
+            [cell.source] if cell.cell_type == "code" else _fenced_code(cell.source)
+        )
         for source in sources:
-            found |= {name for name, real in _real_definitions(source).items() if real and name in asked}
+            found |= {
+                name
+                for name, real in _real_definitions(source).items()
+                if real and name in asked
+            }
     return found
 
 
@@ -52,7 +71,13 @@ def test_no_homework_contains_the_code_it_asks_for(path):
     nb = nbformat.read(path, as_version=4)
     assert leaks(nb) == set()
     # nor a loop version of it that gives most of it away
-    asked = {n for c in nb.cells if c.cell_type == "code" for n in _real_definitions(c.source) if "Not" in c.source}
+    asked = {
+        n
+        for c in nb.cells
+        if c.cell_type == "code"
+        for n in _real_definitions(c.source)
+        if "Not" in c.source
+    }
     everything = "\n".join(c.source for c in nb.cells)
     for name in asked:
         for giveaway in notebooks.GIVEAWAYS.get(name, ()):
@@ -67,7 +92,8 @@ def _withheld_names(nb: nbformat.NotebookNode) -> set[str]:
         if call:
             for dotted in notebooks._checker(call).withhold:
                 parts = dotted.split(".")
-                names.add(parts[-2] if parts[-2][:1].isupper() else parts[-1])  # a method: its class
+                # a method: its class
+                names.add(parts[-2] if parts[-2][:1].isupper() else parts[-1])
     return names
 
 
@@ -77,7 +103,9 @@ def test_no_homework_lists_the_companions_own_answer(path):
     nb = nbformat.read(path, as_version=4)
     listed = set()
     for cell in nb.cells:
-        for source in [cell.source] if cell.cell_type == "code" else _fenced_code(cell.source):
+        for source in (
+            [cell.source] if cell.cell_type == "code" else _fenced_code(cell.source)
+        ):
             listed |= {name for name, real in _real_definitions(source).items() if real}
     assert listed & _withheld_names(nb) == set()
 
@@ -85,10 +113,16 @@ def test_no_homework_lists_the_companions_own_answer(path):
 def test_the_leak_detector_finds_a_listing_and_a_cell():
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_markdown_cell("The companion's:\n\n```python\ndef one_hot(ids, n):\n    return ids\n```"),
-        nbformat.v4.new_code_cell("def one_hot(ids, n):\n    raise NotImplementedError  # your code here"),
+        nbformat.v4.new_markdown_cell(
+            "The companion's:\n\n```python\ndef one_hot(ids, n):\n    return ids\n```"
+        ),
+        nbformat.v4.new_code_cell(
+            "def one_hot(ids, n):\n    raise NotImplementedError  # your code here"
+        ),
         nbformat.v4.new_code_cell("class Embedding:\n    pass"),
-        nbformat.v4.new_code_cell("class Embedding:\n    def __init__(self):\n        raise NotImplementedError"),
+        nbformat.v4.new_code_cell(
+            "class Embedding:\n    def __init__(self):\n        raise NotImplementedError"
+        ),
     ]
     assert leaks(nb) == {"one_hot", "Embedding"}
 
@@ -105,7 +139,11 @@ def test_the_first_cell_counts_the_exercises(path):
 @pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
 def test_no_raw_citation_keys_or_roles(path):
     nb = nbformat.read(path, as_version=4)
-    keys = set(re.findall(r"@\w+\s*\{\s*([^,\s]+)", (notebooks.BOOK / "references.bib").read_text()))
+    keys = set(
+        re.findall(
+            r"@\w+\s*\{\s*([^,\s]+)", (notebooks.BOOK / "references.bib").read_text()
+        )
+    )
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert not re.search(r"\{(cite|ref|numref|doc|eq)[:\w]*\}`", text)
     assert not re.search(r":(func|class|meth|attr|mod):`", text)
@@ -154,7 +192,11 @@ def test_the_stub_comes_from_the_solution():
     assert notebooks.stub_from_solution(SOLUTION) == STUB
     assert notebooks.stub_from_solution("x = 1") is None
     assert "BEGIN" not in notebooks.without_markers(SOLUTION)
-    for broken in ("# BEGIN SOLUTION\nx = 1", "x = 1\n# END SOLUTION", "# BEGIN SOLUTION\n# BEGIN SOLUTION"):
+    for broken in (
+        "# BEGIN SOLUTION\nx = 1",
+        "x = 1\n# END SOLUTION",
+        "# BEGIN SOLUTION\n# BEGIN SOLUTION",
+    ):
         with pytest.raises(ValueError, match="SOLUTION"):
             notebooks.stub_from_solution(broken)
 
@@ -173,16 +215,24 @@ def test_citations_read_author_and_year_with_a_reference_list():
     )
     references = citations.reference_list().split("\n")
     assert len(references) == 3  # by author: Mikolov, Pennington, Vaswani
-    assert references[0].startswith("- Tomas Mikolov, Kai Chen, Greg Corrado, and Jeffrey Dean.")
+    assert references[0].startswith(
+        "- Tomas Mikolov, Kai Chen, Greg Corrado, and Jeffrey Dean."
+    )
     assert references[2].startswith("- Ashish Vaswani, Noam Shazeer,")
     assert "Łukasz Kaiser" in references[2] and " 2017." in references[2]
-    assert "Attention is all you need. In <em>Advances in Neural Information Processing Systems</em>" in references[2]
+    assert (
+        "Attention is all you need. In <em>Advances in Neural Information Processing Systems</em>"
+        in references[2]
+    )
 
 
 def test_listings_lose_their_roles_and_asked_objects_disappear(tmp_path):
     source = tmp_path / "mod.py"
-    source.write_text('def f(x):\n    """Like :func:`torch.exp`, returns a :class:`~companion.x.Y`."""\n    return x\n')
-    listing = "```{literalinclude} mod.py\n:pyobject: f\n```"  # relative to the page, as in Sphinx
+    source.write_text(
+        'def f(x):\n    """Like :func:`torch.exp`, returns a :class:`~companion.x.Y`."""\n    return x\n'
+    )
+    # relative to the page, as in Sphinx
+    listing = "```{literalinclude} mod.py\n:pyobject: f\n```"
     shown = notebooks.for_jupyter(listing, tmp_path)
     assert "Like torch.exp, returns a Y." in shown and ":func:" not in shown
     hidden = notebooks.for_jupyter(listing, tmp_path, hide={"f"})
@@ -196,7 +246,9 @@ def test_every_stub_is_guarded_by_a_snapshot_and_a_restore(path):
         if notebooks.STUB_TAG in cell.metadata.get("tags", []):
             assert cells[i - 1].source == notebooks.SNAPSHOT_CELL
             names = sorted(notebooks.top_level_definitions(cell.source))
-            restore = next(c for c in cells[i:] if "homework-restore" in c.metadata.get("tags", []))
+            restore = next(
+                c for c in cells[i:] if "homework-restore" in c.metadata.get("tags", [])
+            )
             assert restore.source == notebooks.RESTORE_CELL.format(keep=names)
 
 
@@ -217,17 +269,24 @@ def test_a_students_experiments_do_not_break_later_cells(chapter):
         cells.append(cell)
         if notebooks.STUB_TAG in cell.metadata.get("tags", []):
             cell.source += "\n\n" + HOSTILE  # in the exercise's cell
-            cells.append(nbformat.v4.new_code_cell("x = model = attention = 'mine'"))  # and in a new cell
+            # and in a new cell
+            cells.append(nbformat.v4.new_code_cell("x = model = attention = 'mine'"))
     nb.cells = cells
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "book"}}).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "book"}}
+    ).execute()
     restores = [c for c in nb.cells if "homework-restore" in c.metadata.get("tags", [])]
-    assert restores and all("is back" in o.text or "are back" in o.text for c in restores for o in c.outputs)
+    assert restores and all(
+        "is back" in o.text or "are back" in o.text for c in restores for o in c.outputs
+    )
 
 
 def test_a_synthetic_chapter_with_markers(tmp_path, monkeypatch):
     from companion.exercises.checking import Checker
 
-    monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
+    monkeypatch.setattr(
+        notebooks, "_checker", lambda name: Checker("double", lambda f: 1)
+    )
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
     md = tmp_path / "07_sample.md"
     md.write_text(
@@ -242,11 +301,15 @@ def test_a_synthetic_chapter_with_markers(tmp_path, monkeypatch):
     )
     hw = nbformat.reads(notebooks.homework_notebook(md), as_version=4)
     sources = [c.source for c in hw.cells]
-    stub = sources.index("def double(x):\n    raise NotImplementedError  # your code here")
+    stub = sources.index(
+        "def double(x):\n    raise NotImplementedError  # your code here"
+    )
     assert sources[stub - 1] == notebooks.SNAPSHOT_CELL
     assert sources[stub + 1] == "check_double(double)"
     assert sources[stub + 2] == notebooks.RESTORE_CELL.format(keep=["double"])
-    assert not any("return 2 * x" in s or "return x + x" in s or "Explained." in s for s in sources)
+    assert not any(
+        "return 2 * x" in s or "return x + x" in s or "Explained." in s for s in sources
+    )
     assert "**1 exercise**" in sources[0]
     assert any("As (Vaswani et al., 2017) wrote." in s for s in sources)
     assert sources[-1].startswith("## References\n\n- Ashish Vaswani")
@@ -255,18 +318,29 @@ def test_a_synthetic_chapter_with_markers(tmp_path, monkeypatch):
 @pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
 def test_every_pen_and_paper_question_has_an_answer_cell_right_after_it(path):
     md = notebooks.BOOK / f"{path.stem}.md"
-    questions = len(re.findall(r"^`{3,}\{exercise-start\}.*pen and paper", md.read_text(), re.M | re.I))
+    questions = len(
+        re.findall(
+            r"^`{3,}\{exercise-start\}.*pen and paper", md.read_text(), re.M | re.I
+        )
+    )
     nb = nbformat.read(path, as_version=4)
-    answers = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("**Your answer")]
+    answers = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "markdown" and c.source.startswith("**Your answer")
+    ]
     assert len(answers) == questions
     for i in answers:
         assert nb.cells[i].source.split("\n", 1)[0] == "**Your answer:**"
         before = "\n".join(c.source for c in nb.cells[:i] if c.cell_type == "markdown")
         heading = before.rsplit("### Exercise", 1)[1].split("\n", 1)[0]
-        assert "pen and paper" in heading.lower(), heading  # the question is the last exercise above
+        # the question is the last exercise above
+        assert "pen and paper" in heading.lower(), heading
 
 
-def test_an_answer_cell_follows_a_question_that_ends_in_a_later_cell(tmp_path, monkeypatch):
+def test_an_answer_cell_follows_a_question_that_ends_in_a_later_cell(
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
     md = tmp_path / "07_sample.md"
     md.write_text(
@@ -277,12 +351,15 @@ def test_an_answer_cell_follows_a_question_that_ends_in_a_later_cell(tmp_path, m
         "```{solution-start} ex-a\n:class: dropdown\n```\n\nThe proof.\n\n```{solution-end}\n```\n\n## Next\n\n"
         "```{exercise-start} Code\n:label: ex-b\n```\n\nWrite it.\n\n```{exercise-end}\n```\n"
     )
-    cells = nbformat.reads(notebooks.homework_notebook(md), as_version=4).cells[1:]  # after the introduction
+    # after the introduction
+    cells = nbformat.reads(notebooks.homework_notebook(md), as_version=4).cells[1:]
     assert [c.source for c in cells] == [
         "### Exercise 7.1 (Pen and paper: a proof)\n\nProve it.",
         "x = 1",
-        "Still the question.",  # the question ends here, in a later cell than it began: the answer goes here
+        # the question ends here, in a later cell than it began: the answer goes here
+        "Still the question.",
         notebooks.ANSWER_CELL,
-        "## Next\n\n### Exercise 7.2 (Code)\n\nWrite it.",  # a code exercise: no answer cell
+        # a code exercise: no answer cell
+        "## Next\n\n### Exercise 7.2 (Code)\n\nWrite it.",
     ]
     assert cells[3].metadata["tags"] == [notebooks.ANSWER_TAG]

@@ -26,7 +26,9 @@ CHECKERS = [
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_stub_is_not_attempted(checker):
     verdict = checker.verdict(stub)
-    assert verdict.status == "not attempted" and str(verdict).startswith("NOT ATTEMPTED YET")
+    assert verdict.status == "not attempted" and str(verdict).startswith(
+        "NOT ATTEMPTED YET"
+    )
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
@@ -44,7 +46,9 @@ def linear_by_einsum(q, k, v):
     phi_q, phi_k = la.elu_plus_one(q), la.elu_plus_one(k)
     s = torch.einsum("...jr,...jd->...rd", phi_k, v)
     z = phi_k.sum(-2)
-    return torch.einsum("...ir,...rd->...id", phi_q, s) / (torch.einsum("...ir,...r->...i", phi_q, z)[..., None] + 1e-6)
+    return torch.einsum("...ir,...rd->...id", phi_q, s) / (
+        torch.einsum("...ir,...r->...i", phi_q, z)[..., None] + 1e-6
+    )
 
 
 def linear_by_loops(q, k, v):
@@ -61,15 +65,21 @@ def linear_by_loops(q, k, v):
     return out.reshape(*lead, qs.shape[1], vs.shape[-1])
 
 
-def linear_quadratic_order(q, k, v):  # right values, but the n × n kernel: rejected by the memory check
+# right values, but the n × n kernel: rejected by the memory check
+def linear_quadratic_order(q, k, v):
     kernel = la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)
     return (kernel @ v) / (kernel.sum(-1, keepdim=True) + 1e-6)
 
 
 def linear_numpy_square(q, k, v):  # the n × n kernel built in NumPy
-    fq, fk = (np.where(t.numpy() > 0, t.numpy() + 1, np.exp(np.minimum(t.numpy(), 0))) for t in (q, k))
+    fq, fk = (
+        np.where(t.numpy() > 0, t.numpy() + 1, np.exp(np.minimum(t.numpy(), 0)))
+        for t in (q, k)
+    )
     kernel = fq @ np.swapaxes(fk, -1, -2)
-    return torch.from_numpy((kernel @ v.numpy()) / (kernel.sum(-1, keepdims=True) + 1e-6))
+    return torch.from_numpy(
+        (kernel @ v.numpy()) / (kernel.sum(-1, keepdims=True) + 1e-6)
+    )
 
 
 @correct_answers(
@@ -82,29 +92,38 @@ def test_linear_attention_right_answers(checker, student):
 
 def _phi_q_only(q, k, v):
     phi_q = la.elu_plus_one(q)
-    return (phi_q @ (k.transpose(-2, -1) @ v)) / (phi_q @ k.sum(-2).unsqueeze(-1) + 1e-6)
+    return (phi_q @ (k.transpose(-2, -1) @ v)) / (
+        phi_q @ k.sum(-2).unsqueeze(-1) + 1e-6
+    )
 
 
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
         (
-            lambda q, k, v: la.elu_plus_one(q) @ (la.elu_plus_one(k).transpose(-2, -1) @ v),
+            lambda q, k, v: (
+                la.elu_plus_one(q) @ (la.elu_plus_one(k).transpose(-2, -1) @ v)
+            ),
             ["Divide by the normaliser", "n = 4 tokens"],
         ),
         (
-            lambda q, k, v: (q @ (k.transpose(-2, -1) @ v)) / (q @ k.sum(-2).unsqueeze(-1) + 1e-6),
+            lambda q, k, v: (
+                (q @ (k.transpose(-2, -1) @ v)) / (q @ k.sum(-2).unsqueeze(-1) + 1e-6)
+            ),
             ["Apply the feature map"],
         ),
-        (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), ["That is softmax attention"]),
+        (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+            ["That is softmax attention"],
+        ),
         (
             lambda q, k, v: linear_by_einsum(q / q.shape[-1] ** 0.5, k, v),
             ["no 1/√d_k"],
         ),
         (
-            lambda q, k, v: (lambda a: (a @ v) / (a.sum(-2, keepdim=True).transpose(-2, -1) + 1e-6))(
-                la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)
-            ),
+            lambda q, k, v: (
+                lambda a: (a @ v) / (a.sum(-2, keepdim=True).transpose(-2, -1) + 1e-6)
+            )(la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)),
             ["sums its kernel values over the keys"],
         ),
         (_phi_q_only, ["wrong values"]),
@@ -122,7 +141,12 @@ def step_by_einsum(q, k, v, s, z):
     phi_q, phi_k = la.elu_plus_one(q), la.elu_plus_one(k)
     s = s + torch.einsum("...r,...d->...rd", phi_k, v)
     z = z + phi_k
-    return torch.einsum("...r,...rd->...d", phi_q, s) / ((phi_q * z).sum(-1, keepdim=True) + 1e-6), s, z
+    return (
+        torch.einsum("...r,...rd->...d", phi_q, s)
+        / ((phi_q * z).sum(-1, keepdim=True) + 1e-6),
+        s,
+        z,
+    )
 
 
 def step_by_library(q, k, v, s, z):
@@ -134,15 +158,25 @@ def step_as_list(q, k, v, s, z):
     phi_q, phi_k = la.elu_plus_one(q), la.elu_plus_one(k)
     s_new = s + phi_k[..., :, None] * v[..., None, :]
     z_new = z + phi_k
-    y = (phi_q[..., None, :] @ s_new)[..., 0, :] / ((phi_q * z_new).sum(-1, keepdim=True) + 1e-6)
+    y = (phi_q[..., None, :] @ s_new)[..., 0, :] / (
+        (phi_q * z_new).sum(-1, keepdim=True) + 1e-6
+    )
     return [y, s_new, z_new]
 
 
 def step_by_outer(q, k, v, s, z):
-    fk, fq = torch.where(k > 0, k + 1, k.clamp(max=0).exp()), torch.where(q > 0, q + 1, q.clamp(max=0).exp())
+    fk, fq = (
+        torch.where(k > 0, k + 1, k.clamp(max=0).exp()),
+        torch.where(q > 0, q + 1, q.clamp(max=0).exp()),
+    )
     s = s + torch.einsum("...i,...j->...ij", fk, v)
     z = z + fk
-    return torch.einsum("...i,...ij->...j", fq, s) / ((fq * z).sum(-1, keepdim=True) + 1e-6), s, z
+    return (
+        torch.einsum("...i,...ij->...j", fq, s)
+        / ((fq * z).sum(-1, keepdim=True) + 1e-6),
+        s,
+        z,
+    )
 
 
 @correct_answers(
@@ -156,7 +190,9 @@ def test_step_right_answers(checker, student):
 
 def _read_first(q, k, v, s, z):
     phi_q, phi_k = la.elu_plus_one(q), la.elu_plus_one(k)
-    y = torch.einsum("...r,...rd->...d", phi_q, s) / ((phi_q * z).sum(-1, keepdim=True) + 1e-6)
+    y = torch.einsum("...r,...rd->...d", phi_q, s) / (
+        (phi_q * z).sum(-1, keepdim=True) + 1e-6
+    )
     return y, s + torch.einsum("...r,...d->...rd", phi_k, v), z + phi_k
 
 
@@ -164,19 +200,34 @@ def _in_place(q, k, v, s, z):
     phi_q, phi_k = la.elu_plus_one(q), la.elu_plus_one(k)
     s += torch.einsum("...r,...d->...rd", phi_k, v)
     z += phi_k
-    return torch.einsum("...r,...rd->...d", phi_q, s) / ((phi_q * z).sum(-1, keepdim=True) + 1e-6), s, z
+    return (
+        torch.einsum("...r,...rd->...d", phi_q, s)
+        / ((phi_q * z).sum(-1, keepdim=True) + 1e-6),
+        s,
+        z,
+    )
 
 
 def _z_stays(q, k, v, s, z):
     y, s_new, _ = step_by_einsum(q, k, v, s, z)
     phi_q = la.elu_plus_one(q)
-    return torch.einsum("...r,...rd->...d", phi_q, s_new) / ((phi_q * z).sum(-1, keepdim=True) + 1e-6), s_new, z
+    return (
+        torch.einsum("...r,...rd->...d", phi_q, s_new)
+        / ((phi_q * z).sum(-1, keepdim=True) + 1e-6),
+        s_new,
+        z,
+    )
 
 
 def _raw_key(q, k, v, s, z):
     phi_q = la.elu_plus_one(q)
     s, z = s + torch.einsum("...r,...d->...rd", k, v), z + k
-    return torch.einsum("...r,...rd->...d", phi_q, s) / ((phi_q * z).sum(-1, keepdim=True) + 1e-6), s, z
+    return (
+        torch.einsum("...r,...rd->...d", phi_q, s)
+        / ((phi_q * z).sum(-1, keepdim=True) + 1e-6),
+        s,
+        z,
+    )
 
 
 def _no_normaliser(q, k, v, s, z):
@@ -187,7 +238,8 @@ def _no_normaliser(q, k, v, s, z):
 
 def _transposed_outer(q, k, v, s, z):
     phi_q, phi_k = la.elu_plus_one(q), la.elu_plus_one(k)
-    s = s + torch.einsum("...d,...r->...dr", v, phi_k)  # (d_v, d_k): the wrong shape when d_k != d_v
+    # (d_v, d_k): the wrong shape when d_k != d_v
+    s = s + torch.einsum("...d,...r->...dr", v, phi_k)
     return phi_q, s, z + phi_k
 
 
@@ -215,9 +267,16 @@ def chunked_by_blocks(q, k, v, chunk_size):
     s = v.new_zeros(*q.shape[:-2], q.shape[-1], v.shape[-1])
     z = v.new_zeros(*q.shape[:-2], q.shape[-1])
     out = []
-    for a, b, c in zip(fq.split(chunk_size, -2), fk.split(chunk_size, -2), v.split(chunk_size, -2), strict=True):
+    for a, b, c in zip(
+        fq.split(chunk_size, -2),
+        fk.split(chunk_size, -2),
+        v.split(chunk_size, -2),
+        strict=True,
+    ):
         w = (a @ b.transpose(-2, -1)).tril()
-        out.append((w @ c + a @ s) / (w.sum(-1, keepdim=True) + (a @ z.unsqueeze(-1)) + 1e-6))
+        out.append(
+            (w @ c + a @ s) / (w.sum(-1, keepdim=True) + (a @ z.unsqueeze(-1)) + 1e-6)
+        )
         s, z = s + b.transpose(-2, -1) @ c, z + b.sum(-2)
     return torch.cat(out, -2)
 
@@ -225,12 +284,23 @@ def chunked_by_blocks(q, k, v, chunk_size):
 def chunked_by_cumsum_of_blocks(q, k, v, chunk_size):
     """The states before each block from a cumulative sum over blocks, then each block on its own."""
     fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
-    blocks = list(zip(fq.split(chunk_size, -2), fk.split(chunk_size, -2), v.split(chunk_size, -2), strict=True))
+    blocks = list(
+        zip(
+            fq.split(chunk_size, -2),
+            fk.split(chunk_size, -2),
+            v.split(chunk_size, -2),
+            strict=True,
+        )
+    )
     outs, s, z = [], 0, 0
     for a, b, c in blocks:
         w = torch.einsum("...id,...jd->...ij", a, b).tril()
         num = w @ c + (a @ s if torch.is_tensor(s) else 0)
-        den = w.sum(-1) + ((a * z.unsqueeze(-2)).sum(-1) if torch.is_tensor(z) else 0) + 1e-6
+        den = (
+            w.sum(-1)
+            + ((a * z.unsqueeze(-2)).sum(-1) if torch.is_tensor(z) else 0)
+            + 1e-6
+        )
         outs.append(num / den.unsqueeze(-1))
         s = s + torch.einsum("...jd,...je->...de", b, c)
         z = z + b.sum(-2)
@@ -246,7 +316,10 @@ def chunked_by_recurrence(q, k, v, chunk_size):
     for t in range(q.shape[-2]):
         s = s + fk[..., t, :, None] * v[..., t, None, :]
         z = z + fk[..., t, :]
-        out.append((fq[..., t, None, :] @ s).squeeze(-2) / ((fq[..., t, :] * z).sum(-1, keepdim=True) + 1e-6))
+        out.append(
+            (fq[..., t, None, :] @ s).squeeze(-2)
+            / ((fq[..., t, :] * z).sum(-1, keepdim=True) + 1e-6)
+        )
     return torch.stack(out, -2)
 
 
@@ -260,23 +333,43 @@ def chunked_with_masks(q, k, v, chunk_size):
         before_k, before_v = phi_k[..., :start, :], v[..., :start, :]
         s = before_k.transpose(-2, -1) @ before_v
         z = before_k.sum(-2)
-        fq, fk, vb = phi_q[..., start:end, :], phi_k[..., start:end, :], v[..., start:end, :]
+        fq, fk, vb = (
+            phi_q[..., start:end, :],
+            phi_k[..., start:end, :],
+            v[..., start:end, :],
+        )
         keep = torch.ones(end - start, end - start, dtype=torch.bool).tril()
         a = (fq @ fk.transpose(-2, -1)).masked_fill(~keep, 0.0)
-        outs.append((a @ vb + fq @ s) / (a.sum(-1, keepdim=True) + (fq * z.unsqueeze(-2)).sum(-1, keepdim=True) + 1e-6))
+        outs.append(
+            (a @ vb + fq @ s)
+            / (
+                a.sum(-1, keepdim=True)
+                + (fq * z.unsqueeze(-2)).sum(-1, keepdim=True)
+                + 1e-6
+            )
+        )
     return torch.cat(outs, dim=-2)
 
 
 def chunked_in_float64(q, k, v, chunk_size):
     """Blocks computed in float64 (issue 30: once over the memory limit, with a message about an n × n matrix)."""
     fq, fk, v64 = la.elu_plus_one(q.double()), la.elu_plus_one(k.double()), v.double()
-    s, z, out = v64.new_zeros(*v.shape[:-2], q.shape[-1], v.shape[-1]), v64.new_zeros(*v.shape[:-2], q.shape[-1]), []
+    s, z, out = (
+        v64.new_zeros(*v.shape[:-2], q.shape[-1], v.shape[-1]),
+        v64.new_zeros(*v.shape[:-2], q.shape[-1]),
+        [],
+    )
     for start in range(0, q.shape[-2], chunk_size):
         b = slice(start, start + chunk_size)
         a = torch.tril(fq[..., b, :] @ fk[..., b, :].transpose(-2, -1))
         num = a @ v64[..., b, :] + fq[..., b, :] @ s
-        out.append(num / (a.sum(-1, keepdim=True) + fq[..., b, :] @ z[..., None] + 1e-6))
-        s, z = s + fk[..., b, :].transpose(-2, -1) @ v64[..., b, :], z + fk[..., b, :].sum(-2)
+        out.append(
+            num / (a.sum(-1, keepdim=True) + fq[..., b, :] @ z[..., None] + 1e-6)
+        )
+        s, z = (
+            s + fk[..., b, :].transpose(-2, -1) @ v64[..., b, :],
+            z + fk[..., b, :].sum(-2),
+        )
     return torch.cat(out, dim=-2).to(v.dtype)
 
 
@@ -303,13 +396,20 @@ def _mutate(**changes):
             first = start if changes.get("no_carry") else 0
             s = phi_k[..., first:upto, :].transpose(-2, -1) @ v[..., first:upto, :]
             z = phi_k[..., first:upto, :].sum(-2)
-            fq, fk, vb = phi_q[..., start:end, :], phi_k[..., start:end, :], v[..., start:end, :]
+            fq, fk, vb = (
+                phi_q[..., start:end, :],
+                phi_k[..., start:end, :],
+                v[..., start:end, :],
+            )
             a = fq @ fk.transpose(-2, -1)
             if changes.get("triangle", "tril") == "tril":
                 a = a.tril()
             elif changes["triangle"] == "strict":
                 a = a.tril(-1)
-            outs.append((a @ vb + fq @ s) / (a.sum(-1, keepdim=True) + fq @ z.unsqueeze(-1) + 1e-6))
+            outs.append(
+                (a @ vb + fq @ s)
+                / (a.sum(-1, keepdim=True) + fq @ z.unsqueeze(-1) + 1e-6)
+            )
         return torch.cat(outs, dim=-2)
 
     return chunked
@@ -346,12 +446,14 @@ def test_the_named_mistakes_are_really_wrong():
 # --- issue 17: each class of gap, with answers written to slip through it -------------------------------------
 
 
-def chunked_masked_square(q, k, v, chunk_size):  # ignores chunk_size: the masked n × n matrix
+# ignores chunk_size: the masked n × n matrix
+def chunked_masked_square(q, k, v, chunk_size):
     a = (la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)).tril()
     return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
 
 
-def chunked_masked_square_in_place(q, k, v, chunk_size):  # the n × n matrix once, its triangle kept in place
+# the n × n matrix once, its triangle kept in place
+def chunked_masked_square_in_place(q, k, v, chunk_size):
     a = la.elu_plus_one(q) @ la.elu_plus_one(k).transpose(-2, -1)
     a.tril_()
     return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
@@ -379,17 +481,51 @@ def rnn_by_cumsum_of_scores(q, k, v, s, z):
     [
         (check_linear_attention_step, step_by_library, ["write this one yourself"]),
         (check_linear_attention, linear_quadratic_order, ["MiB", "n × n matrix"]),
-        (check_linear_attention, linear_numpy_square, ["MiB", "NumPy arrays count too"]),
-        (check_linear_attention, lambda q, k, v: la.linear_attention(q, k, v), ["write this one yourself"]),
-        (check_linear_attention, lambda q, k, v: la.quadratic_linear_attention(q, k, v), ["write this one yourself"]),
-        (check_causal_linear_attention_chunked, chunked_masked_square, ["MiB", "n × n"]),
-        (check_causal_linear_attention_chunked, chunked_masked_square_in_place, ["MiB", "n × n"]),
-        (check_linear_attention_rnn, rnn_masked_square, ["MiB", "masked t × t form", "one at a time"]),
-        (check_linear_attention_rnn, rnn_by_cumsum_of_scores, ["MiB", "masked t × t form"]),
-        (check_causal_linear_attention_chunked, chunked_by_recurrence, ["does not seem to use blocks"]),
+        (
+            check_linear_attention,
+            linear_numpy_square,
+            ["MiB", "NumPy arrays count too"],
+        ),
+        (
+            check_linear_attention,
+            lambda q, k, v: la.linear_attention(q, k, v),
+            ["write this one yourself"],
+        ),
+        (
+            check_linear_attention,
+            lambda q, k, v: la.quadratic_linear_attention(q, k, v),
+            ["write this one yourself"],
+        ),
         (
             check_causal_linear_attention_chunked,
-            lambda q, k, v, c: la.causal_linear_attention_chunked(q, k, v, chunk_size=c),
+            chunked_masked_square,
+            ["MiB", "n × n"],
+        ),
+        (
+            check_causal_linear_attention_chunked,
+            chunked_masked_square_in_place,
+            ["MiB", "n × n"],
+        ),
+        (
+            check_linear_attention_rnn,
+            rnn_masked_square,
+            ["MiB", "masked t × t form", "one at a time"],
+        ),
+        (
+            check_linear_attention_rnn,
+            rnn_by_cumsum_of_scores,
+            ["MiB", "masked t × t form"],
+        ),
+        (
+            check_causal_linear_attention_chunked,
+            chunked_by_recurrence,
+            ["does not seem to use blocks"],
+        ),
+        (
+            check_causal_linear_attention_chunked,
+            lambda q, k, v, c: la.causal_linear_attention_chunked(
+                q, k, v, chunk_size=c
+            ),
             ["write this one yourself"],
         ),
     ],
@@ -407,17 +543,25 @@ def rnn_by_outer_products(q, k, v, s, z):
     for i in range(q.shape[-2]):
         s = s + fk[..., i, :, None] * v[..., i, None, :]
         z = z + fk[..., i, :]
-        outputs.append((fq[..., i, None, :] @ s)[..., 0, :] / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+        outputs.append(
+            (fq[..., i, None, :] @ s)[..., 0, :]
+            / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6)
+        )
     return torch.stack(outputs, dim=-2), s, z
 
 
 def rnn_by_einsum_and_unbind(q, k, v, s, z):
     phi = lambda x: torch.where(x > 0, x + 1, torch.exp(x.clamp(max=0)))  # noqa: E731
     ys = []
-    for qi, ki, vi in zip(phi(q).unbind(-2), phi(k).unbind(-2), v.unbind(-2), strict=True):
+    for qi, ki, vi in zip(
+        phi(q).unbind(-2), phi(k).unbind(-2), v.unbind(-2), strict=True
+    ):
         s = s + torch.einsum("...a,...b->...ab", ki, vi)
         z = z + ki
-        ys.append(torch.einsum("...a,...ab->...b", qi, s) / (torch.einsum("...a,...a->...", qi, z)[..., None] + 1e-6))
+        ys.append(
+            torch.einsum("...a,...ab->...b", qi, s)
+            / (torch.einsum("...a,...a->...", qi, z)[..., None] + 1e-6)
+        )
     return torch.stack(ys, -2), s, z
 
 
@@ -425,7 +569,12 @@ def _my_step(q, k, v, s, z):
     """A student's own step (the exercise before), called in a loop."""
     fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
     s, z = s + torch.einsum("...r,...d->...rd", fk, v), z + fk
-    return torch.einsum("...r,...rd->...d", fq, s) / ((fq * z).sum(-1, keepdim=True) + 1e-6), s, z
+    return (
+        torch.einsum("...r,...rd->...d", fq, s)
+        / ((fq * z).sum(-1, keepdim=True) + 1e-6),
+        s,
+        z,
+    )
 
 
 def rnn_with_my_step(q, k, v, s, z):
@@ -446,7 +595,10 @@ def rnn_in_blocks_of_two(q, k, v, s, z):
         num = a @ v[..., b, :] + fq[..., b, :] @ s
         den = a.sum(-1, keepdim=True) + fq[..., b, :] @ z[..., None]
         out.append(num / (den + 1e-6))
-        s, z = s + fk[..., b, :].transpose(-2, -1) @ v[..., b, :], z + fk[..., b, :].sum(-2)
+        s, z = (
+            s + fk[..., b, :].transpose(-2, -1) @ v[..., b, :],
+            z + fk[..., b, :].sum(-2),
+        )
     return torch.cat(out, dim=-2), s, z
 
 
@@ -467,11 +619,18 @@ def test_the_rnn_reference_is_the_companions_causal_attention():
 
     q, k, v = (torch.randn(2, 3, 11, 4, dtype=torch.float64) for _ in range(3))
     prompt = la.linear_attention_state(k[..., :5, :], v[..., :5, :])
-    y, s, z = _reference_rnn(q[..., 5:, :], k[..., 5:, :], v[..., 5:, :], prompt.s, prompt.z)
+    y, s, z = _reference_rnn(
+        q[..., 5:, :], k[..., 5:, :], v[..., 5:, :], prompt.s, prompt.z
+    )
     whole = la.linear_attention_state(k, v)
-    for form in (la.causal_linear_attention_cumsum, la.causal_linear_attention_recurrent):
+    for form in (
+        la.causal_linear_attention_cumsum,
+        la.causal_linear_attention_recurrent,
+    ):
         torch.testing.assert_close(y, form(q, k, v)[..., 5:, :])
-    torch.testing.assert_close(y, la.causal_linear_attention_chunked(q, k, v, chunk_size=3)[..., 5:, :])
+    torch.testing.assert_close(
+        y, la.causal_linear_attention_chunked(q, k, v, chunk_size=3)[..., 5:, :]
+    )
     torch.testing.assert_close((s, z), (whole.s, whole.z))
 
 
@@ -485,7 +644,10 @@ def _rnn_read_first(q, k, v, s, z):  # written independently of the checker's mi
     fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
     ys = []
     for i in range(q.shape[-2]):
-        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+        ys.append(
+            (fq[..., i, None, :] @ s)[..., 0, :]
+            / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6)
+        )
         s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
     return torch.stack(ys, -2), s, z
 
@@ -495,7 +657,10 @@ def _rnn_no_eps(q, k, v, s, z):
     ys = []
     for i in range(q.shape[-2]):
         s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
-        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / (fq[..., i, :] * z).sum(-1, keepdim=True))
+        ys.append(
+            (fq[..., i, None, :] @ s)[..., 0, :]
+            / (fq[..., i, :] * z).sum(-1, keepdim=True)
+        )
     return torch.stack(ys, -2), s, z
 
 
@@ -504,11 +669,15 @@ def _rnn_eps_on_z(q, k, v, s, z):
     ys = []
     for i in range(q.shape[-2]):
         s, z = s + fk[..., i, :, None] * v[..., i, None, :], z + fk[..., i, :]
-        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / (fq[..., i, :] * (z + 1e-6)).sum(-1, keepdim=True))
+        ys.append(
+            (fq[..., i, None, :] @ s)[..., 0, :]
+            / (fq[..., i, :] * (z + 1e-6)).sum(-1, keepdim=True)
+        )
     return torch.stack(ys, -2), s, z
 
 
-def _rnn_whole_sequence_first(q, k, v, s, z):  # non-causal: all the call's keys before any query
+# non-causal: all the call's keys before any query
+def _rnn_whole_sequence_first(q, k, v, s, z):
     fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
     s, z = s + fk.transpose(-2, -1) @ v, z + fk.sum(-2)
     return (fq @ s) / (fq @ z[..., None] + 1e-6), s, z
@@ -518,11 +687,14 @@ def _rnn_from_zeros(q, k, v, s, z):
     return rnn_by_outer_products(q, k, v, torch.zeros_like(s), torch.zeros_like(z))
 
 
-def _rnn_cumsum(q, k, v, s, z):  # right values, but the states of every position at once
+# right values, but the states of every position at once
+def _rnn_cumsum(q, k, v, s, z):
     fq, fk = la.elu_plus_one(q), la.elu_plus_one(k)
     states = s[..., None, :, :] + (fk[..., :, None] * v[..., None, :]).cumsum(-3)
     norms = z[..., None, :] + fk.cumsum(-2)
-    y = (fq[..., None, :] @ states)[..., 0, :] / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
+    y = (fq[..., None, :] @ states)[..., 0, :] / (
+        (fq * norms).sum(-1, keepdim=True) + 1e-6
+    )
     return y, states[..., -1, :, :], norms[..., -1, :]
 
 
@@ -532,7 +704,10 @@ def _rnn_in_place(q, k, v, s, z):
     for i in range(q.shape[-2]):
         s += fk[..., i, :, None] * v[..., i, None, :]
         z += fk[..., i, :]
-        ys.append((fq[..., i, None, :] @ s)[..., 0, :] / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+        ys.append(
+            (fq[..., i, None, :] @ s)[..., 0, :]
+            / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6)
+        )
     return torch.stack(ys, -2), s, z
 
 
@@ -570,7 +745,10 @@ def _rnn_phi_on_v(q, k, v, s, z):
         (_rnn_whole_sequence_first, ["not causal", "the first 5 tokens"]),
         (_rnn_no_eps, ["Add eps to the denominator itself", "eps decides"]),
         (_rnn_eps_on_z, ["Add eps to the denominator itself", "eps decides"]),
-        (_rnn_from_zeros, ["Start from the state (s, z) you are given", "after a prompt of 4"]),
+        (
+            _rnn_from_zeros,
+            ["Start from the state (s, z) you are given", "after a prompt of 4"],
+        ),
         (_rnn_wrong(return_state=False), ["Return the state after the last token"]),
         (_rnn_wrong(phi_k=False), ["Apply φ to each key"]),
         (_rnn_cumsum, ["MiB", "the states of all 32 positions"]),
@@ -578,7 +756,10 @@ def _rnn_phi_on_v(q, k, v, s, z):
         (_rnn_float32, ["wrong dtype", "torch.float64"]),
         (_rnn_detached, ["carries no gradient"]),
         (_rnn_outputs_only, ["(y, s, z)"]),
-        (lambda q, k, v, s, z: la.causal_linear_attention_recurrent(q, k, v), ["write this one yourself"]),
+        (
+            lambda q, k, v, s, z: la.causal_linear_attention_recurrent(q, k, v),
+            ["write this one yourself"],
+        ),
     ],
 )
 def test_rnn_wrong_answers(student, fragments):
@@ -592,10 +773,15 @@ def test_rnn_gradients_are_compared_where_the_graph_is_at_hand():
     def keys_detached(q, k, v, s, z):
         return rnn_by_outer_products(q, k.detach(), v, s, z)
 
-    assert_wrong(check_linear_attention_rnn.verdict(keys_detached), "gradient with respect to k")
+    assert_wrong(
+        check_linear_attention_rnn.verdict(keys_detached), "gradient with respect to k"
+    )
 
     def from_elsewhere(q, k, v, s, z):
-        return tuple(t.detach().requires_grad_(True) for t in rnn_by_outer_products(q, k, v, s, z))
+        return tuple(
+            t.detach().requires_grad_(True)
+            for t in rnn_by_outer_products(q, k, v, s, z)
+        )
 
     assert_passes(check_linear_attention_rnn, from_elsewhere)
 

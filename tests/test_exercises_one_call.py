@@ -19,7 +19,11 @@ from companion.exercises.transformer import (
     check_rope,
     check_sinusoidal_positional_encoding,
 )
-from companion.exercises.word2vec import check_glove_loss, check_nearest_neighbours, check_skipgram_pairs
+from companion.exercises.word2vec import (
+    check_glove_loss,
+    check_nearest_neighbours,
+    check_skipgram_pairs,
+)
 from companion.exercises.words_to_vectors import check_embedding
 
 CALLED = "write this one yourself"
@@ -97,19 +101,55 @@ class EncoderWrapper(nn.Module):
         (check_embedding, EmbeddingSubclass, HELD),
         (check_embedding, EmbeddingWrapper, CALLED),
         (check_embedding, EmbeddingHeld, HELD),
-        (check_skipgram_pairs, lambda ids, window: w2v.skipgram_pairs(ids, window), CALLED),
-        (check_skipgram_pairs, lambda ids, window, _f=w2v.skipgram_pairs: _f(ids, window), HELD),
+        (
+            check_skipgram_pairs,
+            lambda ids, window: w2v.skipgram_pairs(ids, window),
+            CALLED,
+        ),
+        (
+            check_skipgram_pairs,
+            lambda ids, window, _f=w2v.skipgram_pairs: _f(ids, window),
+            HELD,
+        ),
         (check_skipgram_pairs, closure(w2v.skipgram_pairs_loop), HELD),
-        (check_nearest_neighbours, lambda v, q, k: embeddings.nearest_neighbours(v, q, k)[0], CALLED),
-        (check_nearest_neighbours, lambda v, q, k, _f=embeddings.nearest_neighbours: _f(v, q, k)[0], HELD),
-        (check_glove_loss, lambda *a: glove.glove_loss(*a[:5], x_max=a[5], alpha=a[6]), CALLED),
+        (
+            check_nearest_neighbours,
+            lambda v, q, k: embeddings.nearest_neighbours(v, q, k)[0],
+            CALLED,
+        ),
+        (
+            check_nearest_neighbours,
+            lambda v, q, k, _f=embeddings.nearest_neighbours: _f(v, q, k)[0],
+            HELD,
+        ),
+        (
+            check_glove_loss,
+            lambda *a: glove.glove_loss(*a[:5], x_max=a[5], alpha=a[6]),
+            CALLED,
+        ),
         (check_glove_loss, closure(glove.glove_loss), HELD),
-        (check_causal_mask, masks.causal_mask, "the companion's own `companion.masks.causal_mask`"),
+        (
+            check_causal_mask,
+            masks.causal_mask,
+            "the companion's own `companion.masks.causal_mask`",
+        ),
         (check_causal_mask, lambda n: masks.causal_mask(n), CALLED),
         (check_causal_mask, closure(masks.causal_mask), HELD),
-        (check_sinusoidal_positional_encoding, lambda n, d: positional.sinusoidal_positional_encoding(n, d), CALLED),
-        (check_sinusoidal_positional_encoding, lambda n, d: positional.SinusoidalPositionalEncoding(d, n).pe, CALLED),
-        (check_sinusoidal_positional_encoding, closure(positional.sinusoidal_positional_encoding), HELD),
+        (
+            check_sinusoidal_positional_encoding,
+            lambda n, d: positional.sinusoidal_positional_encoding(n, d),
+            CALLED,
+        ),
+        (
+            check_sinusoidal_positional_encoding,
+            lambda n, d: positional.SinusoidalPositionalEncoding(d, n).pe,
+            CALLED,
+        ),
+        (
+            check_sinusoidal_positional_encoding,
+            closure(positional.sinusoidal_positional_encoding),
+            HELD,
+        ),
         (check_rope, lambda x: positional.apply_rope(x), CALLED),
         (check_rope, lambda x: positional.RotaryEmbedding(x.shape[-1])(x), CALLED),
         (check_rope, lambda x, _f=positional.apply_rope: _f(x), CALLED),

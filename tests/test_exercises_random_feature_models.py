@@ -12,7 +12,10 @@ from checker_testing import assert_passes, assert_wrong, correct_answers, randn,
 
 from companion import random_features as rf
 from companion.exercises import random_feature_models as ex
-from companion.exercises.random_feature_models import check_rff_ridge, check_stable_causal_performer
+from companion.exercises.random_feature_models import (
+    check_rff_ridge,
+    check_stable_causal_performer,
+)
 
 CHECKERS = [check_rff_ridge, check_stable_causal_performer]
 
@@ -53,7 +56,9 @@ def test_an_answer_that_changes_its_input_is_told():
 def ridge_by_solve(x, y, x_test, w, b, lam):
     R = w.shape[1]
     z, z_test = (math.sqrt(2 / R) * torch.cos(t @ w + b) for t in (x, x_test))
-    return z_test @ torch.linalg.solve(z.T @ z + lam * torch.eye(R, dtype=z.dtype), z.T @ y)
+    return z_test @ torch.linalg.solve(
+        z.T @ z + lam * torch.eye(R, dtype=z.dtype), z.T @ y
+    )
 
 
 def ridge_by_the_dual(x, y, x_test, w, b, lam):
@@ -66,7 +71,9 @@ def ridge_by_the_dual(x, y, x_test, w, b, lam):
 
 def ridge_by_augmented_least_squares(x, y, x_test, w, b, lam):
     """Least squares on Z stacked over √λ I (targets padded with zeros): the same normal equations."""
-    feats = lambda t: np.sqrt(2 / w.shape[1]) * np.cos(t.numpy() @ w.numpy() + b.numpy())  # noqa: E731
+    feats = lambda t: (
+        np.sqrt(2 / w.shape[1]) * np.cos(t.numpy() @ w.numpy() + b.numpy())
+    )  # noqa: E731
     z = feats(x)
     a = np.vstack([z, np.sqrt(lam) * np.eye(z.shape[1])])
     rhs = np.vstack([y.numpy(), np.zeros((z.shape[1], y.shape[1]))])
@@ -98,20 +105,38 @@ def _ridge_changed(**kw):
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (_ridge_changed(features=lambda x, w, b: torch.cos(x @ w + b)), ["√(2/R) cos(xw + b): without the factor"]),
-        (_ridge_changed(features=lambda x, w, b: math.sqrt(2 / w.shape[1]) * torch.cos(x @ w)), ["phase b"]),
+        (
+            _ridge_changed(features=lambda x, w, b: torch.cos(x @ w + b)),
+            ["√(2/R) cos(xw + b): without the factor"],
+        ),
+        (
+            _ridge_changed(
+                features=lambda x, w, b: math.sqrt(2 / w.shape[1]) * torch.cos(x @ w)
+            ),
+            ["phase b"],
+        ),
         (_ridge_changed(solve="no penalty"), ["Add λI"]),
         (_ridge_changed(lam_times_n=True), ["not λ times the number of points"]),
         (ex._exact_ridge, ["exact kernel ridge regression"]),
         (ex._linear_ridge, ["ridge regression on Z, not on x"]),
-        (_ridge_changed(test_features=lambda x, w, b: torch.cos(x @ w + b)), ["The test points need the same"]),
+        (
+            _ridge_changed(test_features=lambda x, w, b: torch.cos(x @ w + b)),
+            ["The test points need the same"],
+        ),
         (_ridge_changed(solve="penalty on Z"), ["λ goes on the diagonal"]),
-        (lambda x, y, xt, w, b, lam: ridge_by_solve(x, y, xt, w, b, lam).float(), ["dtype"]),
-        (lambda x, y, xt, w, b, lam: ridge_by_solve(x, y, xt, w, b, lam)[:, 0], ["shape"]),
+        (
+            lambda x, y, xt, w, b, lam: ridge_by_solve(x, y, xt, w, b, lam).float(),
+            ["dtype"],
+        ),
+        (
+            lambda x, y, xt, w, b, lam: ridge_by_solve(x, y, xt, w, b, lam)[:, 0],
+            ["shape"],
+        ),
         (lambda x, y, xt, w, b, lam: ridge_by_solve(x, y, xt, w, b, 0.5), ["λ = 0.1"]),
         (
             lambda x, y, xt, w, b, lam: (
-                rf.random_fourier_features(xt, w, b) @ rf.feature_ridge(rf.random_fourier_features(x, w, b), y, lam)
+                rf.random_fourier_features(xt, w, b)
+                @ rf.feature_ridge(rf.random_fourier_features(x, w, b), y, lam)
             ),
             ["yourself"],
         ),
@@ -127,15 +152,22 @@ def test_ridge_with_many_features_is_scikit_learns_kernel_ridge():
     from sklearn.kernel_ridge import KernelRidge
 
     x, x_test, y = randn(40, 3, seed=1), randn(10, 3, seed=2), randn(40, 2, seed=3)
-    exact = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.5).fit(x.numpy(), y.numpy()).predict(x_test.numpy())
+    exact = (
+        KernelRidge(alpha=1.0, kernel="rbf", gamma=0.5)
+        .fit(x.numpy(), y.numpy())
+        .predict(x_test.numpy())
+    )
     exact = torch.from_numpy(exact)
     errors = {}
     for R in (100, 2000):
         g = torch.Generator().manual_seed(R)
         w = torch.randn(3, R, generator=g, dtype=torch.float64)
         b = 2 * math.pi * torch.rand(R, generator=g, dtype=torch.float64)
-        errors[R] = float((ex._reference_ridge(x, y, x_test, w, b, 1.0) - exact).norm() / exact.norm())
-    assert errors[2000] < 0.25 and errors[2000] < errors[100] / 2.5, errors  # sqrt(20) = 4.5 expected
+        errors[R] = float(
+            (ex._reference_ridge(x, y, x_test, w, b, 1.0) - exact).norm() / exact.norm()
+        )
+    # sqrt(20) = 4.5 expected
+    assert errors[2000] < 0.25 and errors[2000] < errors[100] / 2.5, errors
     torch.testing.assert_close(ex._exact_ridge(x, y, x_test, None, None, 1.0), exact)
 
 
@@ -149,7 +181,9 @@ def stable_by_masked_log_weights(q, k, v, w):
     f_q, f_k = torch.exp(u_q - a_q) / math.sqrt(m), torch.exp(u_k - a_k) / math.sqrt(m)
     big = torch.cummax(a_k, dim=-2).values
     n = q.shape[-2]
-    log_w = (a_k.transpose(-2, -1) - big).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+    log_w = (a_k.transpose(-2, -1) - big).masked_fill(
+        torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf
+    )
     weights = (f_q @ f_k.transpose(-2, -1)) * torch.exp(log_w)
     return weights @ v / weights.sum(-1, keepdim=True)
 
@@ -165,7 +199,9 @@ def stable_by_recurrence(q, k, v, w):
     for i in range(q.shape[-2]):
         a_k = u_k[..., i, :].amax(-1)
         new = torch.maximum(big, a_k)
-        shrink = torch.where(big == -math.inf, torch.zeros_like(big), torch.exp(big - new))
+        shrink = torch.where(
+            big == -math.inf, torch.zeros_like(big), torch.exp(big - new)
+        )
         fk = torch.exp(u_k[..., i, :] - new[..., None]) / math.sqrt(m)
         s = s * shrink[..., None, None] + fk[..., :, None] * v[..., i, None, :]
         z = z * shrink[..., None] + fk
@@ -183,7 +219,10 @@ def stable_by_logsumexp(q, k, v, w):
     j ≤ i: online softmax's stabiliser applied to the estimated scores."""
     m = w.shape[1]
     u_q, u_k = (x @ w - (x * x).sum(-1, keepdim=True) / 2 for x in (q, k))
-    logs = torch.logsumexp(u_q[..., :, None, :] + u_k[..., None, :, :], dim=-1) - math.log(m)  # (..., n, n)
+    # (..., n, n)
+    logs = torch.logsumexp(
+        u_q[..., :, None, :] + u_k[..., None, :, :], dim=-1
+    ) - math.log(m)
     n = q.shape[-2]
     logs = logs.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
     top = logs.amax(-1, keepdim=True)
@@ -209,7 +248,9 @@ def stable_with_reversed_maximum(q, k, v, w):
     f_q, f_k = torch.exp(u_q - a_q) / math.sqrt(m), torch.exp(u_k - a_k) / math.sqrt(m)
     big = flipped(torch.cummax(flipped(a_k), dim=-2).values)
     n = q.shape[-2]
-    log_w = (a_k.transpose(-2, -1) - big).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+    log_w = (a_k.transpose(-2, -1) - big).masked_fill(
+        torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf
+    )
     weights = (f_q @ f_k.transpose(-2, -1)) * torch.exp(log_w)
     return weights @ v / weights.sum(-1, keepdim=True)
 
@@ -221,7 +262,9 @@ def _one_query_scale(q, k, v, w):
     f_q, f_k = torch.exp(u_q - a_q) / math.sqrt(m), torch.exp(u_k - a_k) / math.sqrt(m)
     big = torch.cummax(a_k, dim=-2).values
     n = q.shape[-2]
-    log_w = (a_k.transpose(-2, -1) - big).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+    log_w = (a_k.transpose(-2, -1) - big).masked_fill(
+        torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf
+    )
     weights = (f_q @ f_k.transpose(-2, -1)) * torch.exp(log_w)
     return weights @ v / weights.sum(-1, keepdim=True)
 
@@ -237,7 +280,12 @@ def _one_query_scale(q, k, v, w):
         (ex._stable_with(half_norm=False), ["‖x‖²/2"]),
         (stable_with_reversed_maximum, ["future"]),
         (_one_query_scale, ["future"]),
-        (lambda q, k, v, w: stable_by_logsumexp(q.double(), k.double(), v.double(), w.double()), ["dtype"]),
+        (
+            lambda q, k, v, w: stable_by_logsumexp(
+                q.double(), k.double(), v.double(), w.double()
+            ),
+            ["dtype"],
+        ),
         (
             lambda q, k, v, w: ex._reference_stable(q, k, v, w),
             ["yourself"],
@@ -256,7 +304,11 @@ def test_the_stable_reference_is_the_unstabilised_ratio():
         if length:
             q, k = (length * x / x.norm(dim=-1, keepdim=True) for x in (q, k))
         v, w = randn(2, 7, 3, seed=seed + 30), randn(4, 8, seed=seed + 40)
-        phi = lambda x, w=w: torch.exp(x @ w - (x * x).sum(-1, keepdim=True) / 2) / math.sqrt(8)  # noqa: E731
+        phi = lambda x, w=w: (
+            torch.exp(x @ w - (x * x).sum(-1, keepdim=True) / 2) / math.sqrt(8)
+        )  # noqa: E731
         a = (phi(q) @ phi(k).transpose(-2, -1)).tril()
         plain = a @ v / a.sum(-1, keepdim=True)
-        torch.testing.assert_close(ex._reference_stable(q, k, v, w), plain, atol=1e-10, rtol=1e-8)
+        torch.testing.assert_close(
+            ex._reference_stable(q, k, v, w), plain, atol=1e-10, rtol=1e-8
+        )

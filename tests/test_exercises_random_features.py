@@ -23,7 +23,9 @@ CHECKERS = [
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_stub_is_not_attempted(checker):
     verdict = checker.verdict(stub)
-    assert verdict.status == "not attempted" and str(verdict).startswith("NOT ATTEMPTED YET")
+    assert verdict.status == "not attempted" and str(verdict).startswith(
+        "NOT ATTEMPTED YET"
+    )
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
@@ -59,7 +61,12 @@ def orthogonal_by_rows_transposed(d, m, seed):
     while sum(c.shape[1] for c in columns) < m:
         q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
         signs = torch.randint(0, 2, (d,), generator=g).double() * 2 - 1
-        lengths = (2 * torch._standard_gamma(torch.full((d,), d / 2, dtype=torch.float64), generator=g)).sqrt()
+        lengths = (
+            2
+            * torch._standard_gamma(
+                torch.full((d,), d / 2, dtype=torch.float64), generator=g
+            )
+        ).sqrt()
         columns.append((q * signs[:, None]).T * lengths)
     return torch.cat(columns, dim=1)[:, :m]
 
@@ -98,16 +105,28 @@ def _blocks_with(*, sign_fix=True, lengths="chi", fresh=True, float64=True):
         blocks = []
         for _ in range(math.ceil(m / d)):
             if q0 is None or fresh:
-                q, r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+                q, r = torch.linalg.qr(
+                    torch.randn(d, d, generator=g, dtype=torch.float64)
+                )
                 q0 = q * torch.sign(torch.diagonal(r)) if sign_fix else q
             if lengths == "chi":
                 scale = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
-            elif lengths == "one per block":  # χ_d, but one draw for the whole block (issue 30)
-                scale = torch.randn(d, generator=g, dtype=torch.float64).norm().expand(d)
-            elif lengths == "one per pair":  # each length shared by two neighbouring columns
-                scale = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)[torch.arange(d) // 2 * 2]
+            # χ_d, but one draw for the whole block (issue 30)
+            elif lengths == "one per block":
+                scale = (
+                    torch.randn(d, generator=g, dtype=torch.float64).norm().expand(d)
+                )
+            # each length shared by two neighbouring columns
+            elif lengths == "one per pair":
+                scale = torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)[
+                    torch.arange(d) // 2 * 2
+                ]
             else:
-                scale = torch.full((d,), {"unit": 1.0, "root": math.sqrt(d)}[lengths], dtype=torch.float64)
+                scale = torch.full(
+                    (d,),
+                    {"unit": 1.0, "root": math.sqrt(d)}[lengths],
+                    dtype=torch.float64,
+                )
             blocks.append(q0 * scale)
         w = torch.cat(blocks, 1)[:, :m]
         return w if float64 else w.float()
@@ -124,11 +143,14 @@ def _whole_matrix_qr(d, m, seed):
 
 
 def _gaussian_not_orthogonal(d, m, seed):
-    return torch.randn(d, m, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.randn(
+        d, m, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
 
 
 def _global_generator(d, m, seed):
-    torch.manual_seed(torch.randint(0, 1000, ()).item())  # the student's own reseeding, anything but the seed
+    # the student's own reseeding, anything but the seed
+    torch.manual_seed(torch.randint(0, 1000, ()).item())
     return orthogonal_by_blocks(d, m, torch.randint(0, 2**31 - 1, ()).item())
 
 
@@ -172,34 +194,74 @@ def _near_the_axes(d, m, seed):
     g = torch.Generator().manual_seed(seed)
     blocks = []
     for _ in range(math.ceil(m / d)):
-        turn, r = torch.linalg.qr(torch.eye(d, dtype=torch.float64) + 0.1 * torch.randn(d, d, generator=g))
+        turn, r = torch.linalg.qr(
+            torch.eye(d, dtype=torch.float64) + 0.1 * torch.randn(d, d, generator=g)
+        )
         perm = torch.eye(d, dtype=torch.float64)[torch.randperm(d, generator=g)]
         signs = torch.randint(0, 2, (d,), generator=g).double() * 2 - 1
         q = perm * signs @ (turn * torch.sign(torch.diagonal(r)))
-        blocks.append(q * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0))
+        blocks.append(
+            q * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)
+        )
     return torch.cat(blocks, 1)[:, :m]
 
 
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (_uniform_not_gaussian(flip=False), ["not symmetric about 0", "fresh d × d Gaussian"]),
-        (_uniform_not_gaussian(flip=True), ["same sign too often", "fresh d × d Gaussian"]),
-        (_near_the_axes, ["not distributed as N(0, 1)", "Kolmogorov–Smirnov distance to N(0, 1)"]),
+        (
+            _uniform_not_gaussian(flip=False),
+            ["not symmetric about 0", "fresh d × d Gaussian"],
+        ),
+        (
+            _uniform_not_gaussian(flip=True),
+            ["same sign too often", "fresh d × d Gaussian"],
+        ),
+        (
+            _near_the_axes,
+            ["not distributed as N(0, 1)", "Kolmogorov–Smirnov distance to N(0, 1)"],
+        ),
         (_blocks_with(lengths="unit"), ["χ distribution", "have length 1: rescale"]),
         (_blocks_with(lengths="root"), ["χ distribution", "length √d"]),
-        (_blocks_with(lengths="one per block"), ["not independent", "its own length", "variance grows"]),
-        (_blocks_with(lengths="one per pair"), ["not independent", "fresh d × d Gaussian"]),
-        (_blocks_with(sign_fix=False), ["not symmetric about 0", "sign of the matching diagonal entry of R"]),
+        (
+            _blocks_with(lengths="one per block"),
+            ["not independent", "its own length", "variance grows"],
+        ),
+        (
+            _blocks_with(lengths="one per pair"),
+            ["not independent", "fresh d × d Gaussian"],
+        ),
+        (
+            _blocks_with(sign_fix=False),
+            ["not symmetric about 0", "sign of the matching diagonal entry of R"],
+        ),
         (_blocks_with(fresh=False), ["repeats the directions", "new Gaussian matrix"]),
-        (_whole_matrix_qr, ["not orthogonal", "orthogonal when m <= d but not beyond", "m = 10 in d = 4"]),
-        (_gaussian_not_orthogonal, ["not orthogonal", "a fresh d × d Gaussian G", "one block of 4"]),
+        (
+            _whole_matrix_qr,
+            [
+                "not orthogonal",
+                "orthogonal when m <= d but not beyond",
+                "m = 10 in d = 4",
+            ],
+        ),
+        (
+            _gaussian_not_orthogonal,
+            ["not orthogonal", "a fresh d × d Gaussian G", "one block of 4"],
+        ),
         (_global_generator, ["same seed", "generator=g"]),
         (_rows_not_columns, ["shape", "transpose"]),
         (_blocks_with(float64=False), ["float64"]),
         (_lengths_of_q_columns, ["χ distribution", "d = 5"]),
-        (lambda d, m, seed: orthogonal_by_blocks(d, d * math.ceil(m / d), seed), ["shape", "(4, 10)"]),
-        (lambda d, m, seed: rf.orthogonal_gaussian(d, m, torch.Generator().manual_seed(seed)).double(), ["yourself"]),
+        (
+            lambda d, m, seed: orthogonal_by_blocks(d, d * math.ceil(m / d), seed),
+            ["shape", "(4, 10)"],
+        ),
+        (
+            lambda d, m, seed: rf.orthogonal_gaussian(
+                d, m, torch.Generator().manual_seed(seed)
+            ).double(),
+            ["yourself"],
+        ),
     ],
 )
 def test_orthogonal_wrong_answers(student, fragments):
@@ -214,7 +276,10 @@ def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_o
     from companion.exercises import random_features as ex
 
     for _ in range(30):
-        draws = [ex._reference_orthogonal(5, 12, s) for s in torch.randint(0, 2**31 - 1, (ex.STAT_DRAWS,)).tolist()]
+        draws = [
+            ex._reference_orthogonal(5, 12, s)
+            for s in torch.randint(0, 2**31 - 1, (ex.STAT_DRAWS,)).tolist()
+        ]
         norms = torch.cat([w.norm(dim=0) for w in draws])
         assert ex._ks_distance(norms, ex._chi_cdf(5)) <= ex._dkw_bound(len(norms))
         entries = torch.cat([w[:, ::5].flatten() for w in draws])
@@ -223,8 +288,11 @@ def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_o
         agree, n = int((firsts[0] * firsts[1] > 0).sum()), firsts.shape[1]
         assert abs(agree - n / 2) <= math.sqrt(n * math.log(2 / ex.ALPHA) / 2)
         concordant, n = ex._length_concordance(draws)
-        assert n == 180 and abs(concordant - n / 2) <= math.sqrt(n * math.log(2 / ex.ALPHA) / 2)
-        longer = torch.randn(6, len(norms), dtype=torch.float64).norm(dim=0)  # χ_6 lengths
+        assert n == 180 and abs(concordant - n / 2) <= math.sqrt(
+            n * math.log(2 / ex.ALPHA) / 2
+        )
+        # χ_6 lengths
+        longer = torch.randn(6, len(norms), dtype=torch.float64).norm(dim=0)
         assert ex._ks_distance(longer, ex._chi_cdf(5)) > ex._dkw_bound(len(longer))
 
 
@@ -241,13 +309,21 @@ def performer_by_cumsum(q, k, v, w):
     fq, fk = phi(q), phi(k)
     states = (fk[..., :, :, None] * v[..., :, None, :]).cumsum(-3)
     norms = fk.cumsum(-2)
-    return (fq[..., None, :] @ states)[..., 0, :] / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
+    return (fq[..., None, :] @ states)[..., 0, :] / (
+        (fq * norms).sum(-1, keepdim=True) + 1e-6
+    )
 
 
 def performer_by_recurrence(q, k, v, w):
     scale = q.shape[-1] ** -0.25
-    fq = torch.exp(torch.einsum("...nd,dm->...nm", q * scale, w) - (q * scale).pow(2).sum(-1, keepdim=True) / 2)
-    fk = torch.exp(torch.einsum("...nd,dm->...nm", k * scale, w) - (k * scale).pow(2).sum(-1, keepdim=True) / 2)
+    fq = torch.exp(
+        torch.einsum("...nd,dm->...nm", q * scale, w)
+        - (q * scale).pow(2).sum(-1, keepdim=True) / 2
+    )
+    fk = torch.exp(
+        torch.einsum("...nd,dm->...nm", k * scale, w)
+        - (k * scale).pow(2).sum(-1, keepdim=True) / 2
+    )
     fq, fk = fq / w.shape[1] ** 0.5, fk / w.shape[1] ** 0.5
     s = v.new_zeros(*v.shape[:-2], w.shape[1], v.shape[-1])
     z = v.new_zeros(*v.shape[:-2], w.shape[1])
@@ -256,7 +332,8 @@ def performer_by_recurrence(q, k, v, w):
         s = s + torch.einsum("...m,...e->...me", fk[..., i, :], v[..., i, :])
         z = z + fk[..., i, :]
         ys.append(
-            torch.einsum("...m,...me->...e", fq[..., i, :], s) / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6)
+            torch.einsum("...m,...me->...e", fq[..., i, :], s)
+            / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6)
         )
     return torch.stack(ys, -2)
 
@@ -264,7 +341,11 @@ def performer_by_recurrence(q, k, v, w):
 def performer_by_masked_matrix(q, k, v, w):
     """The masked quadratic form, features scaled in log space."""
     d, m = q.shape[-1], w.shape[1]
-    log_phi = lambda x: (x @ w) / d**0.25 - (x * x).sum(-1, keepdim=True) / (2 * d**0.5) - 0.5 * math.log(m)  # noqa: E731
+    log_phi = lambda x: (
+        (x @ w) / d**0.25
+        - (x * x).sum(-1, keepdim=True) / (2 * d**0.5)
+        - 0.5 * math.log(m)
+    )  # noqa: E731
     a = (torch.exp(log_phi(q)) @ torch.exp(log_phi(k)).transpose(-2, -1)).tril()
     return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
 
@@ -278,7 +359,15 @@ def test_performer_right_answers(checker, student):
     assert_passes(checker, student)
 
 
-def _performer_with(*, scale=-0.25, half=True, mask="tril", normalise=True, features="positive", cap=None):
+def _performer_with(
+    *,
+    scale=-0.25,
+    half=True,
+    mask="tril",
+    normalise=True,
+    features="positive",
+    cap=None,
+):
     def performer(q, k, v, w):
         ww = w if cap is None else w[:, :cap]
         c = q.shape[-1] ** scale
@@ -287,7 +376,10 @@ def _performer_with(*, scale=-0.25, half=True, mask="tril", normalise=True, feat
             if features == "elu":  # chapter 8's feature map, on q and k as they are
                 return torch.nn.functional.elu(x) + 1
             x = x * c
-            return torch.exp(x @ ww - half * (x * x).sum(-1, keepdim=True) / 2) / ww.shape[1] ** 0.5
+            return (
+                torch.exp(x @ ww - half * (x * x).sum(-1, keepdim=True) / 2)
+                / ww.shape[1] ** 0.5
+            )
 
         a = phi(q) @ phi(k).transpose(-2, -1)
         a = {"tril": a.tril(), "strict": a.tril(-1), "none": a}[mask]
@@ -306,13 +398,27 @@ def _performer_with(*, scale=-0.25, half=True, mask="tril", normalise=True, feat
         (_performer_with(mask="strict"), ["also sees its own key"]),
         (_performer_with(normalise=False), ["Divide by the normaliser"]),
         (_performer_with(features="elu"), ["not chapter 8's elu + 1"]),
-        (lambda q, k, v, w: performer_by_cumsum(q, k, v, w).double(), ["wrong dtype", "torch.float32"]),
-        (lambda q, k, v, w: performer_by_cumsum(q, k, v, w).detach(), ["carries no gradient"]),
-        (_performer_with(cap=32), ["does not approach causal softmax attention", "m = 8 and 512"]),
+        (
+            lambda q, k, v, w: performer_by_cumsum(q, k, v, w).double(),
+            ["wrong dtype", "torch.float32"],
+        ),
+        (
+            lambda q, k, v, w: performer_by_cumsum(q, k, v, w).detach(),
+            ["carries no gradient"],
+        ),
+        (
+            _performer_with(cap=32),
+            ["does not approach causal softmax attention", "m = 8 and 512"],
+        ),
         (lambda q, k, v, w: performer_by_cumsum(q, k, v, w.T), ["raised RuntimeError"]),
         (
             lambda q, k, v, w: la.causal_linear_attention_cumsum(
-                q, k, v, feature_map=lambda x: rf.positive_softmax_features(x / q.shape[-1] ** 0.25, w)
+                q,
+                k,
+                v,
+                feature_map=lambda x: rf.positive_softmax_features(
+                    x / q.shape[-1] ** 0.25, w
+                ),
             ),
             ["yourself"],
         ),
@@ -329,5 +435,9 @@ def test_the_performer_reference_is_the_companions_feature_map_in_every_causal_f
     q, k, v = (0.5 * torch.randn(2, 9, 8, dtype=torch.float64) for _ in range(3))
     phi = rf.PerformerFeatures(8, 16, seed=3).double()
     out = _reference_performer(q, k, v, phi.w.double())
-    torch.testing.assert_close(out, la.causal_linear_attention_cumsum(q, k, v, feature_map=phi))
-    torch.testing.assert_close(out, la.causal_linear_attention_recurrent(q, k, v, feature_map=phi))
+    torch.testing.assert_close(
+        out, la.causal_linear_attention_cumsum(q, k, v, feature_map=phi)
+    )
+    torch.testing.assert_close(
+        out, la.causal_linear_attention_recurrent(q, k, v, feature_map=phi)
+    )

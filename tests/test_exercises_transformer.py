@@ -5,7 +5,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from checker_testing import assert_passes, assert_wrong, correct_answers, raises_boom, stub, unwithheld
+from checker_testing import (
+    assert_passes,
+    assert_wrong,
+    correct_answers,
+    raises_boom,
+    stub,
+    unwithheld,
+)
 from torch import nn
 
 from companion import decoding, positional
@@ -36,7 +43,9 @@ ALL = [
 
 
 @pytest.mark.parametrize(("checker", "reference"), ALL)
-def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, reference, capsys):
+def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(
+    checker, reference, capsys
+):
     verdict = checker.verdict(reference)
     assert verdict.passed, str(verdict)
     checker(reference)
@@ -45,7 +54,9 @@ def test_reference_passes_stub_is_not_attempted_and_garbage_is_wrong(checker, re
     assert_wrong(checker.verdict(raises_boom), "raised RuntimeError: boom")
     assert_wrong(checker.verdict(lambda *a, **k: None), "should be a torch.Tensor")
     assert_wrong(checker.verdict(lambda *a, **k: torch.zeros(1, 2, 3)), "wrong shape")
-    assert_wrong(checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")), "NaN")
+    assert_wrong(
+        checker.verdict(lambda *a, **k: reference(*a, **k) * float("nan")), "NaN"
+    )
 
 
 # --- sinusoidal positional encoding -------------------------------------------------------------------------
@@ -78,11 +89,17 @@ def test_sinusoid_student_loop_version_passes():
     ("student", "fragments"),
     [
         (sinusoid(swap=True), ["sin and cos are swapped"]),
-        (sinusoid(exponent="col"), ["column 2i+1 uses the exponent of its even neighbour"]),
+        (
+            sinusoid(exponent="col"),
+            ["column 2i+1 uses the exponent of its even neighbour"],
+        ),
         (sinusoid(exponent="i"), ["The exponent is 2i/d_model"]),
         (sinusoid(halves=True), ["Interleave"]),
         (sinusoid(start=1), ["Positions start at 0"]),
-        (lambda n, d: ref.sinusoidal_positional_encoding(n, d).T, ["wrong shape", "expected: shape (4, 6)"]),
+        (
+            lambda n, d: ref.sinusoidal_positional_encoding(n, d).T,
+            ["wrong shape", "expected: shape (4, 6)"],
+        ),
     ],
 )
 def test_sinusoid_rejects(student, fragments):
@@ -98,7 +115,11 @@ def rope(sign=1.0, start=0, exponent="2i", halves=False):
         out = x.clone()
         for p in range(n):
             for i in range(d // 2):
-                phi = sign * (start + p) * 10000 ** (-(2 * i if exponent == "2i" else i) / d)
+                phi = (
+                    sign
+                    * (start + p)
+                    * 10000 ** (-(2 * i if exponent == "2i" else i) / d)
+                )
                 a, b = (i, i + d // 2) if halves else (2 * i, 2 * i + 1)
                 xa, xb = x[..., p, a], x[..., p, b]
                 out[..., p, a] = xa * math.cos(phi) - xb * math.sin(phi)
@@ -135,25 +156,37 @@ def test_rope_rejects(student, fragments):
     [
         (
             lambda x, w, b, eps=1e-5: (
-                (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b
+                (x - x.mean(-1, keepdim=True))
+                / torch.sqrt(x.var(-1, keepdim=True) + eps)
+                * w
+                + b
             ),
             ["Bessel's correction", "dividing by d"],
         ),
         (
             lambda x, w, b, eps=1e-5: (
-                (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False) + eps) * w + b
+                (x - x.mean(-1, keepdim=True))
+                / (x.std(-1, keepdim=True, unbiased=False) + eps)
+                * w
+                + b
             ),
             ["nearly constant row", "eps goes inside the square root"],
         ),
         (
             lambda x, w, b, eps=1e-5: (
-                (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + eps) * w + b
+                (x - x.mean(-1, keepdim=True))
+                / (x.var(-1, keepdim=True, unbiased=False) + eps)
+                * w
+                + b
             ),
             ["not by the variance"],
         ),
         (
             lambda x, w, b, eps=1e-5: (
-                (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, keepdim=True, unbiased=False) + eps) * w + b
+                (x - x.mean(0, keepdim=True))
+                / torch.sqrt(x.var(0, keepdim=True, unbiased=False) + eps)
+                * w
+                + b
             ),
             ["not over the batch"],
         ),
@@ -161,7 +194,11 @@ def test_rope_rejects(student, fragments):
             lambda x, w, b, eps=1e-5: good_layer_norm(x, 1.0, 0.0, eps),
             ["random γ and β", "Scale by γ (weight)"],
         ),
-        (lambda x, w, b, eps=1e-5: good_layer_norm(x, w, b), ["eps = 0.1", "wrong values"]),  # eps ignored
+        # eps ignored
+        (
+            lambda x, w, b, eps=1e-5: good_layer_norm(x, w, b),
+            ["eps = 0.1", "wrong values"],
+        ),
     ],
 )
 def test_layer_norm_rejects(student, fragments):
@@ -171,7 +208,14 @@ def test_layer_norm_rejects(student, fragments):
 # --- the LayerNorm class ------------------------------------------------------------------------------------
 
 
-def make_layer_norm(unbiased=False, gamma_name="weight", init=1.0, detach=False, fixed_eps=False, no_eps=False):
+def make_layer_norm(
+    unbiased=False,
+    gamma_name="weight",
+    init=1.0,
+    detach=False,
+    fixed_eps=False,
+    no_eps=False,
+):
     class StudentLayerNorm(nn.Module):
         def __init__(self, d_model, eps=1e-5):
             super().__init__()
@@ -223,7 +267,8 @@ class Raising(nn.Module):
 def test_layer_norm_module_reference_and_student_pass():
     assert check_layer_norm_module.verdict(make_layer_norm()).passed
     assert check_layer_norm_module.verdict(StubLayerNorm).status == "not attempted"
-    assert check_layer_norm_module.verdict(nn.LayerNorm).passed  # PyTorch's own has the same interface
+    # PyTorch's own has the same interface
+    assert check_layer_norm_module.verdict(nn.LayerNorm).passed
 
 
 @pytest.mark.parametrize(
@@ -231,7 +276,10 @@ def test_layer_norm_module_reference_and_student_pass():
     [
         (make_layer_norm(unbiased=True), ["Bessel's correction"]),
         (make_layer_norm(gamma_name="gamma"), ["needs a parameter `weight`"]),
-        (make_layer_norm(init=0.5), ["The initial `weight` has the wrong values", "γ starts at ones"]),
+        (
+            make_layer_norm(init=0.5),
+            ["The initial `weight` has the wrong values", "γ starts at ones"],
+        ),
         (make_layer_norm(detach=True), ["No gradient reached weight and bias"]),
         (make_layer_norm(fixed_eps=True), ["eps=0.1", "Use the eps you are given"]),
         (make_layer_norm(no_eps=True), ["raised TypeError", "eps"]),
@@ -260,7 +308,9 @@ def sinusoid_exp_log(n_positions, d_model):
 def sinusoid_numpy(n_positions, d_model):
     import numpy as np
 
-    angles = np.arange(n_positions)[:, None] / np.power(10000, (2 * (np.arange(d_model) // 2)) / d_model)
+    angles = np.arange(n_positions)[:, None] / np.power(
+        10000, (2 * (np.arange(d_model) // 2)) / d_model
+    )
     angles[:, 0::2] = np.sin(angles[:, 0::2])
     angles[:, 1::2] = np.cos(angles[:, 1::2])
     return torch.tensor(angles)  # float64 is fine
@@ -269,7 +319,9 @@ def sinusoid_numpy(n_positions, d_model):
 def rope_complex(x):
     n, d = x.shape[-2:]
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    rot = torch.polar(torch.ones(n, d // 2, dtype=torch.float64), torch.arange(n)[:, None] * theta)
+    rot = torch.polar(
+        torch.ones(n, d // 2, dtype=torch.float64), torch.arange(n)[:, None] * theta
+    )
     z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
     return torch.view_as_real(z * rot).reshape(x.shape).to(x.dtype)
 
@@ -348,11 +400,16 @@ class _OwnHeads(nn.Module):
     def __init__(self, d, h):
         super().__init__()
         self.h = h
-        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d, d) for _ in range(4))
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
+            nn.Linear(d, d) for _ in range(4)
+        )
 
     def forward(self, x):
         b, n, d = x.shape
-        q, k, v = (p(x).view(b, n, self.h, d // self.h) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            p(x).view(b, n, self.h, d // self.h)
+            for p in (self.q_proj, self.k_proj, self.v_proj)
+        )
         w = torch.einsum("bihe,bjhe->bhij", q, k).div((d // self.h) ** 0.5).softmax(-1)
         return self.out_proj(torch.einsum("bhij,bjhe->bihe", w, v).reshape(b, n, d))
 
@@ -366,9 +423,13 @@ class BlockWithOwnParts(nn.Module):
 
     def forward(self, x):
         h = x + self.self_attn(x)
-        h = nn.functional.layer_norm(h, h.shape[-1:], self.norm1.weight, self.norm1.bias)
+        h = nn.functional.layer_norm(
+            h, h.shape[-1:], self.norm1.weight, self.norm1.bias
+        )
         f = self.linear2(nn.functional.relu(self.linear1(h)))
-        return nn.functional.layer_norm(h + f, h.shape[-1:], self.norm2.weight, self.norm2.bias)
+        return nn.functional.layer_norm(
+            h + f, h.shape[-1:], self.norm2.weight, self.norm2.bias
+        )
 
 
 class BlockWithCompanionLayerNorm(BlockWithCompanionParts):
@@ -378,14 +439,16 @@ class BlockWithCompanionLayerNorm(BlockWithCompanionParts):
         super().__init__(d_model, n_heads, d_ff)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.ff = FeedForward(d_model, d_ff)  # unused extra module: harmless
-        self.dropout = nn.Dropout(0.0)  # dropout 0, as the exercise asks: the identity in training mode too
+        # dropout 0, as the exercise asks: the identity in training mode too
+        self.dropout = nn.Dropout(0.0)
 
     def forward(self, x):
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x)))
         return self.norm2(x + self.dropout(self.linear2(self.linear1(x).clamp(min=0))))
 
 
-class BlockWithDropout(BlockWithCompanionParts):  # dropout kept: right in eval mode only
+# dropout kept: right in eval mode only
+class BlockWithDropout(BlockWithCompanionParts):
     def __init__(self, d_model, n_heads, d_ff):
         super().__init__(d_model, n_heads, d_ff)
         self.dropout = nn.Dropout(0.1)
@@ -402,15 +465,18 @@ class BlockInPlaceResidual(BlockWithCompanionParts):  # x += ...: changes the ca
         return self.norm2(x + self.linear2(torch.relu(self.linear1(x))))
 
 
-class BlockInPlaceHidden(BlockWithCompanionParts):  # an in-place change of a tensor backward still needs
+# an in-place change of a tensor backward still needs
+class BlockInPlaceHidden(BlockWithCompanionParts):
     def forward(self, x):
         h = self.norm1(x + self.self_attn(x, x, x))
         r = torch.relu(self.linear1(h))
-        r *= 1.0  # the same values, but relu's backward needs its output unchanged: training breaks
+        # the same values, but relu's backward needs its output unchanged: training breaks
+        r *= 1.0
         return self.norm2(h + self.linear2(r))
 
 
-class BlockDetachedAttention(BlockWithCompanionParts):  # the attention's output detached: it never trains
+# the attention's output detached: it never trains
+class BlockDetachedAttention(BlockWithCompanionParts):
     def forward(self, x):
         h = self.norm1(x + self.self_attn(x, x, x).detach())
         return self.norm2(h + self.linear2(torch.relu(self.linear1(h))))
@@ -429,7 +495,9 @@ def test_encoder_block_is_trained_one_step(student, fragment):
     assert_wrong(check_encoder_block.verdict(student), fragment)
 
 
-@pytest.mark.parametrize("student", [BlockWithCompanionParts, BlockWithOwnParts, BlockWithCompanionLayerNorm])
+@pytest.mark.parametrize(
+    "student", [BlockWithCompanionParts, BlockWithOwnParts, BlockWithCompanionLayerNorm]
+)
 def test_encoder_block_accepts_independent_correct_answers(student):
     verdict = check_encoder_block.verdict(student)
     assert verdict.passed, str(verdict)
@@ -447,25 +515,55 @@ def _ffn(self, h, relu=True):
     ("student", "fragments"),
     [
         (
-            _block(lambda self, x: (lambda h: h + _ffn(self, self.norm2(h)))(x + self.self_attn(self.norm1(x)))),
+            _block(
+                lambda self, x: (lambda h: h + _ffn(self, self.norm2(h)))(
+                    x + self.self_attn(self.norm1(x))
+                )
+            ),
             ["wrong values", "That is pre-norm"],
         ),
         (
-            _block(lambda self, x: (lambda h: self.norm2(h + _ffn(self, h)))(self.norm1(self.self_attn(x)))),
+            _block(
+                lambda self, x: (lambda h: self.norm2(h + _ffn(self, h)))(
+                    self.norm1(self.self_attn(x))
+                )
+            ),
             ["Add the input to the attention's output"],
         ),
-        (_block(lambda self, x: self.norm2(_ffn(self, self.norm1(x + self.self_attn(x))))), ["second residual"]),
         (
-            _block(lambda self, x: (lambda h: self.norm2(h + _ffn(self, h, False)))(self.norm1(x + self.self_attn(x)))),
+            _block(
+                lambda self, x: self.norm2(
+                    _ffn(self, self.norm1(x + self.self_attn(x)))
+                )
+            ),
+            ["second residual"],
+        ),
+        (
+            _block(
+                lambda self, x: (lambda h: self.norm2(h + _ffn(self, h, False)))(
+                    self.norm1(x + self.self_attn(x))
+                )
+            ),
             ["applies a ReLU"],
         ),
         (
-            _block(lambda self, x: (lambda h: self.norm1(h + _ffn(self, h)))(self.norm2(x + self.self_attn(x)))),
+            _block(
+                lambda self, x: (lambda h: self.norm1(h + _ffn(self, h)))(
+                    self.norm2(x + self.self_attn(x))
+                )
+            ),
             ["the order matters"],
         ),
-        (_block(lambda self, x: self.norm1(x + self.self_attn(x))), ["feed-forward sub-layer"]),
         (
-            _block(lambda self, x: self.norm2(x + _ffn(self, self.norm1(x + self.self_attn(x))))),
+            _block(lambda self, x: self.norm1(x + self.self_attn(x))),
+            ["feed-forward sub-layer"],
+        ),
+        (
+            _block(
+                lambda self, x: self.norm2(
+                    x + _ffn(self, self.norm1(x + self.self_attn(x)))
+                )
+            ),
             ["wrong values", "post-norm block"],
         ),
     ],
@@ -494,9 +592,15 @@ def test_encoder_block_missing_or_misshapen_parts_get_clear_messages():
             raise NotImplementedError
 
     assert_wrong(check_encoder_block.verdict(NoNorm2), "sub-module `norm2`")
-    assert_wrong(check_encoder_block.verdict(WideFFN), "`linear1.weight` should be a parameter of shape (16, 8)")
+    assert_wrong(
+        check_encoder_block.verdict(WideFFN),
+        "`linear1.weight` should be a parameter of shape (16, 8)",
+    )
     assert check_encoder_block.verdict(Stub).status == "not attempted"
-    assert_wrong(check_encoder_block.verdict(lambda *a: "block"), "Expected the class EncoderBlock")
+    assert_wrong(
+        check_encoder_block.verdict(lambda *a: "block"),
+        "Expected the class EncoderBlock",
+    )
 
 
 # --- label smoothing ----------------------------------------------------------------------------------------
@@ -509,7 +613,10 @@ def smoothed_loop(logits, y, epsilon, ignore_index=-100):
         if target == ignore_index:
             continue
         log_z = math.log(sum(math.exp(v) for v in row))
-        total -= sum(((1 - epsilon) * (v == target) + epsilon / len(row)) * (s - log_z) for v, s in enumerate(row))
+        total -= sum(
+            ((1 - epsilon) * (v == target) + epsilon / len(row)) * (s - log_z)
+            for v, s in enumerate(row)
+        )
         kept += 1
     return torch.tensor(total / kept)
 
@@ -523,7 +630,9 @@ def smoothed_mixture(logits, y, epsilon, ignore_index=-100):
 
 
 def smoothed_torch(logits, y, epsilon, ignore_index=-100):
-    return F.cross_entropy(logits, y, ignore_index=ignore_index, label_smoothing=epsilon)
+    return F.cross_entropy(
+        logits, y, ignore_index=ignore_index, label_smoothing=epsilon
+    )
 
 
 @pytest.mark.parametrize("student", [smoothed_loop, smoothed_mixture, smoothed_torch])
@@ -541,7 +650,13 @@ def smoothed_variant(*, others=False, epsilon_scale=1.0, count_pad=False, divide
         one_hot = F.one_hot(y.clamp(min=0), v).to(logits.dtype)
         eps = epsilon * epsilon_scale
         q = (1 - eps) * one_hot + (eps / (v - 1) * (1 - one_hot) if others else eps / v)
-        scores = logits if raw else torch.softmax(logits, dim) if probabilities else torch.log_softmax(logits, dim)
+        scores = (
+            logits
+            if raw
+            else torch.softmax(logits, dim)
+            if probabilities
+            else torch.log_softmax(logits, dim)
+        )
         per_row = -(q * scores).sum(dim=-1) * kept
         if total:
             return per_row.sum()
@@ -572,20 +687,33 @@ def test_label_smoothing_wrong_answers_are_named(student, fragments):
 
 def test_label_smoothing_stub_and_garbage():
     assert check_label_smoothed_cross_entropy.verdict(stub).status == "not attempted"
-    assert_wrong(check_label_smoothed_cross_entropy.verdict(raises_boom), "raised RuntimeError: boom")
-    assert_wrong(check_label_smoothed_cross_entropy.verdict(lambda *a, **k: None), "should be a single number")
+    assert_wrong(
+        check_label_smoothed_cross_entropy.verdict(raises_boom),
+        "raised RuntimeError: boom",
+    )
+    assert_wrong(
+        check_label_smoothed_cross_entropy.verdict(lambda *a, **k: None),
+        "should be a single number",
+    )
 
 
 class _LayerNormBase(nn.Module):
     def __init__(self, d, eps=1e-5):
         super().__init__()
-        self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d)), eps
+        self.weight, self.bias, self.eps = (
+            nn.Parameter(torch.ones(d)),
+            nn.Parameter(torch.zeros(d)),
+            eps,
+        )
 
 
 class LayerNormInPlace(_LayerNormBase):  # normalises the caller's x in place
     def forward(self, x):
         x -= x.mean(-1, keepdim=True)
-        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight + self.bias
+        return (
+            x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+            + self.bias
+        )
 
 
 class LayerNormUpdatesItself(_LayerNormBase):  # forward changes its own parameters
@@ -597,11 +725,14 @@ class LayerNormUpdatesItself(_LayerNormBase):  # forward changes its own paramet
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
-class LayerNormDetachedScale(_LayerNormBase):  # right values, but training never moves the weight
+# right values, but training never moves the weight
+class LayerNormDetachedScale(_LayerNormBase):
     def forward(self, x):
         mean = x.mean(-1, keepdim=True)
         var = x.var(-1, unbiased=False, keepdim=True)
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight.detach() + self.bias
+        return (x - mean) / torch.sqrt(
+            var + self.eps
+        ) * self.weight.detach() + self.bias
 
 
 @pytest.mark.parametrize(
@@ -632,12 +763,21 @@ def beams_in_lists(*, step="log_softmax", rank="all", keep_finished=False, stop_
                 logits = next_logits(torch.tensor([seq]))[0].double()
                 scores = {"log_softmax": torch.log_softmax(logits, 0), "raw": logits,
                           "probabilities": torch.softmax(logits, 0)}[step]  # fmt: skip
-                options = sorted(((score + s, seq + [t]) for t, s in enumerate(scores.tolist())), reverse=True)
-                candidates.append(options[:1] if rank == "one each" and len(live) > 1 else options)
-            ranked = sorted((c for options in candidates for c in options), reverse=True)[:beam_size]
+                options = sorted(
+                    ((score + s, seq + [t]) for t, s in enumerate(scores.tolist())),
+                    reverse=True,
+                )
+                candidates.append(
+                    options[:1] if rank == "one each" and len(live) > 1 else options
+                )
+            ranked = sorted(
+                (c for options in candidates for c in options), reverse=True
+            )[:beam_size]
             ended = [c for c in ranked if c[1][-1] == eos_id]
             finished += ended
-            live = ranked if keep_finished else [c for c in ranked if c[1][-1] != eos_id]
+            live = (
+                ranked if keep_finished else [c for c in ranked if c[1][-1] != eos_id]
+            )
             if len(finished) >= (stop_at or beam_size) or not live:
                 break
         if not (drop_live and finished):
@@ -647,9 +787,15 @@ def beams_in_lists(*, step="log_softmax", rank="all", keep_finished=False, stop_
             m = len(seq) - (0 if count_prompt else len(prompt))
             return ((5 + m) / 6) ** alpha if penalty != "none" else 1.0
 
-        key = (lambda c: c[0] * lp(c[1])) if penalty == "multiply" else (lambda c: c[0] / lp(c[1]))
+        key = (
+            (lambda c: c[0] * lp(c[1]))
+            if penalty == "multiply"
+            else (lambda c: c[0] / lp(c[1]))
+        )
         score, seq = max(finished, key=key)
-        return torch.tensor([seq], dtype=dtype), (key((score, seq)) if normalised_score else score)
+        return torch.tensor([seq], dtype=dtype), (
+            key((score, seq)) if normalised_score else score
+        )
 
     return student
 
@@ -662,10 +808,17 @@ def beams_in_tensors(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alp
     for _ in range(max_new_tokens):
         total = scores[:, None] + torch.log_softmax(next_logits(beams).double(), dim=-1)
         values, flat = total.flatten().topk(min(beam_size, total.numel()))
-        rows, cols = torch.div(flat, total.shape[1], rounding_mode="floor"), flat.remainder(total.shape[1])
+        rows, cols = (
+            torch.div(flat, total.shape[1], rounding_mode="floor"),
+            flat.remainder(total.shape[1]),
+        )
         beams, scores = torch.cat([beams[rows], cols[:, None]], 1), values
         keep = cols != eos_id
-        done.extend((s, b) for s, b, k in zip(values.tolist(), beams, keep.tolist(), strict=True) if not k)
+        done.extend(
+            (s, b)
+            for s, b, k in zip(values.tolist(), beams, keep.tolist(), strict=True)
+            if not k
+        )
         beams, scores = beams[keep], scores[keep]
         if len(done) >= beam_size or not len(beams):
             break
@@ -675,11 +828,15 @@ def beams_in_tensors(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alp
     return best[None], score
 
 
-def beams_by_probabilities(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0):
+def beams_by_probabilities(
+    next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0
+):
     """Keeps each hypothesis's probability product alongside, and takes log p = Σ log p_t by math.log."""
     hyps, finished, n = [(ids[0].tolist(), 0.0)], {}, ids.shape[1]
     for _ in range(max_new_tokens):
-        probs = torch.softmax(next_logits(torch.tensor([h for h, _ in hyps])).double(), dim=-1)
+        probs = torch.softmax(
+            next_logits(torch.tensor([h for h, _ in hyps])).double(), dim=-1
+        )
         pool = [(h + [v], s + math.log(p)) for (h, s), row in zip(hyps, probs.tolist(), strict=True)
                 for v, p in enumerate(row) if p > 0]  # fmt: skip
         pool.sort(key=lambda hs: -hs[1])
@@ -692,11 +849,15 @@ def beams_by_probabilities(next_logits, ids, max_new_tokens, *, beam_size, eos_i
         if len(finished) >= beam_size or not hyps:
             break
     everything = list(finished.items()) + [(tuple(h), s) for h, s in hyps]
-    best, score = max(everything, key=lambda hs: hs[1] / (((5 + len(hs[0]) - n) / 6) ** alpha))
+    best, score = max(
+        everything, key=lambda hs: hs[1] / (((5 + len(hs[0]) - n) / 6) ** alpha)
+    )
     return torch.tensor([best]), score
 
 
-@pytest.mark.parametrize("student", [beams_in_lists(), beams_in_tensors, beams_by_probabilities])
+@pytest.mark.parametrize(
+    "student", [beams_in_lists(), beams_in_tensors, beams_by_probabilities]
+)
 def test_beam_search_correct_answers_pass(student, capsys):
     assert_passes(check_beam_search, student)
     check_beam_search(student)
@@ -728,7 +889,9 @@ def test_beam_search_stub_garbage_and_the_bigram_model():
     assert_wrong(check_beam_search.verdict(raises_boom), "raised RuntimeError: boom")
     assert_wrong(check_beam_search.verdict(lambda *a, **k: None), "beam search")
     called_the_companion = lambda *a, **k: decoding.beam_search(*a, **k)  # noqa: E731
-    assert_wrong(check_beam_search.verdict(called_the_companion), "the companion's own answer")
+    assert_wrong(
+        check_beam_search.verdict(called_the_companion), "the companion's own answer"
+    )
     table = torch.randn(4, 4)
     assert torch.equal(Bigram(table)(torch.tensor([[0, 3], [1, 2]])), table[[3, 2]])
     assert Bigram(table) == Bigram(table.clone()) and Bigram(table) != Bigram(table + 1)

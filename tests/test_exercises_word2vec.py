@@ -5,7 +5,13 @@ import math
 
 import pytest
 import torch
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
+from checker_testing import (
+    assert_passes,
+    assert_wrong,
+    correct_answers,
+    stub,
+    unwithheld,
+)
 
 from companion import embeddings, glove
 from companion import word2vec as w2v
@@ -19,7 +25,8 @@ from companion.exercises.word2vec import (
 ref_neighbours = unwithheld(embeddings).nearest_neighbours
 
 glove = unwithheld(glove)
-w2v = unwithheld(w2v)  # the companion's functions, as other objects than those the checkers withhold
+# the companion's functions, as other objects than those the checkers withhold
+w2v = unwithheld(w2v)
 
 
 def _garbage_students(shape_fn):
@@ -33,7 +40,12 @@ def _garbage_students(shape_fn):
     ]
 
 
-CHECKERS = [check_skipgram_pairs, check_negative_sampling_loss, check_nearest_neighbours, check_glove_weight]
+CHECKERS = [
+    check_skipgram_pairs,
+    check_negative_sampling_loss,
+    check_nearest_neighbours,
+    check_glove_weight,
+]
 
 
 @pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.exercise)
@@ -54,7 +66,8 @@ def test_not_a_function_is_wrong(checker):
 def test_pairs_reference_passes_in_any_order(capsys):
     assert check_skipgram_pairs.verdict(w2v.skipgram_pairs).passed
 
-    def by_offset(ids, window):  # a correct answer ordered by offset rather than by position
+    # a correct answer ordered by offset rather than by position
+    def by_offset(ids, window):
         centres, contexts = [], []
         for d in [*range(-window, 0), *range(1, window + 1)]:
             lo, hi = max(0, -d), min(len(ids), len(ids) - d)
@@ -84,8 +97,12 @@ def _rolled(ids, window):
 
 
 def _deduplicated(ids, window):
-    pairs = sorted(set(zip(*(t.tolist() for t in w2v.skipgram_pairs(ids, window)), strict=True)))
-    return torch.tensor([c for c, _ in pairs], dtype=torch.long), torch.tensor([x for _, x in pairs], dtype=torch.long)
+    pairs = sorted(
+        set(zip(*(t.tolist() for t in w2v.skipgram_pairs(ids, window)), strict=True))
+    )
+    return torch.tensor([c for c, _ in pairs], dtype=torch.long), torch.tensor(
+        [x for _, x in pairs], dtype=torch.long
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,12 +128,18 @@ def test_pairs_reject_wrong_answers(student, fragments):
 
 
 def test_loss_log_of_sigmoid_is_named():
-    def naive(v, u_pos, u_neg):  # log(sigmoid()) is -inf once sigmoid rounds to 0, as the chapter warns
+    # log(sigmoid()) is -inf once sigmoid rounds to 0, as the chapter warns
+    def naive(v, u_pos, u_neg):
         pos = torch.log(torch.sigmoid((u_pos * v).sum(-1)))
         neg = torch.log(torch.sigmoid(-torch.einsum("bkd,bd->bk", u_neg, v))).sum(-1)
         return -(pos + neg).mean()
 
-    assert_wrong(check_negative_sampling_loss.verdict(naive), "The loss is infinite", "logsigmoid stays finite", "-200")
+    assert_wrong(
+        check_negative_sampling_loss.verdict(naive),
+        "The loss is infinite",
+        "logsigmoid stays finite",
+        "-200",
+    )
 
 
 def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):
@@ -138,7 +161,10 @@ def _loss_variant(sign_neg=-1.0, reduce_k="sum", flip=False, batch="mean"):
         (_loss_variant(reduce_k="mean"), ["Sum the K negative terms"]),
         (_loss_variant(flip=True), ["minus the log-likelihood"]),
         (_loss_variant(batch="sum"), ["Average over the batch"]),
-        (_loss_variant(batch="none"), ["wrong shape", "one number, the mean over the batch"]),
+        (
+            _loss_variant(batch="none"),
+            ["wrong shape", "one number, the mean over the batch"],
+        ),
         (lambda v, p, n: v.sum() * math.nan, ["NaN"]),
         (lambda v, p, n: "0.5", ["should be a single number"]),
         (lambda v, p, n: torch.zeros(2, 2), ["wrong shape"]),
@@ -180,7 +206,10 @@ def _with_query(vectors, query, k):
         (_dot, ["wrong values", "Use the cosine", "query=0"]),
         (_with_query, ["Leave the query itself out"]),
         (lambda v, q, k: _cosine_ids(v, q, k).flip(0), ["best first"]),
-        (lambda v, q, k: _cosine_ids(v, q, k + 1), ["wrong shape", "expected: shape (3,)"]),
+        (
+            lambda v, q, k: _cosine_ids(v, q, k + 1),
+            ["wrong shape", "expected: shape (3,)"],
+        ),
         (lambda v, q, k: _cosine_ids(v, q, k).float(), ["integer tensor"]),
         (lambda v, q, k: [0, 1, 2], ["should be a torch.Tensor"]),
         (_normalising_in_place, ["changed its argument `vectors` in place"]),
@@ -196,17 +225,28 @@ def test_neighbours_reject_wrong_answers(student, fragments):
 
 def test_weight_reference_passes():
     assert check_glove_weight.verdict(glove.glove_weight).passed
-    assert check_glove_weight.verdict(lambda x, m, a: (x / m).clamp(max=1).pow(a)).passed
+    assert check_glove_weight.verdict(
+        lambda x, m, a: (x / m).clamp(max=1).pow(a)
+    ).passed
 
 
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
         (lambda x, m, a: (x / m).pow(a), ["Cap the weight at 1", "x_max=100.0"]),
-        (lambda x, m, a: x.div_(m).pow_(a).clamp_(max=1), ["changed its argument `x` in place", "x / n"]),
+        (
+            lambda x, m, a: x.div_(m).pow_(a).clamp_(max=1),
+            ["changed its argument `x` in place", "x / n"],
+        ),
         (lambda x, m, a: (x / m).clamp(max=1), ["to the power alpha"]),
-        (lambda x, m, a: torch.where(x < m, torch.ones_like(x), (x / m).pow(a)), ["not the other way round"]),
-        (lambda x, m, a: (m / x).clamp(max=1).pow(a), ["wrong values", "f(x) = (x / x_max)^alpha"]),
+        (
+            lambda x, m, a: torch.where(x < m, torch.ones_like(x), (x / m).pow(a)),
+            ["not the other way round"],
+        ),
+        (
+            lambda x, m, a: (m / x).clamp(max=1).pow(a),
+            ["wrong values", "f(x) = (x / x_max)^alpha"],
+        ),
         (lambda x, m, a: torch.full_like(x, math.nan), ["NaN"]),
         (lambda x, m, a: x.sum(), ["wrong shape"]),
         (lambda x, m, a: (x / m).tolist(), ["should be a torch.Tensor"]),
@@ -222,7 +262,10 @@ def test_garbage_never_escapes():
         lambda *a: torch.zeros(2, dtype=torch.complex64),
         lambda *a: torch.zeros(0),
         lambda *a: object(),
-        lambda *a: (torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)),
+        lambda *a: (
+            torch.zeros(3, dtype=torch.float64),
+            torch.ones(3, dtype=torch.float64),
+        ),
         lambda *a: torch.ones(3, dtype=torch.float64),
     ]
     for checker in CHECKERS:
@@ -233,7 +276,8 @@ def test_garbage_never_escapes():
 # --- several independently written correct answers pass -----------------------------------------------------
 
 
-def pairs_loop_lists(ids, window):  # returns a list [centres, contexts] rather than a tuple
+# returns a list [centres, contexts] rather than a tuple
+def pairs_loop_lists(ids, window):
     centres, contexts = [], []
     n = len(ids)
     for i in range(n):
@@ -241,7 +285,10 @@ def pairs_loop_lists(ids, window):  # returns a list [centres, contexts] rather 
             if j != i:
                 centres.append(int(ids[i]))
                 contexts.append(int(ids[j]))
-    return [torch.tensor(centres, dtype=torch.long), torch.tensor(contexts, dtype=torch.long)]
+    return [
+        torch.tensor(centres, dtype=torch.long),
+        torch.tensor(contexts, dtype=torch.long),
+    ]
 
 
 def pairs_unfold(ids, window):
@@ -264,7 +311,9 @@ def loss_loop(v, u_pos, u_neg):
 def loss_softplus(v, u_pos, u_neg):  # -log σ(s) = softplus(-s)
     pos = torch.einsum("bd,bd->b", u_pos, v)
     neg = torch.einsum("bkd,bd->bk", u_neg, v)
-    return (torch.nn.functional.softplus(-pos) + torch.nn.functional.softplus(neg).sum(1)).mean()
+    return (
+        torch.nn.functional.softplus(-pos) + torch.nn.functional.softplus(neg).sum(1)
+    ).mean()
 
 
 def neighbours_loop(vectors, query, k):
@@ -290,7 +339,9 @@ def weight_where(x, x_max, alpha):
 def weight_numpy(x, x_max, alpha):
     import numpy as np
 
-    return torch.from_numpy(np.minimum(1.0, (x.numpy().astype(np.float64) / x_max) ** alpha))
+    return torch.from_numpy(
+        np.minimum(1.0, (x.numpy().astype(np.float64) / x_max) ** alpha)
+    )
 
 
 @correct_answers(
@@ -331,14 +382,22 @@ def _loss_with_loop(e, u, b, b_tilde, c, x_max, alpha):
 
 def _loss_with_einsum(e, u, b, b_tilde, c, x_max, alpha):
     f = (c / x_max).pow(alpha).clamp(max=1.0)
-    return torch.einsum("n,n->", f, (torch.einsum("nd,nd->n", e, u) + b + b_tilde - c.log()).square())
+    return torch.einsum(
+        "n,n->", f, (torch.einsum("nd,nd->n", e, u) + b + b_tilde - c.log()).square()
+    )
 
 
 def _loss_with_companion_weight(e, u, b, b_tilde, c, x_max, alpha):
-    return (glove.glove_weight(c, x_max, alpha) * ((e * u).sum(-1) + b + b_tilde - c.log()) ** 2).sum()
+    return (
+        glove.glove_weight(c, x_max, alpha)
+        * ((e * u).sum(-1) + b + b_tilde - c.log()) ** 2
+    ).sum()
 
 
-@pytest.mark.parametrize("student", [_loss_with_where, _loss_with_loop, _loss_with_einsum, _loss_with_companion_weight])
+@pytest.mark.parametrize(
+    "student",
+    [_loss_with_where, _loss_with_loop, _loss_with_einsum, _loss_with_companion_weight],
+)
 def test_glove_loss_correct_answers_pass(student):
     verdict = check_glove_loss.verdict(student)
     assert verdict.passed, str(verdict)
@@ -350,7 +409,10 @@ def test_glove_loss_stub_is_not_attempted():
 
 def _in_place(e, u, b, b_tilde, c, x_max, alpha):
     c.log_()  # modifies the caller's tensor
-    return (glove.glove_weight(c.exp(), x_max, alpha) * ((e * u).sum(-1) + b + b_tilde - c) ** 2).sum()
+    return (
+        glove.glove_weight(c.exp(), x_max, alpha)
+        * ((e * u).sum(-1) + b + b_tilde - c) ** 2
+    ).sum()
 
 
 @pytest.mark.parametrize(
@@ -362,25 +424,40 @@ def _in_place(e, u, b, b_tilde, c, x_max, alpha):
             ).mean(),
             ["you took the mean", "x_max=100.0"],
         ),
-        (lambda e, u, b, bt, c, m, a: (((e * u).sum(1) + b + bt - c.log()) ** 2).sum(), ["its weight f(c)"]),
         (
-            lambda e, u, b, bt, c, m, a: (glove.glove_weight(c, m, a) * ((e * u).sum(1) + b + bt - c.log())).sum(),
+            lambda e, u, b, bt, c, m, a: (
+                ((e * u).sum(1) + b + bt - c.log()) ** 2
+            ).sum(),
+            ["its weight f(c)"],
+        ),
+        (
+            lambda e, u, b, bt, c, m, a: (
+                glove.glove_weight(c, m, a) * ((e * u).sum(1) + b + bt - c.log())
+            ).sum(),
             ["Square the residual"],
         ),
         (
-            lambda e, u, b, bt, c, m, a: (glove.glove_weight(c, m, a) * ((e * u).sum(1) + b + bt - c) ** 2).sum(),
+            lambda e, u, b, bt, c, m, a: (
+                glove.glove_weight(c, m, a) * ((e * u).sum(1) + b + bt - c) ** 2
+            ).sum(),
             ["log c, not c"],
         ),
         (
-            lambda e, u, b, bt, c, m, a: (glove.glove_weight(c, m, a) * ((e * u).sum(1) - c.log()) ** 2).sum(),
+            lambda e, u, b, bt, c, m, a: (
+                glove.glove_weight(c, m, a) * ((e * u).sum(1) - c.log()) ** 2
+            ).sum(),
             ["Add both biases"],
         ),
         (
-            lambda e, u, b, bt, c, m, a: glove.glove_weight(c, m, a) * ((e * u).sum(1) + b + bt - c.log()) ** 2,
+            lambda e, u, b, bt, c, m, a: (
+                glove.glove_weight(c, m, a) * ((e * u).sum(1) + b + bt - c.log()) ** 2
+            ),
             ["Return one number"],
         ),
         (
-            lambda e, u, b, bt, c, m, a: ((c / m).pow(a) * ((e * u).sum(1) + b + bt - c.log()) ** 2).sum(),
+            lambda e, u, b, bt, c, m, a: (
+                (c / m).pow(a) * ((e * u).sum(1) + b + bt - c.log()) ** 2
+            ).sum(),
             ["The loss is wrong", "f(x) = min(1, (x/x_max)^alpha)"],
         ),
         (_in_place, ["changed its argument"]),

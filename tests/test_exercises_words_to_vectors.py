@@ -4,13 +4,25 @@ import pytest
 import torch
 
 # --- encode -----------------------------------------------------------------------------------------------
-from checker_testing import assert_passes, assert_wrong, correct_answers, stub, unwithheld
+from checker_testing import (
+    assert_passes,
+    assert_wrong,
+    correct_answers,
+    stub,
+    unwithheld,
+)
 from torch import nn
 
 from companion import embeddings as ref
-from companion.exercises.words_to_vectors import check_cosine, check_embedding, check_encode, check_one_hot
+from companion.exercises.words_to_vectors import (
+    check_cosine,
+    check_embedding,
+    check_encode,
+    check_one_hot,
+)
 
-ref = unwithheld(ref)  # the companion's functions, as other objects than those the checkers withhold
+# the companion's functions, as other objects than those the checkers withhold
+ref = unwithheld(ref)
 
 
 def good_encode(tokens, stoi):
@@ -22,24 +34,43 @@ def test_encode_passes_reference_and_prints(capsys):
     assert verdict.passed and verdict.cases == 7 and verdict.hidden == 3
     check_encode(good_encode)
     assert (
-        "PASSED  encode: your code agrees with the reference (7 checks, 3 of them on hidden" in capsys.readouterr().out
+        "PASSED  encode: your code agrees with the reference (7 checks, 3 of them on hidden"
+        in capsys.readouterr().out
     )
 
 
-_SHOWN = {("the", "dog", "barks", "."): [1, 2, 3, 4], ("the", "cat", "barks", "."): [1, 0, 3, 4], ("zebra",): [0]}
+_SHOWN = {
+    ("the", "dog", "barks", "."): [1, 2, 3, 4],
+    ("the", "cat", "barks", "."): [1, 0, 3, 4],
+    ("zebra",): [0],
+}
 
 
 @pytest.mark.parametrize(
     ("student", "fragment"),
     [
-        (lambda tokens, stoi: torch.tensor(_SHOWN.get(tuple(tokens), []), dtype=torch.long), "hidden random"),
-        (lambda tokens, stoi: torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.long), "need not be 0"),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t.lower(), stoi["<unk>"]) for t in tokens], dtype=torch.long),
+            lambda tokens, stoi: torch.tensor(
+                _SHOWN.get(tuple(tokens), []), dtype=torch.long
+            ),
+            "hidden random",
+        ),
+        (
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t, 0) for t in tokens], dtype=torch.long
+            ),
+            "need not be 0",
+        ),
+        (
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t.lower(), stoi["<unk>"]) for t in tokens], dtype=torch.long
+            ),
             "case-sensitive",
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t, stoi["<unk>"]) for t in dict.fromkeys(tokens)]).long(),
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t, stoi["<unk>"]) for t in dict.fromkeys(tokens)]
+            ).long(),
             "hidden random",
         ),
     ],
@@ -58,21 +89,46 @@ def test_encode_not_attempted():
     ("student", "fragments"),
     [
         (
-            lambda tokens, stoi: torch.tensor([stoi[t] for t in tokens], dtype=torch.long),
+            lambda tokens, stoi: torch.tensor(
+                [stoi[t] for t in tokens], dtype=torch.long
+            ),
             ["raised KeyError: 'cat'", "tokens=['the', 'cat', 'barks', '.']"],
         ),
-        (lambda tokens, stoi: [stoi.get(t, 0) for t in tokens], ["should be a torch.Tensor", "got:", "list"]),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.float32),
-            ["should be an integer tensor", "got:      dtype torch.float32", "dtype=torch.int64"],
+            lambda tokens, stoi: [stoi.get(t, 0) for t in tokens],
+            ["should be a torch.Tensor", "got:", "list"],
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi[t] for t in tokens if t in stoi], dtype=torch.long),
-            ["wrong shape", "expected: shape (4,)", "got:      shape (3,)", "id of '<unk>'"],
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t, 0) for t in tokens], dtype=torch.float32
+            ),
+            [
+                "should be an integer tensor",
+                "got:      dtype torch.float32",
+                "dtype=torch.int64",
+            ],
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t, len(stoi)) for t in tokens], dtype=torch.long),
-            ["wrong values", "tokens=['the', 'cat', 'barks', '.']", "'cat' is unknown", "id of '<unk>'"],
+            lambda tokens, stoi: torch.tensor(
+                [stoi[t] for t in tokens if t in stoi], dtype=torch.long
+            ),
+            [
+                "wrong shape",
+                "expected: shape (4,)",
+                "got:      shape (3,)",
+                "id of '<unk>'",
+            ],
+        ),
+        (
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t, len(stoi)) for t in tokens], dtype=torch.long
+            ),
+            [
+                "wrong values",
+                "tokens=['the', 'cat', 'barks', '.']",
+                "'cat' is unknown",
+                "id of '<unk>'",
+            ],
         ),
     ],
 )
@@ -91,14 +147,23 @@ def test_one_hot_not_attempted():
     ("student", "fragments"),
     [
         # transposed: the first case is square, so it shows up as wrong values rather than a wrong shape
-        (lambda ids, v: ref.one_hot(ids, v).T, ["wrong values", "ids=tensor([2, 0, 1])", "not the other way"]),
+        (
+            lambda ids, v: ref.one_hot(ids, v).T,
+            ["wrong values", "ids=tensor([2, 0, 1])", "not the other way"],
+        ),
         (
             lambda ids, v: torch.nn.functional.one_hot(ids, v),
             ["floating-point tensor", "torch.int64", "returns integers"],
         ),
         (
-            lambda ids, v: torch.zeros(len(ids), v).scatter_(1, (ids.unsqueeze(1) + 1) % v, 1.0),
-            ["wrong values", "input:    ids=tensor([2, 0, 1]), vocab_size=3", "single 1.0 in column ids[i]"],
+            lambda ids, v: torch.zeros(len(ids), v).scatter_(
+                1, (ids.unsqueeze(1) + 1) % v, 1.0
+            ),
+            [
+                "wrong values",
+                "input:    ids=tensor([2, 0, 1]), vocab_size=3",
+                "single 1.0 in column ids[i]",
+            ],
         ),
         (
             lambda ids, v: torch.nn.functional.one_hot(ids, v + 1).float(),
@@ -116,7 +181,9 @@ def test_one_hot_rejects_wrong_answers(student, fragments):
 
 def test_cosine_passes_reference_and_python_float():
     assert check_cosine.verdict(ref.cosine_similarity).passed
-    assert check_cosine.verdict(lambda u, v: float(u @ v / (u.norm() * v.norm()))).passed
+    assert check_cosine.verdict(
+        lambda u, v: float(u @ v / (u.norm() * v.norm()))
+    ).passed
 
 
 @pytest.mark.parametrize(
@@ -124,10 +191,19 @@ def test_cosine_passes_reference_and_python_float():
     [
         (lambda u, v: u @ v, ["That is the dot product"]),
         (lambda u, v: u @ v / u.norm(), ["wrong", "Divide by both norms"]),
-        (lambda u, v: u @ v / (u.norm() ** 2 * v.norm() ** 2), ["The cosine similarity is wrong", "uᵀv / (‖u‖ ‖v‖)"]),
-        (lambda u, v: u * v / (u.norm() * v.norm()), ["wrong shape", "expected: shape ()", "got:      shape (2,)"]),
+        (
+            lambda u, v: u @ v / (u.norm() ** 2 * v.norm() ** 2),
+            ["The cosine similarity is wrong", "uᵀv / (‖u‖ ‖v‖)"],
+        ),
+        (
+            lambda u, v: u * v / (u.norm() * v.norm()),
+            ["wrong shape", "expected: shape ()", "got:      shape (2,)"],
+        ),
         (lambda u, v: "0.5", ["should be a single number", "str: '0.5'"]),
-        (lambda u, v: torch.tensor(float("nan")), ["got:      nan", "NaN", "division by zero"]),
+        (
+            lambda u, v: torch.tensor(float("nan")),
+            ["got:      nan", "NaN", "division by zero"],
+        ),
     ],
 )
 def test_cosine_rejects_wrong_answers(student, fragments):
@@ -224,13 +300,15 @@ class ZeroInit(Validating):
 
 
 class UniformInit(Validating):
-    def __init__(self, n, d):  # std 1 and mean 0, but uniform on [-√3, √3]: nothing beyond ±2
+    # std 1 and mean 0, but uniform on [-√3, √3]: nothing beyond ±2
+    def __init__(self, n, d):
         super().__init__(n, d)
         nn.init.uniform_(self.weight, -(3**0.5), 3**0.5)
 
 
 class MisspeltForward(NoValidation):
-    forward = nn.Module.forward  # what a class gets when its `def forwrad` (or a mis-indented forward) is not found
+    # what a class gets when its `def forwrad` (or a mis-indented forward) is not found
+    forward = nn.Module.forward
 
     def forwrad(self, ids):
         return self.weight[ids]
@@ -242,14 +320,27 @@ class MisspeltForward(NoValidation):
         (NoValidation, ["ids=[[10]]", "expected: ValueError", "IndexError"]),
         (Detached, ["does not carry gradients"]),
         (PlainTensorWeight, ["needs an attribute `weight` that is an nn.Parameter"]),
-        (Transposed, ["shape of weight is wrong", "expected: tuple: (10, 4)", "got:      tuple: (4, 10)"]),
+        (
+            Transposed,
+            [
+                "shape of weight is wrong",
+                "expected: tuple: (10, 4)",
+                "got:      tuple: (4, 10)",
+            ],
+        ),
         (OffByOne, ["The output has the wrong values", "weight[ids[b, t]]"]),
-        (WrongErrorType, ["ids=[[1.0, 2.0]]", "expected: TypeError", "got:      ValueError"]),
+        (
+            WrongErrorType,
+            ["ids=[[1.0, 2.0]]", "expected: TypeError", "got:      ValueError"],
+        ),
         (NotAModule, ["should create an nn.Module"]),
         (ZeroInit, ["not drawn from a standard normal", "std 0"]),
         (UniformInit, ["not drawn from a standard normal", "share beyond ±2 0\n"]),
         (MisspeltForward, ["has no method `forward`", "spelt exactly `forward`"]),
-        (ref.Embedding(10, 4), ["Expected the class Embedding itself", "not Embedding(...)"]),
+        (
+            ref.Embedding(10, 4),
+            ["Expected the class Embedding itself", "not Embedding(...)"],
+        ),
     ],
 )
 def test_embedding_rejects_wrong_answers(student, fragments):
@@ -259,7 +350,10 @@ def test_embedding_rejects_wrong_answers(student, fragments):
 def test_checker_rejects_a_non_callable_without_crashing():
     verdict = check_embedding.verdict(None)
     assert_wrong(verdict, "Expected the class Embedding itself, got NoneType")
-    assert_wrong(check_one_hot.verdict(None), "Expected a function or class to check, got NoneType")
+    assert_wrong(
+        check_one_hot.verdict(None),
+        "Expected a function or class to check, got NoneType",
+    )
 
 
 def test_checker_does_not_disturb_the_students_random_state():
@@ -287,7 +381,9 @@ def encode_get(tokens, stoi):  # ids as torch.long, as the task states (int32 is
 def encode_numpy(tokens, stoi):
     import numpy as np
 
-    return torch.from_numpy(np.array([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=np.int64))
+    return torch.from_numpy(
+        np.array([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=np.int64)
+    )
 
 
 def one_hot_eye(ids, vocab_size):
@@ -300,7 +396,8 @@ def one_hot_loop(ids, vocab_size):
         row = [0.0] * vocab_size
         row[i] = 1.0
         rows.append(row)
-    return torch.tensor(rows, dtype=torch.float64).reshape(len(ids), vocab_size)  # float64 is fine
+    # float64 is fine
+    return torch.tensor(rows, dtype=torch.float64).reshape(len(ids), vocab_size)
 
 
 def one_hot_compare(ids, vocab_size):
@@ -336,7 +433,10 @@ class EmbeddingOneHot(nn.Module):  # looks up by multiplying one-hot rows with t
             raise TypeError("ids must be integers")
         if ((ids < 0) | (ids >= self.weight.shape[0])).any():
             raise ValueError("id out of range")
-        return nn.functional.one_hot(ids, self.weight.shape[0]).to(self.weight.dtype) @ self.weight
+        return (
+            nn.functional.one_hot(ids, self.weight.shape[0]).to(self.weight.dtype)
+            @ self.weight
+        )
 
 
 class EmbeddingFunctional(nn.Module):

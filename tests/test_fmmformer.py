@@ -21,7 +21,12 @@ from companion.fmmformer import (
     fmmformer_attention,
     tanh_plus_one,
 )
-from companion.linear_attention import elu_plus_one, linear_attention, numerical_rank, quadratic_linear_attention
+from companion.linear_attention import (
+    elu_plus_one,
+    linear_attention,
+    numerical_rank,
+    quadratic_linear_attention,
+)
 
 
 def qkv(b=2, h=3, n=40, d=8, d_v=5, dtype=torch.float64, seed=0):
@@ -46,17 +51,26 @@ def test_feature_maps_by_formula():
 def test_no_far_field_and_a_band_covering_everything_is_softmax(causal):
     q, k, v = qkv()
     got = fmmformer_attention(q, k, v, causal=causal, bandwidth=40, w_far=0.0)
-    assert (got - F.scaled_dot_product_attention(q, k, v, is_causal=causal)).abs().max() < 1e-12
+    assert (
+        got - F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    ).abs().max() < 1e-12
 
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_no_near_field_is_linear_attention(causal):
     q, k, v = qkv()
-    one = fmmformer_attention(q, k, v, causal=causal, w_near=0.0, feature_maps=[elu_plus_one])
+    one = fmmformer_attention(
+        q, k, v, causal=causal, w_near=0.0, feature_maps=[elu_plus_one]
+    )
     assert (one - linear_attention(q, k, v, causal=causal)).abs().max() < 1e-12
     # Two maps: the sum of two linear attentions, each checked against its N × N kernel-matrix form.
-    two = fmmformer_attention(q, k, v, causal=causal, w_near=0.0, feature_maps=FMM_FEATURE_MAPS[:2])
-    expected = sum(quadratic_linear_attention(q, k, v, causal=causal, feature_map=phi) for phi in FMM_FEATURE_MAPS[:2])
+    two = fmmformer_attention(
+        q, k, v, causal=causal, w_near=0.0, feature_maps=FMM_FEATURE_MAPS[:2]
+    )
+    expected = sum(
+        quadratic_linear_attention(q, k, v, causal=causal, feature_map=phi)
+        for phi in FMM_FEATURE_MAPS[:2]
+    )
     assert (two - expected).abs().max() < 1e-12
 
 
@@ -64,10 +78,22 @@ def test_no_near_field_is_linear_attention(causal):
 def test_blend_equals_the_formula_with_matrices(causal):
     q, k, v = qkv(seed=3)
     w1, w2 = 0.7, 1.9
-    got = fmmformer_attention(q, k, v, causal=causal, bandwidth=5, feature_maps=FMM_FEATURE_MAPS, w_near=w1, w_far=w2)
-    d_matrix = banded_attention_dense(q, k, v, causal=causal, bandwidth=5, return_weights=True)[1]
+    got = fmmformer_attention(
+        q,
+        k,
+        v,
+        causal=causal,
+        bandwidth=5,
+        feature_maps=FMM_FEATURE_MAPS,
+        w_near=w1,
+        w_far=w2,
+    )
+    d_matrix = banded_attention_dense(
+        q, k, v, causal=causal, bandwidth=5, return_weights=True
+    )[1]
     l_matrix = far_field_matrix(q, k, causal=causal, feature_maps=FMM_FEATURE_MAPS)
-    expected = (w1 * d_matrix + w2 * l_matrix) @ v  # V̂ = (w₁ D + w₂ L) V, the N × N way
+    # V̂ = (w₁ D + w₂ L) V, the N × N way
+    expected = (w1 * d_matrix + w2 * l_matrix) @ v
     assert (got - expected).abs().max() < 1e-12
     far = far_field_attention(q, k, v, causal=causal, feature_maps=FMM_FEATURE_MAPS)
     assert (far - l_matrix @ v).abs().max() < 1e-12
@@ -90,14 +116,21 @@ def test_weights_per_head_broadcast():
     got = fmmformer_attention(q, k, v, causal=True, bandwidth=4, w_near=w1, w_far=2.0)
     for head in range(3):
         one = fmmformer_attention(
-            q[:, head], k[:, head], v[:, head], causal=True, bandwidth=4, w_near=float(w1[head]), w_far=2.0
+            q[:, head],
+            k[:, head],
+            v[:, head],
+            causal=True,
+            bandwidth=4,
+            w_near=float(w1[head]),
+            w_far=2.0,
         )
         assert (got[:, head] - one).abs().max() < 1e-12
 
 
 @pytest.mark.parametrize("maps", [FMM_FEATURE_MAPS[:2], FMM_FEATURE_MAPS])
 def test_causal_never_reads_the_future(maps):
-    q, k, v = qkv(n=300, d=8, seed=5)  # longer than one chunk (128) of causal linear attention
+    # longer than one chunk (128) of causal linear attention
+    q, k, v = qkv(n=300, d=8, seed=5)
     out = fmmformer_attention(q, k, v, causal=True, bandwidth=16, feature_maps=maps)
     for t in (q, k, v):
         t[..., 200:, :] += torch.randn_like(t[..., 200:, :])
@@ -111,7 +144,12 @@ def test_causal_jacobian_is_lower_triangular():
     x = torch.cat([q, k, v], dim=-1)[0, 0]  # one token = (q, k, v) of width 7
 
     def f(x):
-        return fmmformer_attention(x[None, None, :, :3], x[None, None, :, 3:6], x[None, None, :, 6:], causal=True)
+        return fmmformer_attention(
+            x[None, None, :, :3],
+            x[None, None, :, 3:6],
+            x[None, None, :, 6:],
+            causal=True,
+        )
 
     jac = torch.autograd.functional.jacobian(f, x)[0, 0, :, 0]  # (n out, n in, 7)
     reads = jac.abs().sum(-1) > 0  # output i depends on input token j
@@ -134,13 +172,17 @@ def test_far_field_rank_is_at_most_maps_times_feature_dimension(n_maps):
 def test_module_weights_positive_and_learned():
     torch.manual_seed(0)
     attn = FMMAttention(bandwidth=4, init_near=0.3, init_far=2.0)
-    assert torch.allclose(attn.w_near, torch.tensor(0.3)) and torch.allclose(attn.w_far, torch.tensor(2.0))
+    assert torch.allclose(attn.w_near, torch.tensor(0.3)) and torch.allclose(
+        attn.w_far, torch.tensor(2.0)
+    )
     with torch.no_grad():
         attn.near_raw.fill_(-40.0)
     assert attn.w_near > 0
     q, k, v = qkv(dtype=torch.float32)
     out = attn(q, k, v, causal=True)
-    expected = fmmformer_attention(q, k, v, causal=True, bandwidth=4, w_near=attn.w_near, w_far=attn.w_far)
+    expected = fmmformer_attention(
+        q, k, v, causal=True, bandwidth=4, w_near=attn.w_near, w_far=attn.w_far
+    )
     assert torch.allclose(out, expected)
     out.square().sum().backward()
     assert attn.near_raw.grad is not None and attn.far_raw.grad is not None
@@ -148,11 +190,16 @@ def test_module_weights_positive_and_learned():
 
 
 def test_module_unconstrained_like_the_released_code():
-    attn = FMMAttention(bandwidth=4, positive=False, init_near=0.0, init_far=-1.0, n_heads=3)
-    assert attn.w_near.shape == (3, 1, 1) and torch.equal(attn.w_far, torch.full((3, 1, 1), -1.0))
+    attn = FMMAttention(
+        bandwidth=4, positive=False, init_near=0.0, init_far=-1.0, n_heads=3
+    )
+    assert attn.w_near.shape == (3, 1, 1) and torch.equal(
+        attn.w_far, torch.full((3, 1, 1), -1.0)
+    )
     q, k, v = qkv(dtype=torch.float32)
     far = far_field_attention(q, k, v, causal=True)
-    assert torch.allclose(attn(q, k, v, causal=True), -far, atol=1e-6)  # w₁ = 0: only −1 · far field
+    # w₁ = 0: only −1 · far field
+    assert torch.allclose(attn(q, k, v, causal=True), -far, atol=1e-6)
     with pytest.raises(ValueError, match="heads"):
         attn(q[:, :2], k[:, :2], v[:, :2])
     with pytest.raises(ValueError, match="init_near"):
@@ -223,18 +270,22 @@ def test_spectrum_against_explicit_masking():
 
 def test_spectrum_of_a_banded_matrix_has_no_far_field():
     g = torch.Generator().manual_seed(1)
-    a = torch.rand(40, 40, generator=g, dtype=torch.float64) * band_mask(40, 40, 3, causal=True)
+    a = torch.rand(40, 40, generator=g, dtype=torch.float64) * band_mask(
+        40, 40, 3, causal=True
+    )
     spec = attention_spectrum(a, 3, causal=True)
     assert spec.rank(1e-12) == (40, 0)
 
 
 def test_off_band_part_of_a_smooth_matrix_decays_faster():
     i = torch.arange(200, dtype=torch.float64)
-    a = 1.0 / (1.0 + (i[:, None] - i[None, :]).abs())  # large near the diagonal, smooth away from it
+    # large near the diagonal, smooth away from it
+    a = 1.0 / (1.0 + (i[:, None] - i[None, :]).abs())
     a = a / a.sum(-1, keepdim=True)
     spec = attention_spectrum(a, 8, causal=False)
     full, off = spec.rank(0.1)
-    assert off <= 5 and full >= 40  # at a coarse tolerance the far field is nearly low-rank, A is not
+    # at a coarse tolerance the far field is nearly low-rank, A is not
+    assert off <= 5 and full >= 40
     full, off = spec.rank(3e-2)
     assert off < full / 3
     # The jump left at the band's edge is not low-rank: at a fine tolerance both ranks are large.
@@ -264,8 +315,14 @@ def test_benchmark_implementations_agree(causal):
     assert torch.allclose(outs["sdpa"], outs["softmax"], atol=1e-5)
     assert torch.allclose(outs["band"], outs["band dense"], atol=1e-5)
     assert torch.allclose(outs["band"], outs["band sdpa"], atol=1e-5)
-    assert torch.allclose(outs["linear"], linear_attention(q, k, v, causal=causal), atol=1e-6)
-    assert torch.allclose(outs["fmmformer"], fmmformer_attention(q, k, v, causal=causal, bandwidth=6), atol=1e-6)
+    assert torch.allclose(
+        outs["linear"], linear_attention(q, k, v, causal=causal), atol=1e-6
+    )
+    assert torch.allclose(
+        outs["fmmformer"],
+        fmmformer_attention(q, k, v, causal=causal, bandwidth=6),
+        atol=1e-6,
+    )
     assert not torch.allclose(outs["band"], outs["sdpa"], atol=1e-3)
 
 

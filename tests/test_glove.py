@@ -27,7 +27,9 @@ def test_cooccurrence_matrix_equals_the_loop(seed):
 
 def test_cooccurrence_by_hand():
     x = glove.cooccurrence_matrix(torch.tensor([0, 1, 2, 0]), 3, window=2)
-    expected = torch.tensor([[0.0, 1.5, 1.5], [1.5, 0.0, 1.0], [1.5, 1.0, 0.0]], dtype=torch.float64)
+    expected = torch.tensor(
+        [[0.0, 1.5, 1.5], [1.5, 0.0, 1.0], [1.5, 1.0, 0.0]], dtype=torch.float64
+    )
     # 0-1 at distance 1 and 1-0 at distance 2 (1 + 1/2); 0-2 at distances 2 and 1; 1-2 at distance 1
     assert torch.equal(x, expected)
     with pytest.raises(ValueError, match="empty"):
@@ -37,13 +39,26 @@ def test_cooccurrence_by_hand():
 
 
 def test_probability_ratio_table_by_hand():
-    sentences = [["ice", "solid", "water"], ["steam", "gas", "water"], ["ice", "cold"], ["steam", "gas"]]
-    table = glove.probability_ratio_table(sentences, "ice", "steam", ["solid", "gas", "water"], window=2)
+    sentences = [
+        ["ice", "solid", "water"],
+        ["steam", "gas", "water"],
+        ["ice", "cold"],
+        ["steam", "gas"],
+    ]
+    table = glove.probability_ratio_table(
+        sentences, "ice", "steam", ["solid", "gas", "water"], window=2
+    )
     # X[ice] = {solid: 1, water: 1/2, cold: 1} (sum 2.5); X[steam] = {gas: 2, water: 1/2} (sum 2.5)
     assert table["P(k|ice)"] == pytest.approx({"solid": 0.4, "gas": 0.0, "water": 0.2})
-    assert table["P(k|steam)"] == pytest.approx({"solid": 0.0, "gas": 0.8, "water": 0.2})
+    assert table["P(k|steam)"] == pytest.approx(
+        {"solid": 0.0, "gas": 0.8, "water": 0.2}
+    )
     ratio = table["P(k|ice)/P(k|steam)"]
-    assert ratio["solid"] == math.inf and ratio["gas"] == 0.0 and ratio["water"] == pytest.approx(1.0)
+    assert (
+        ratio["solid"] == math.inf
+        and ratio["gas"] == 0.0
+        and ratio["water"] == pytest.approx(1.0)
+    )
     with pytest.raises(KeyError, match="fashion"):
         glove.probability_ratio_table(sentences, probes=["fashion"])
 
@@ -51,14 +66,18 @@ def test_probability_ratio_table_by_hand():
 def test_paper_table_is_consistent():
     t = glove.PAPER_ICE_STEAM
     for k in ("solid", "gas", "water", "fashion"):
-        assert t["P(k|ice)"][k] / t["P(k|steam)"][k] == pytest.approx(t["P(k|ice)/P(k|steam)"][k], rel=0.05)
+        assert t["P(k|ice)"][k] / t["P(k|steam)"][k] == pytest.approx(
+            t["P(k|ice)/P(k|steam)"][k], rel=0.05
+        )
 
 
 def test_weighting_function_by_hand():
     x = torch.tensor([0.0, 1.0, 50.0, 100.0, 250.0])
     f = glove.glove_weight(x)
     assert f.tolist() == pytest.approx([0.0, 0.01**0.75, 0.5**0.75, 1.0, 1.0])
-    assert glove.glove_weight(torch.tensor([5.0]), x_max=10, alpha=1.0).item() == pytest.approx(0.5)
+    assert glove.glove_weight(
+        torch.tensor([5.0]), x_max=10, alpha=1.0
+    ).item() == pytest.approx(0.5)
     with pytest.raises(ValueError, match=">= 0"):
         glove.glove_weight(torch.tensor([-1.0]))
     with pytest.raises(TypeError, match="floating"):
@@ -78,7 +97,9 @@ def test_loss_by_hand():
     model = glove.GloVe(3, 2)
     i, j = torch.tensor([0, 2]), torch.tensor([1, 1])
     assert model(i, j, x).item() == pytest.approx(
-        glove.glove_loss(model.w[i], model.w_tilde[j], model.b[i], model.b_tilde[j], x).item()
+        glove.glove_loss(
+            model.w[i], model.w_tilde[j], model.b[i], model.b_tilde[j], x
+        ).item()
     )
     with pytest.raises(ValueError, match="x must be > 0"):
         glove.glove_loss(w, wt, b, bt, torch.tensor([1.0, 0.0]))
@@ -103,8 +124,12 @@ def test_one_training_step_is_adagrad_on_half_the_loss():
             id(start.b_tilde): result.model.b_tilde,
         }[id(p)]
         assert torch.allclose(got.detach(), expected, atol=1e-6)
-    assert result.loss_history[0] == pytest.approx(2 * half.item() / len(rows), rel=1e-5)
-    assert torch.allclose(result.vectors, (result.model.w + result.model.w_tilde).detach())
+    assert result.loss_history[0] == pytest.approx(
+        2 * half.item() / len(rows), rel=1e-5
+    )
+    assert torch.allclose(
+        result.vectors, (result.model.w + result.model.w_tilde).detach()
+    )
 
 
 def test_training_reduces_the_loss_and_is_deterministic(three_threads):
@@ -113,7 +138,8 @@ def test_training_reduces_the_loss_and_is_deterministic(three_threads):
     x = glove.cooccurrence_matrix(ids, 30, 5)
     cfg = glove.GloVeConfig(vector_size=8, epochs=5, batch_size=128, x_max=10)
     a = glove.train_glove(x, cfg, progress=False)
-    assert torch.get_num_threads() == three_threads  # set to 1 while training, then restored
+    # set to 1 while training, then restored
+    assert torch.get_num_threads() == three_threads
     b = glove.train_glove(x.to_sparse(), cfg, progress=False)
     assert a.loss_history[-1] < 0.5 * a.loss_history[0]
     assert torch.equal(a.vectors, b.vectors) and a.loss_history == b.loss_history

@@ -6,7 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from companion.gpt import GPT, GPT2_SIZES, GPTConfig, generate, next_token_loss, parameter_count, sample_next
+from companion.gpt import (
+    GPT,
+    GPT2_SIZES,
+    GPTConfig,
+    generate,
+    next_token_loss,
+    parameter_count,
+    sample_next,
+)
 from companion.positional import RotaryEmbedding
 from companion.training import train
 from companion.transformer import CausalBlock
@@ -15,7 +23,13 @@ from companion.transformer import CausalBlock
 
 
 def tiny_config(**overrides):
-    fields = {"vocab_size": 97, "context_length": 24, "n_layers": 2, "n_heads": 4, "d_model": 32}
+    fields = {
+        "vocab_size": 97,
+        "context_length": 24,
+        "n_layers": 2,
+        "n_heads": 4,
+        "d_model": 32,
+    }
     return GPTConfig(**(fields | overrides))
 
 
@@ -24,17 +38,31 @@ def hf_gpt2(n_layer=3, dtype=torch.float32, seed=0, **overrides):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    options = dict(vocab_size=101, n_positions=32, n_embd=48, n_layer=n_layer, n_head=4, bos_token_id=0, eos_token_id=0)
-    options |= dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.1) | overrides
+    options = dict(
+        vocab_size=101,
+        n_positions=32,
+        n_embd=48,
+        n_layer=n_layer,
+        n_head=4,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    options |= (
+        dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.1)
+        | overrides
+    )
     model = GPT2LMHeadModel(GPT2Config(**options)).to(dtype).eval()
-    with torch.no_grad():  # random, non-trivial layer norms and biases (Hugging Face starts them at 1 and 0)
+    # random, non-trivial layer norms and biases (Hugging Face starts them at 1 and 0)
+    with torch.no_grad():
         for name, p in model.named_parameters():
             if "ln" in name or name.endswith("bias"):
                 p.add_(0.1 * torch.randn_like(p))
     return model
 
 
-@pytest.mark.parametrize(("dtype", "atol"), [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+@pytest.mark.parametrize(
+    ("dtype", "atol"), [(torch.float32, 1e-5), (torch.float64, 1e-12)]
+)
 def test_logits_equal_hugging_face(dtype, atol):
     from companion.interop.hf_gpt import gpt_from_hf
 
@@ -58,14 +86,19 @@ def test_loss_and_gradients_equal_hugging_face():
     # Hugging Face shifts the labels itself, and computes its loss in float32
     assert mine.item() == pytest.approx(hf(ids, labels=ids).loss.item(), abs=1e-6)
     logits = hf(ids).logits
-    theirs = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())  # float64 throughout
+    # float64 throughout
+    theirs = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
     torch.testing.assert_close(mine, theirs, atol=1e-12, rtol=0)
     theirs.backward()
     mine.backward()
     # the tied table collects the gradient of the input embedding and of the output layer
-    torch.testing.assert_close(ours.embed.weight.grad, hf.transformer.wte.weight.grad, atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        ours.embed.weight.grad, hf.transformer.wte.weight.grad, atol=1e-12, rtol=0
+    )
     c_fc = hf.transformer.h[1].mlp.c_fc.weight.grad.t()
-    torch.testing.assert_close(ours.blocks[1].ff.linear1.weight.grad, c_fc, atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        ours.blocks[1].ff.linear1.weight.grad, c_fc, atol=1e-12, rtol=0
+    )
 
 
 def test_greedy_generation_equals_hugging_face():
@@ -83,10 +116,19 @@ def test_kv_cache_generation_equals_recomputing_the_prefix():
     torch.manual_seed(0)
     model = GPT(tiny_config())
     prompt = torch.randint(0, 97, (2, 4))
-    greedy = [generate(model, prompt, 16, temperature=0, use_cache=c) for c in (True, False)]
+    greedy = [
+        generate(model, prompt, 16, temperature=0, use_cache=c) for c in (True, False)
+    ]
     assert torch.equal(greedy[0], greedy[1])
     sampled = [
-        generate(model, prompt, 16, top_k=20, generator=torch.Generator().manual_seed(3), use_cache=c)
+        generate(
+            model,
+            prompt,
+            16,
+            top_k=20,
+            generator=torch.Generator().manual_seed(3),
+            use_cache=c,
+        )
         for c in (True, False)
     ]
     assert torch.equal(sampled[0], sampled[1])
@@ -94,7 +136,9 @@ def test_kv_cache_generation_equals_recomputing_the_prefix():
     model.eval()
     with torch.no_grad():
         whole = model(sampled[0])
-        step_by_step = torch.cat([model(sampled[0][:, t : t + 1], caches) for t in range(20)], dim=1)
+        step_by_step = torch.cat(
+            [model(sampled[0][:, t : t + 1], caches) for t in range(20)], dim=1
+        )
     torch.testing.assert_close(step_by_step, whole, atol=1e-5, rtol=0)
 
 
@@ -119,7 +163,8 @@ def test_output_layer_is_tied_to_the_embedding():
         x = model.pos(model.embed(ids))
         for block in model.blocks:
             x = block(x)
-        expected = model.norm(x) @ model.embed.weight.T  # the logit of token v is <h, E_v>
+        # the logit of token v is <h, E_v>
+        expected = model.norm(x) @ model.embed.weight.T
         assert torch.equal(model(ids), model(ids))
     torch.testing.assert_close(model(ids), expected)
 
@@ -136,7 +181,8 @@ def test_next_token_loss_is_a_loop_over_positions():
                 total += -F.log_softmax(logits, -1)[ids[b, t + 1]].item()
         assert next_token_loss(model, ids).item() == pytest.approx(total / 12, abs=1e-5)
     untrained = next_token_loss(model, ids).item()
-    assert abs(untrained - math.log(97)) < 0.1  # small initial weights: nearly uniform predictions
+    # small initial weights: nearly uniform predictions
+    assert abs(untrained - math.log(97)) < 0.1
 
 
 @pytest.mark.parametrize("size", sorted(GPT2_SIZES))
@@ -148,13 +194,22 @@ def test_parameter_counts_equal_hugging_face(size):
     with torch.device("meta"):
         hf = GPT2LMHeadModel(GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd))
         ours = GPT(GPTConfig.gpt2(size))
-    assert parameter_count(GPTConfig.gpt2(size)) == hf.num_parameters() == ours.num_parameters()
+    assert (
+        parameter_count(GPTConfig.gpt2(size))
+        == hf.num_parameters()
+        == ours.num_parameters()
+    )
 
 
 def test_parameter_count_formula_on_odd_configurations():
-    for config in (tiny_config(), tiny_config(d_ff=50, n_layers=3), tiny_config(vocab_size=5, context_length=3)):
+    for config in (
+        tiny_config(),
+        tiny_config(d_ff=50, n_layers=3),
+        tiny_config(vocab_size=5, context_length=3),
+    ):
         assert parameter_count(config) == GPT(config).num_parameters()
-    assert parameter_count(GPTConfig.gpt2()) == 124_439_808  # the published "117M"/"124M" GPT-2 small
+    # the published "117M"/"124M" GPT-2 small
+    assert parameter_count(GPTConfig.gpt2()) == 124_439_808
     assert 174e9 < parameter_count(GPTConfig.gpt3()) < 176e9
 
 
@@ -171,7 +226,9 @@ def test_parameter_count_formula_in_every_configuration(positional, tie_weights)
     assert (model.lm_head.weight is model.embed.weight) is tie_weights
     assert (model.lm_head.bias is None) is tie_weights
     assert (model.pos is None) is (positional == "rope")
-    assert all((b.self_attn.rotary is not None) is (positional == "rope") for b in model.blocks)
+    assert all(
+        (b.self_attn.rotary is not None) is (positional == "rope") for b in model.blocks
+    )
 
 
 def test_small_lm_configuration_is_the_stack_of_its_pieces():
@@ -179,7 +236,12 @@ def test_small_lm_configuration_is_the_stack_of_its_pieces():
     torch.manual_seed(0)
     model = GPT(tiny_config(**SMALL_LM)).double().eval()
     rotary = RotaryEmbedding(32 // 4, 24)
-    blocks = [CausalBlock(32, 4, 128, norm_first=True, activation="relu", rotary=rotary).double() for _ in range(2)]
+    blocks = [
+        CausalBlock(
+            32, 4, 128, norm_first=True, activation="relu", rotary=rotary
+        ).double()
+        for _ in range(2)
+    ]
     for ours, theirs in zip(model.blocks, blocks, strict=True):
         theirs.load_state_dict(ours.state_dict())
         theirs.eval()
@@ -191,7 +253,8 @@ def test_small_lm_configuration_is_the_stack_of_its_pieces():
     torch.testing.assert_close(model(ids), expected, rtol=0, atol=1e-12)
     gelu = GPT(tiny_config(**(SMALL_LM | {"activation": "gelu_tanh"}))).double().eval()
     gelu.load_state_dict(model.state_dict())
-    assert not torch.allclose(gelu(ids), model(ids))  # the same weights: the activation is the configuration's
+    # the same weights: the activation is the configuration's
+    assert not torch.allclose(gelu(ids), model(ids))
 
 
 def test_gpt2_initialisation_and_pytorch_defaults():
@@ -199,13 +262,22 @@ def test_gpt2_initialisation_and_pytorch_defaults():
     torch.manual_seed(0)
     gpt2 = GPT(tiny_config(vocab_size=2000, n_layers=2))
     pytorch = GPT(tiny_config(vocab_size=2000, n_layers=2, init="pytorch"))
-    assert 0.019 < gpt2.embed.weight.std() < 0.021 and 0.9 < pytorch.embed.weight.std() < 1.1
+    assert (
+        0.019 < gpt2.embed.weight.std() < 0.021
+        and 0.9 < pytorch.embed.weight.std() < 1.1
+    )
     for b in gpt2.blocks:
-        assert 0.009 < b.self_attn.out_proj.weight.std() < 0.011 and 0.009 < b.ff.linear2.weight.std() < 0.011
+        assert (
+            0.009 < b.self_attn.out_proj.weight.std() < 0.011
+            and 0.009 < b.ff.linear2.weight.std() < 0.011
+        )
         assert 0.019 < b.ff.linear1.weight.std() < 0.021 and not b.ff.linear1.bias.any()
     bound = 1 / math.sqrt(32)  # nn.Linear: U(-1/√fan_in, 1/√fan_in), std bound/√3
     linear1 = pytorch.blocks[0].ff.linear1
-    assert linear1.weight.abs().max() <= bound and 0.9 < linear1.weight.std() * math.sqrt(3) / bound < 1.1
+    assert (
+        linear1.weight.abs().max() <= bound
+        and 0.9 < linear1.weight.std() * math.sqrt(3) / bound < 1.1
+    )
     assert linear1.bias.any()
 
 
@@ -213,16 +285,25 @@ def test_sampling_is_deterministic_with_a_seeded_generator():
     torch.manual_seed(0)
     model = GPT(tiny_config())
     prompt = torch.tensor([[1, 2, 3]])
-    runs = [generate(model, prompt, 15, top_p=0.9, generator=torch.Generator().manual_seed(7)) for _ in range(2)]
+    runs = [
+        generate(
+            model, prompt, 15, top_p=0.9, generator=torch.Generator().manual_seed(7)
+        )
+        for _ in range(2)
+    ]
     assert torch.equal(runs[0], runs[1])
-    other = generate(model, prompt, 15, top_p=0.9, generator=torch.Generator().manual_seed(8))
+    other = generate(
+        model, prompt, 15, top_p=0.9, generator=torch.Generator().manual_seed(8)
+    )
     assert not torch.equal(runs[0], other)
 
 
 def test_top_k_and_top_p_keep_the_right_tokens():
     logits = torch.log(torch.tensor([[0.5, 0.05, 0.3, 0.15]]))
     g = torch.Generator().manual_seed(0)
-    draws = lambda **kw: {int(sample_next(logits, generator=g, **kw)) for _ in range(300)}  # noqa: E731
+    draws = lambda **kw: {
+        int(sample_next(logits, generator=g, **kw)) for _ in range(300)
+    }  # noqa: E731
     assert draws(top_k=2) == {0, 2}
     assert draws(top_p=0.8) == {0, 2}  # 0.5 + 0.3 reaches 0.8
     assert draws(top_p=0.81) == {0, 2, 3}
@@ -237,7 +318,10 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
     n = 4000
     for temperature in (0.5, 2.0):
         counts = torch.bincount(
-            torch.cat([sample_next(logits.expand(n, 3), temperature=temperature, generator=g)]).flatten(), minlength=3
+            torch.cat(
+                [sample_next(logits.expand(n, 3), temperature=temperature, generator=g)]
+            ).flatten(),
+            minlength=3,
         )
         p = torch.softmax(logits[0] / temperature, -1)
         sd = torch.sqrt(p * (1 - p) / n)
@@ -246,13 +330,20 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
 
 def test_bad_input_gets_clear_errors():
     model = GPT(tiny_config())
-    with pytest.raises(ValueError, match=r"\[0, 96\] \(the table has 97 rows\), got index 97"):
+    with pytest.raises(
+        ValueError, match=r"\[0, 96\] \(the table has 97 rows\), got index 97"
+    ):
         model(torch.tensor([[1, 97]]))
-    with pytest.raises(ValueError, match="25 positions.*more than the context length T = 24"):
+    with pytest.raises(
+        ValueError, match="25 positions.*more than the context length T = 24"
+    ):
         model(torch.zeros(1, 25, dtype=torch.long))
     with pytest.raises(ValueError, match="at least one token"):
         generate(model, torch.zeros(1, 0, dtype=torch.long), 3)
-    with pytest.raises(ValueError, match=r"20 \+ max_new_tokens 5 = 25 exceeds the context length T = 24"):
+    with pytest.raises(
+        ValueError,
+        match=r"20 \+ max_new_tokens 5 = 25 exceeds the context length T = 24",
+    ):
         generate(model, torch.zeros(1, 20, dtype=torch.long), 5)
     with pytest.raises(TypeError, match="integer"):
         model(torch.zeros(1, 3))
@@ -267,8 +358,16 @@ def test_bad_input_gets_clear_errors():
     with pytest.raises(ValueError, match="d_model = 30 must be divisible|divisible"):
         GPTConfig(d_model=30, n_heads=4)
     for field, value, message in (
-        ("positional", "alibi", "positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'"),
-        ("activation", "tanh", "activation must be one of 'gelu', 'gelu_tanh' or 'relu', got 'tanh'"),
+        (
+            "positional",
+            "alibi",
+            "positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'",
+        ),
+        (
+            "activation",
+            "tanh",
+            "activation must be one of 'gelu', 'gelu_tanh' or 'relu', got 'tanh'",
+        ),
         ("init", "xavier", "init must be one of 'gpt2' or 'pytorch', got 'xavier'"),
     ):
         with pytest.raises(ValueError, match=message):
@@ -278,34 +377,60 @@ def test_bad_input_gets_clear_errors():
 
 
 def test_wrong_state_dicts_get_clear_errors():
-    from companion.interop.hf_gpt import gpt_config_from_hf, gpt_from_hf, gpt_state_dict_from_hf
+    from companion.interop.hf_gpt import (
+        gpt_config_from_hf,
+        gpt_from_hf,
+        gpt_state_dict_from_hf,
+    )
 
     hf = hf_gpt2(n_layer=2)
     config = gpt_config_from_hf(hf.config)
     sd = dict(hf.state_dict())
     with pytest.raises(ValueError, match=r"missing \['h.1.attn.c_attn.bias'"):
-        gpt_state_dict_from_hf({k: v for k, v in sd.items() if k != "transformer.h.1.attn.c_attn.bias"}, config)
+        gpt_state_dict_from_hf(
+            {k: v for k, v in sd.items() if k != "transformer.h.1.attn.c_attn.bias"},
+            config,
+        )
     with pytest.raises(ValueError, match=r"unexpected \['h.2.ln_1.weight'\]"):
-        gpt_state_dict_from_hf(sd | {"transformer.h.2.ln_1.weight": torch.ones(48)}, config)
-    with pytest.raises(ValueError, match=r"h.0.mlp.c_fc.weight must have shape \(48, 192\).*got \(192, 48\)"):
-        gpt_state_dict_from_hf(sd | {"transformer.h.0.mlp.c_fc.weight": torch.zeros(192, 48)}, config)
+        gpt_state_dict_from_hf(
+            sd | {"transformer.h.2.ln_1.weight": torch.ones(48)}, config
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"h.0.mlp.c_fc.weight must have shape \(48, 192\).*got \(192, 48\)",
+    ):
+        gpt_state_dict_from_hf(
+            sd | {"transformer.h.0.mlp.c_fc.weight": torch.zeros(192, 48)}, config
+        )
     with pytest.raises(ValueError, match="tied"):
         gpt_state_dict_from_hf(sd | {"lm_head.weight": torch.zeros(101, 48)}, config)
-    with pytest.raises(ValueError, match="missing"):  # a 3-layer config for a 2-layer state dict
-        gpt_state_dict_from_hf(sd, tiny_config(vocab_size=101, context_length=32, d_model=48, n_layers=3))
-    with pytest.raises(ValueError, match=r"GPT-2's weights need a GPT-2 configuration .* got \{'positional': 'rope'"):
+    # a 3-layer config for a 2-layer state dict
+    with pytest.raises(ValueError, match="missing"):
+        gpt_state_dict_from_hf(
+            sd, tiny_config(vocab_size=101, context_length=32, d_model=48, n_layers=3)
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"GPT-2's weights need a GPT-2 configuration .* got \{'positional': 'rope'",
+    ):
         gpt_state_dict_from_hf(sd, GPTConfig(**(vars(config) | {"positional": "rope"})))
     with pytest.raises(ValueError, match="activation_function"):
         gpt_config_from_hf(hf_gpt2(n_layer=1, activation_function="relu").config)
     with pytest.raises(TypeError, match="GPT2LMHeadModel"):
         gpt_from_hf(torch.nn.Linear(2, 2))
     # GPT2Model's keys have no "transformer." prefix; they work too
-    assert gpt_state_dict_from_hf(hf.transformer.state_dict(), config).keys() == GPT(config).state_dict().keys()
+    assert (
+        gpt_state_dict_from_hf(hf.transformer.state_dict(), config).keys()
+        == GPT(config).state_dict().keys()
+    )
 
 
 def test_training_lowers_the_loss_on_a_repeating_sequence():
     torch.manual_seed(0)
     model = GPT(tiny_config(vocab_size=11))
-    data = torch.arange(24).remainder(11).repeat(4, 1)  # 0 1 2 … 10 0 1 …: fully predictable
-    history = train(model, [data], next_token_loss, steps=60, lr=3e-3, progress=False, seed=0)
+    # 0 1 2 … 10 0 1 …: fully predictable
+    data = torch.arange(24).remainder(11).repeat(4, 1)
+    history = train(
+        model, [data], next_token_loss, steps=60, lr=3e-3, progress=False, seed=0
+    )
     assert history[0] > 2.0 and history[-1] < 0.2

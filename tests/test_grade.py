@@ -67,7 +67,8 @@ RIGHT_TOO = {
     '    return torch.as_tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.long)\n',
     "one_hot": "def one_hot(ids, vocab_size):\n    return (ids[:, None] == torch.arange(vocab_size)).float()\n",
     "Embedding": RIGHT["Embedding"].replace(
-        "self.weight[ids]", "self.weight.index_select(0, ids.flatten()).view(*ids.shape, -1)"
+        "self.weight[ids]",
+        "self.weight.index_select(0, ids.flatten()).view(*ids.shape, -1)",
     ),
     "cosine_similarity": "def cosine_similarity(u, v):\n    return torch.dot(u, v) / (u.norm() * v.norm())\n",
 }
@@ -85,7 +86,9 @@ NAMED_MISTAKES = {
 OTHER_MISTAKES = {
     "encode": "def encode(tokens, stoi):\n    return torch.tensor([stoi[t] for t in tokens], dtype=torch.long)\n",
     "one_hot": NAMED_MISTAKES["one_hot"],
-    "Embedding": RIGHT["Embedding"].replace("return self.weight[ids]", "return self.weight[ids].detach()"),
+    "Embedding": RIGHT["Embedding"].replace(
+        "return self.weight[ids]", "return self.weight[ids].detach()"
+    ),
     "cosine_similarity": "def cosine_similarity(u, v):\n    return u @ v / (u.norm() + v.norm())\n",
 }
 
@@ -126,7 +129,11 @@ def answered(answers: dict[str, str], key: str = CHAPTER) -> dict:
 
 
 def checker_cells(nb: dict) -> list[dict]:
-    return [c for c in nb["cells"] if c["cell_type"] == "code" and source(c).startswith("check_")]
+    return [
+        c
+        for c in nb["cells"]
+        if c["cell_type"] == "code" and source(c).startswith("check_")
+    ]
 
 
 def colab_saved(nb: dict) -> dict:
@@ -134,20 +141,33 @@ def colab_saved(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     nb["nbformat_minor"] = 0
     nb["metadata"] = {
-        "colab": {"provenance": [], "name": "01_words_to_vectors.ipynb", "toc_visible": True},
+        "colab": {
+            "provenance": [],
+            "name": "01_words_to_vectors.ipynb",
+            "toc_visible": True,
+        },
         "kernelspec": {"name": "python3", "display_name": "Python 3"},
         "language_info": {"name": "python"},
         "accelerator": "GPU",
-        "widgets": {"application/vnd.jupyter.widget-state+json": {"a1b2": {"model_name": "HBoxModel", "state": {}}}},
+        "widgets": {
+            "application/vnd.jupyter.widget-state+json": {
+                "a1b2": {"model_name": "HBoxModel", "state": {}}
+            }
+        },
     }
     for k, cell in enumerate(nb["cells"]):
         cell.pop("id", None)
         cell["source"] = source(cell).splitlines(keepends=True)
-        cell["metadata"] = {"id": f"Xy{k:04d}", **({"colab": {"base_uri": "https://localhost:8080/"}})}
+        cell["metadata"] = {
+            "id": f"Xy{k:04d}",
+            **({"colab": {"base_uri": "https://localhost:8080/"}}),
+        }
         if cell["cell_type"] == "code":
             cell["metadata"]["outputId"] = f"out-{k}"
             cell["execution_count"] = k
-            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["some output\n"]}]
+            cell["outputs"] = [
+                {"output_type": "stream", "name": "stdout", "text": ["some output\n"]}
+            ]
     return nb
 
 
@@ -156,7 +176,11 @@ def lab_saved(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     nb["nbformat_minor"] = 5
     nb["metadata"] = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "kernelspec": {
+            "display_name": "Python 3 (ipykernel)",
+            "language": "python",
+            "name": "python3",
+        },
         "language_info": {
             "codemirror_mode": {"name": "ipython", "version": 3},
             "file_extension": ".py",
@@ -171,9 +195,16 @@ def lab_saved(nb: dict) -> dict:
         cell["id"] = f"{k:08x}-4c1e-4d2a-9f3b-{k:012x}"
         if cell["cell_type"] == "code":
             cell["execution_count"] = k + 1
-            cell["metadata"]["execution"] = {"iopub.status.busy": "2026-11-20T10:00:00.000Z"}
+            cell["metadata"]["execution"] = {
+                "iopub.status.busy": "2026-11-20T10:00:00.000Z"
+            }
             cell["outputs"] = [
-                {"output_type": "execute_result", "execution_count": k + 1, "metadata": {}, "data": {"text/plain": "1"}}
+                {
+                    "output_type": "execute_result",
+                    "execution_count": k + 1,
+                    "metadata": {},
+                    "data": {"text/plain": "1"},
+                }
             ]
     return nb
 
@@ -192,32 +223,52 @@ def build_class(folder: Path) -> None:
     save("carol.ipynb", answered(NAMED_MISTAKES))
 
     # an infinite loop in a function the checker calls
-    save("dave.ipynb", answered({**RIGHT, "one_hot": "def one_hot(ids, vocab_size):\n    while True:\n        pass\n"}))
+    save(
+        "dave.ipynb",
+        answered(
+            {
+                **RIGHT,
+                "one_hot": "def one_hot(ids, vocab_size):\n    while True:\n        pass\n",
+            }
+        ),
+    )
 
     # a cell that would end its process after defining its function (the grader does not run it), and a function
     # that ends its process when the grader calls it (its checker cell deleted, so only the grader calls it)
     dies = "import os\nos._exit(1)\n"
     exits = "def encode(tokens, stoi):\n    import os\n\n    os._exit(1)\n"
-    nb = answered({**RIGHT, "cosine_similarity": RIGHT["cosine_similarity"] + dies, "encode": exits})
+    nb = answered(
+        {
+            **RIGHT,
+            "cosine_similarity": RIGHT["cosine_similarity"] + dies,
+            "encode": exits,
+        }
+    )
     nb["cells"] = [c for c in nb["cells"] if source(c) != "check_encode(encode)"]
     save("erin.ipynb", nb)
 
     # fifty megabytes of output, printed by the function the checker calls
-    loud = RIGHT["encode"].replace("    ids = []\n", '    print("x" * 50_000_000)\n    ids = []\n')
+    loud = RIGHT["encode"].replace(
+        "    ids = []\n", '    print("x" * 50_000_000)\n    ids = []\n'
+    )
     save("frank.ipynb", answered({**RIGHT, "encode": loud}))
 
     # cells deleted (the Embedding exercise, and chapter cells) and reordered (the cosine exercise moved to the end)
     nb = answered(RIGHT)
     cells = nb["cells"]
     embedding = stub_index(nb, "Embedding")
-    del cells[embedding - 1 : embedding + 3]  # its snapshot, stub, checker and restore cells
+    # its snapshot, stub, checker and restore cells
+    del cells[embedding - 1 : embedding + 3]
     cosine = stub_index(nb, "cosine_similarity")
     moved = cells[cosine - 1 : cosine + 3]
     del cells[cosine - 1 : cosine + 3]
     cells.extend(moved)
-    params = next(i for i, c in enumerate(cells) if "small = cemb.parameter_count" in source(c))
+    params = next(
+        i for i, c in enumerate(cells) if "small = cemb.parameter_count" in source(c)
+    )
     assert "assert small ==" in source(cells[params + 1])
-    del cells[params : params + 2]  # a chapter cell and the hidden cell that checks its numbers
+    # a chapter cell and the hidden cell that checks its numbers
+    del cells[params : params + 2]
     save("grace/submission.ipynb", nb)
 
     # the notebook of chapter 2, one exercise right
@@ -245,15 +296,23 @@ def build_class(folder: Path) -> None:
     nb = homework()
     for cell in checker_cells(nb):
         name = source(cell).split("(")[1].rstrip(")\n")
-        cell["source"] = f'print("PASSED  {name}: your code agrees with the reference (4 checks).")'
-    nb["cells"][stub_index(nb, "cosine_similarity")]["source"] = "from companion.embeddings import cosine_similarity\n"
+        cell["source"] = (
+            f'print("PASSED  {name}: your code agrees with the reference (4 checks).")'
+        )
+    nb["cells"][stub_index(nb, "cosine_similarity")]["source"] = (
+        "from companion.embeddings import cosine_similarity\n"
+    )
     save("mallory.ipynb", nb)
 
     # tampering 2: the stored outputs of the checker cells edited to say PASSED
     nb = homework()
     for cell in checker_cells(nb):
         cell["outputs"] = [
-            {"output_type": "stream", "name": "stdout", "text": "PASSED  it agrees with the reference.\n"}
+            {
+                "output_type": "stream",
+                "name": "stdout",
+                "text": "PASSED  it agrees with the reference.\n",
+            }
         ]
     save("oscar.ipynb", nb)
 
@@ -273,7 +332,9 @@ _checking = companion.exercises.checking
 _checking.Checker.verdict = lambda self, student: _checking.Verdict(self.exercise, "passed")
 """
     nb = answered(OTHER_MISTAKES)
-    imports = next(i for i, c in enumerate(nb["cells"]) if "from companion.exercises" in source(c))
+    imports = next(
+        i for i, c in enumerate(nb["cells"]) if "from companion.exercises" in source(c)
+    )
     nb["cells"].insert(
         imports + 1,
         {
@@ -289,13 +350,15 @@ _checking.Checker.verdict = lambda self, student: _checking.Verdict(self.exercis
 
     # a function asking for far more memory than the grader's limit allows
     greedy = RIGHT["encode"].replace(
-        "    ids = []\n", "    big = torch.empty(12 * 2**30, dtype=torch.uint8)\n    ids = []\n"
+        "    ids = []\n",
+        "    big = torch.empty(12 * 2**30, dtype=torch.uint8)\n    ids = []\n",
     )
     save("trent.ipynb", answered({**RIGHT, "encode": greedy}))
 
     # an answer that needs a variable set by a statement the grader does not run
     needs = (
-        "EPS = torch.tensor(1e-12)\n\n\ndef cosine_similarity(u, v):\n    return u @ v / (u.norm() * v.norm() + EPS)\n"
+        "EPS = torch.tensor(1e-12)\n\n\n"
+        "def cosine_similarity(u, v):\n    return u @ v / (u.norm() * v.norm() + EPS)\n"
     )
     save("uma.ipynb", answered({"cosine_similarity": needs}))
 
@@ -303,9 +366,20 @@ _checking.Checker.verdict = lambda self, student: _checking.Verdict(self.exercis
     save("victor.ipynb", json.dumps({"hello": "world"}))
 
     # a fresh notebook with only the answers in it: no title, imports or checker cells to recognise
-    cells = [{"cell_type": "code", "metadata": {}, "source": "import torch", "outputs": [], "execution_count": None}]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": "import torch",
+            "outputs": [],
+            "execution_count": None,
+        }
+    ]
     cells += [{**cells[0], "source": RIGHT[name]} for name in EXERCISES]
-    save("walter.ipynb", {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": cells})
+    save(
+        "walter.ipynb",
+        {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": cells},
+    )
 
 
 P, W, N, E, T = "passed", "wrong", "not attempted", "error", "timeout"
@@ -315,11 +389,27 @@ EXPECTED = {
     "alice": (CHAPTER, [P, P, P, P], []),
     "bob": (CHAPTER, [N, N, N, N], []),
     "carol": (CHAPTER, [W, W, W, W], []),
-    "dave": (CHAPTER, [P, T, P, P], ["one_hot: checking `one_hot` did not finish", "ran past the 8 s limit"]),
-    "erin": (CHAPTER, [E, P, P, P], ["encode: checking `encode` stopped its process", "exit status 1"]),
-    "frank": (CHAPTER, [E, P, P, P], ["encode: checking `encode` stopped its process", "more than the 10 MB output"]),
+    "dave": (
+        CHAPTER,
+        [P, T, P, P],
+        ["one_hot: checking `one_hot` did not finish", "ran past the 8 s limit"],
+    ),
+    "erin": (
+        CHAPTER,
+        [E, P, P, P],
+        ["encode: checking `encode` stopped its process", "exit status 1"],
+    ),
+    "frank": (
+        CHAPTER,
+        [E, P, P, P],
+        ["encode: checking `encode` stopped its process", "more than the 10 MB output"],
+    ),
     "grace": (CHAPTER, [P, P, N, P], []),
-    "heidi": (OTHER, [N, N, N, N], ["chapter 02_embedding_language_model", "1/4 passed"]),
+    "heidi": (
+        OTHER,
+        [N, N, N, N],
+        ["chapter 02_embedding_language_model", "1/4 passed"],
+    ),
     "ivan": ("", [E, E, E, E], ["empty file"]),
     "judy": ("", [E, E, E, E], ["malformed JSON"]),
     "ken_colab": (CHAPTER, [P, P, P, P], []),
@@ -330,7 +420,11 @@ EXPECTED = {
     "trent": (CHAPTER, [W, P, P, P], []),
     "uma": (CHAPTER, [N, N, N, W], []),
     "victor": ("", [E, E, E, E], ["not a Jupyter notebook"]),
-    "walter": (CHAPTER, [P, P, P, P], ["no chapter's homework recognised", "graded as chapter 1"]),
+    "walter": (
+        CHAPTER,
+        [P, P, P, P],
+        ["no chapter's homework recognised", "graded as chapter 1"],
+    ),
 }
 
 TIMEOUT = 8
@@ -340,7 +434,16 @@ TIMEOUT = 8
 def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("grading")
     build_class(base / "class")
-    run_grader(base / "class", base / "results", "--jobs", "2", "--timeout", str(TIMEOUT), "--memory-gb", "3")
+    run_grader(
+        base / "class",
+        base / "results",
+        "--jobs",
+        "2",
+        "--timeout",
+        str(TIMEOUT),
+        "--memory-gb",
+        "3",
+    )
     return base / "results"
 
 
@@ -349,7 +452,17 @@ def test_gradebook_cell_by_cell(graded):
     book = gradebook(graded)
     assert set(book) == set(EXPECTED)
     header = list(next(iter(book.values())))
-    assert header == ["student", "file", "chapter", *EXERCISES, "total", "out_of", "problems", "flags", "seconds"]
+    assert header == [
+        "student",
+        "file",
+        "chapter",
+        *EXERCISES,
+        "total",
+        "out_of",
+        "problems",
+        "flags",
+        "seconds",
+    ]
     for student, (chapter, statuses, words) in EXPECTED.items():
         row = book[student]
         got = [row[e] for e in EXERCISES]
@@ -363,9 +476,14 @@ def test_gradebook_cell_by_cell(graded):
     assert book["bob"]["file"] == "bob/01_words_to_vectors.ipynb"
     # every exercise of chapter 1 (the class Embedding too) is checked in the grader's process: nothing flagged
     assert all(row["flags"] == "" for row in book.values())
-    assert "allocate" in (graded / "feedback" / "trent.md").read_text()  # the memory limit, in the verdict
+    # the memory limit, in the verdict
+    assert "allocate" in (graded / "feedback" / "trent.md").read_text()
     uma = (graded / "feedback" / "uma.md").read_text()
-    assert "NameError" in uma and "`EPS` is set by other statements of the notebook, which it does not run" in uma
+    assert (
+        "NameError" in uma
+        and "`EPS` is set by other statements of the notebook, which it does not run"
+        in uma
+    )
 
 
 @pytest.mark.slow
@@ -373,14 +491,20 @@ def test_tampering_does_not_pass(graded):
     """Printed PASSED, edited outputs and redefined checkers leave the verdicts those of the code itself."""
     book = gradebook(graded)
     assert [book["oscar"][e] for e in EXERCISES] == [N] * 4
-    assert [book["mallory"][e] for e in EXERCISES] == [N, N, N, W]  # cosine: the companion's, imported
-    assert "imported instead of written" in (graded / "feedback" / "mallory.md").read_text()
+    # cosine: the companion's, imported
+    assert [book["mallory"][e] for e in EXERCISES] == [N, N, N, W]
+    assert (
+        "imported instead of written"
+        in (graded / "feedback" / "mallory.md").read_text()
+    )
     assert [book["peggy"][e] for e in EXERCISES] == [W] * 4
     feedback = (graded / "feedback" / "peggy.md").read_text()
-    assert "Your code raised KeyError" in feedback  # encode: stoi[t] for an unknown token
+    # encode: stoi[t] for an unknown token
+    assert "Your code raised KeyError" in feedback
     assert HINTS["one_hot"] in feedback
     assert "does not carry gradients back" in feedback  # Embedding: a detached output
-    assert "cos(u, v) = uᵀv / (‖u‖ ‖v‖)" in feedback  # cosine: a mistake no hint names, so the general hint
+    # cosine: a mistake no hint names, so the general hint
+    assert "cos(u, v) = uᵀv / (‖u‖ ‖v‖)" in feedback
 
 
 @pytest.mark.slow
@@ -390,20 +514,30 @@ def test_feedback_and_summary(graded):
         assert f"## `{name}`: wrong" in carol and hint in carol, name
     assert "4 of 4 exercises passed" in (graded / "feedback" / "alice.md").read_text()
     heidi = (graded / "feedback" / "heidi.md").read_text()
-    assert "## `bigram_counts`: passed" in heidi and "## `train`: not attempted" in heidi
+    assert (
+        "## `bigram_counts`: passed" in heidi and "## `train`: not attempted" in heidi
+    )
     summary = (graded / "summary.md").read_text()
     rows = {
         line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
         for line in summary.splitlines()
         if line.startswith("| `")
     }
-    passed = {e: sum(EXPECTED[s][1][k] == P for s in EXPECTED) for k, e in enumerate(EXERCISES)}
+    passed = {
+        e: sum(EXPECTED[s][1][k] == P for s in EXPECTED)
+        for k, e in enumerate(EXERCISES)
+    }
     for k, e in enumerate(EXERCISES):
-        counts = [sum(EXPECTED[s][1][k] == status for s in EXPECTED) for status in (P, W, N, E, T)]
+        counts = [
+            sum(EXPECTED[s][1][k] == status for s in EXPECTED)
+            for status in (P, W, N, E, T)
+        ]
         assert rows[f"`{e}`"][:5] == [str(c) for c in counts], e
         assert int(rows[f"`{e}`"][0]) == passed[e]
     # one_hot's mistake is carol's and peggy's: the most common
-    assert HINTS["one_hot"] in rows["`one_hot`"][5] and rows["`one_hot`"][5].endswith("(2)")
+    assert HINTS["one_hot"] in rows["`one_hot`"][5] and rows["`one_hot`"][5].endswith(
+        "(2)"
+    )
     png = (graded / "summary.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
@@ -414,14 +548,25 @@ def test_exercise_time_limit(tmp_path):
     when the answer is defined (starting Python and importing torch are not the student's time), and the answer
     sleeps far longer than the limit, so a slow machine gives the same verdict as a fast one."""
     (tmp_path / "class").mkdir()
-    sleeper = RIGHT["cosine_similarity"].replace("    return", "    import time\n\n    time.sleep(600)\n    return")
+    sleeper = RIGHT["cosine_similarity"].replace(
+        "    return", "    import time\n\n    time.sleep(600)\n    return"
+    )
     nb = answered({"cosine_similarity": sleeper})
     (tmp_path / "class" / "alice.ipynb").write_text(json.dumps(nb))
-    run_grader(tmp_path / "class", tmp_path / "out", "--chapter", "1", "--timeout", "3", timeout=300)
+    run_grader(
+        tmp_path / "class",
+        tmp_path / "out",
+        "--chapter",
+        "1",
+        "--timeout",
+        "3",
+        timeout=300,
+    )
     row = gradebook(tmp_path / "out")["alice"]
     assert [row[e] for e in EXERCISES] == [N, N, N, T], row
     assert (
-        "cosine_similarity: checking `cosine_similarity` did not finish: it ran past the 3 s limit" in row["problems"]
+        "cosine_similarity: checking `cosine_similarity` did not finish: it ran past the 3 s limit"
+        in row["problems"]
     )
 
 
@@ -431,14 +576,20 @@ def build_copies(folder: Path, count: int) -> None:
     folder.mkdir(parents=True)
     sets = [RIGHT, RIGHT_TOO, RIGHT, RIGHT_TOO, NAMED_MISTAKES, OTHER_MISTAKES]
     for k in range(count):
-        answers = {name: sets[(k + 3 * i) % len(sets)][name] for i, name in enumerate(EXERCISES)}
-        answers = {name: f"# written by student {k}\n{code}" for name, code in answers.items()}
+        answers = {
+            name: sets[(k + 3 * i) % len(sets)][name]
+            for i, name in enumerate(EXERCISES)
+        }
+        answers = {
+            name: f"# written by student {k}\n{code}" for name, code in answers.items()
+        }
         if k % 8 == 7:
             del answers["Embedding"]  # not attempted
         (folder / f"student{k:02d}.ipynb").write_text(json.dumps(answered(answers)))
 
 
-if __name__ == "__main__":  # python tests/test_grade.py FOLDER [COPIES]: a synthetic class to grade by hand
+# python tests/test_grade.py FOLDER [COPIES]: a synthetic class to grade by hand
+if __name__ == "__main__":
     if len(sys.argv) > 2:
         build_copies(Path(sys.argv[1]), int(sys.argv[2]))
         print(f"{sys.argv[2]} copies in {sys.argv[1]}")

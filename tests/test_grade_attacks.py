@@ -260,26 +260,56 @@ ATTACKS: dict[str, tuple[str, str]] = {
     # name: (a cell before the answer, the answer)
     "patched_allclose": (
         PATCH_COMPARISONS,
-        answer_calling(f"def patch():\n{textwrap.indent(PATCH_COMPARISONS, '    ')}", "patch()"),
+        answer_calling(
+            f"def patch():\n{textwrap.indent(PATCH_COMPARISONS, '    ')}", "patch()"
+        ),
     ),
-    "meta_path_hook": (META_PATH, answer_calling(f"def hook():\n{textwrap.indent(META_PATH, '    ')}", "hook()")),
-    "importlib_patch": (IMPORTLIB, answer_calling(f"def patch():\n{textwrap.indent(IMPORTLIB, '    ')}", "patch()")),
-    "json_dumps_patch": (JSON_DUMPS, answer_calling(f"def patch():\n{textwrap.indent(JSON_DUMPS, '    ')}", "patch()")),
+    "meta_path_hook": (
+        META_PATH,
+        answer_calling(f"def hook():\n{textwrap.indent(META_PATH, '    ')}", "hook()"),
+    ),
+    "importlib_patch": (
+        IMPORTLIB,
+        answer_calling(
+            f"def patch():\n{textwrap.indent(IMPORTLIB, '    ')}", "patch()"
+        ),
+    ),
+    "json_dumps_patch": (
+        JSON_DUMPS,
+        answer_calling(
+            f"def patch():\n{textwrap.indent(JSON_DUMPS, '    ')}", "patch()"
+        ),
+    ),
     "module_getattr": (
         MODULE_GETATTR,
-        answer_calling(f"def patch():\n{textwrap.indent(MODULE_GETATTR, '    ')}", "patch()"),
+        answer_calling(
+            f"def patch():\n{textwrap.indent(MODULE_GETATTR, '    ')}", "patch()"
+        ),
     ),
-    "settrace": (SETTRACE, answer_calling(f"def trace():\n{textwrap.indent(SETTRACE, '    ')}", "trace()")),
-    "audit_hook": (AUDIT_HOOK, answer_calling(f"def hook():\n{textwrap.indent(AUDIT_HOOK, '    ')}", "hook()")),
+    "settrace": (
+        SETTRACE,
+        answer_calling(f"def trace():\n{textwrap.indent(SETTRACE, '    ')}", "trace()"),
+    ),
+    "audit_hook": (
+        AUDIT_HOOK,
+        answer_calling(f"def hook():\n{textwrap.indent(AUDIT_HOOK, '    ')}", "hook()"),
+    ),
     "signal_handler": (
         SIGNAL_HANDLER,
-        answer_calling(f"def arm():\n{textwrap.indent(SIGNAL_HANDLER, '    ')}", "arm()"),
+        answer_calling(
+            f"def arm():\n{textwrap.indent(SIGNAL_HANDLER, '    ')}", "arm()"
+        ),
     ),
     "ipython_hooks": (
         IPYTHON_HOOKS,
-        answer_calling(f"def hook():\n{textwrap.indent(IPYTHON_HOOKS, '    ')}", "hook()"),
+        answer_calling(
+            f"def hook():\n{textwrap.indent(IPYTHON_HOOKS, '    ')}", "hook()"
+        ),
     ),
-    "lying_tensor": ("", f"{LYING_TENSOR}\n\ndef {NAME}(x):\n    return x.as_subclass(Liar)\n"),
+    "lying_tensor": (
+        "",
+        f"{LYING_TENSOR}\n\ndef {NAME}(x):\n    return x.as_subclass(Liar)\n",
+    ),
     "wraps_reference": (
         "",
         f"import companion.attention\n\n\ndef {NAME}(x):\n    return companion.attention.{NAME}(x)\n",
@@ -295,7 +325,10 @@ ATTACKS: dict[str, tuple[str, str]] = {
         "    module = importlib.import_module('companion.' + 'attention')\n"
         "    return getattr(module, 'weightless_' + 'self_attention')(x)\n",
     ),
-    "reference_through_frame": ("", f"{FRAME_REACH}\n\ndef {NAME}(x):\n    return find_reference()(x)\n"),
+    "reference_through_frame": (
+        "",
+        f"{FRAME_REACH}\n\ndef {NAME}(x):\n    return find_reference()(x)\n",
+    ),
     "reference_from_source": (
         "",
         "import companion.attention\n\n\n"
@@ -305,7 +338,10 @@ ATTACKS: dict[str, tuple[str, str]] = {
         "    return namespace['weightless_' + 'self_attention'](x)\n",
     ),
     "neighbours_files": (NEIGHBOUR, answer_calling(NEIGHBOUR, "write_everywhere()")),
-    "copies_neighbour": ("", f"{COPY_NEIGHBOUR}\n\ndef {NAME}(x):\n    return neighbours_answer()(x)\n"),
+    "copies_neighbour": (
+        "",
+        f"{COPY_NEIGHBOUR}\n\ndef {NAME}(x):\n    return neighbours_answer()(x)\n",
+    ),
 }
 
 # a class: an answer that patches what a checker would use, in the three places a class runs code (when defined,
@@ -347,9 +383,15 @@ def train(model, ids, steps, lr):
     return [1.0] * steps
 """
 CLASS_ATTACKS = {
-    "class_patches_when_defined": PATCHING_CLASS.format(where="_patch()", init="", forward=""),
-    "class_patches_when_built": PATCHING_CLASS.format(where="0", init="_patch()", forward=""),
-    "class_patches_when_called": PATCHING_CLASS.format(where="0", init="", forward="_patch()"),
+    "class_patches_when_defined": PATCHING_CLASS.format(
+        where="_patch()", init="", forward=""
+    ),
+    "class_patches_when_built": PATCHING_CLASS.format(
+        where="0", init="_patch()", forward=""
+    ),
+    "class_patches_when_called": PATCHING_CLASS.format(
+        where="0", init="", forward="_patch()"
+    ),
 }
 
 # right answers, written in several styles (independently of the book's solution)
@@ -383,10 +425,18 @@ def source(cell: dict) -> str:
 
 
 def code_cell(text: str) -> dict:
-    return {"cell_type": "code", "metadata": {}, "source": text, "outputs": [], "execution_count": None}
+    return {
+        "cell_type": "code",
+        "metadata": {},
+        "source": text,
+        "outputs": [],
+        "execution_count": None,
+    }
 
 
-def with_answer(answer: str, before: str = "", name: str = NAME, chapter: str = CHAPTER) -> dict:
+def with_answer(
+    answer: str, before: str = "", name: str = NAME, chapter: str = CHAPTER
+) -> dict:
     nb = json.loads((HOMEWORK / f"{chapter}.ipynb").read_text())
     if chapter != CHAPTER:
         name = "train"
@@ -416,12 +466,18 @@ def graded(tmp_path_factory):
         answer_calling(DETACHED.format(marker=str(marker)), "escape()"),
     )
     for student, (before, answer) in attacks.items():
-        (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer, before)))
+        (folder / f"{student}.ipynb").write_text(
+            json.dumps(with_answer(answer, before))
+        )
     for student, answer in RIGHT_STYLES.items():
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer)))
     for student, answer in CLASS_ATTACKS.items():
-        (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer, name="SelfAttention")))
-    (folder / "train_patches_isclose.ipynb").write_text(json.dumps(with_answer(TRAIN_PATCH, chapter=CHAPTER_2)))
+        (folder / f"{student}.ipynb").write_text(
+            json.dumps(with_answer(answer, name="SelfAttention"))
+        )
+    (folder / "train_patches_isclose.ipynb").write_text(
+        json.dumps(with_answer(TRAIN_PATCH, chapter=CHAPTER_2))
+    )
     (folder / "untouched_stub.ipynb").write_text(json.dumps(homework()))
     book = ROOT / "book" / f"{CHAPTER}.ipynb"
     (folder / "book_chapter.ipynb").write_text(book.read_text())
@@ -436,7 +492,8 @@ def test_attack_gets_no_unearned_pass(graded, student):
     out, _ = graded
     row = gradebook(out)[student]
     assert row[NAME] in ("wrong", "error"), (student, row)
-    assert row["total"] == "0", (student, row)  # the other exercises are stubs: not attempted
+    # the other exercises are stubs: not attempted
+    assert row["total"] == "0", (student, row)
 
 
 @pytest.mark.slow
@@ -458,7 +515,9 @@ def test_model_receiving_answer_that_patches_the_checker_gets_no_pass(graded):
     row = gradebook(out)["train_patches_isclose"]
     assert "0/4 passed" in row["problems"] and "own process" not in row["flags"], row
     feedback = (out / "feedback" / "train_patches_isclose.md").read_text()
-    assert "## `train`: wrong" in feedback and "The first loss is wrong" in feedback, feedback
+    assert "## `train`: wrong" in feedback and "The first loss is wrong" in feedback, (
+        feedback
+    )
     assert "own process" not in feedback
 
 
@@ -467,10 +526,21 @@ def test_reference_is_named_when_reached_for(graded):
     """Reaching for the companion's reference, however, gives a verdict that says so."""
     out, _ = graded
     for student in ("wraps_reference", "renamed_alias"):
-        assert "imported instead of written" in (out / "feedback" / f"{student}.md").read_text(), student
-    for student in ("reference_by_string", "reference_through_frame", "reference_from_source"):
+        assert (
+            "imported instead of written"
+            in (out / "feedback" / f"{student}.md").read_text()
+        ), student
+    for student in (
+        "reference_by_string",
+        "reference_through_frame",
+        "reference_from_source",
+    ):
         text = (out / "feedback" / f"{student}.md").read_text()
-        assert "write this one yourself" in text or "cannot be read here" in text or "NoneType" in text, student
+        assert (
+            "write this one yourself" in text
+            or "cannot be read here" in text
+            or "NoneType" in text
+        ), student
 
 
 @pytest.mark.slow
@@ -495,7 +565,9 @@ def test_stub_beside_attackers_gets_nothing(graded):
     """With --jobs 2, an untouched notebook graded beside one that writes into every file it finds."""
     out, _ = graded
     row = gradebook(out)["untouched_stub"]
-    assert row["total"] == "0" and all(row[k] == "not attempted" for k in (NAME, "causal_mask", "split_heads")), row
+    assert row["total"] == "0" and all(
+        row[k] == "not attempted" for k in (NAME, "causal_mask", "split_heads")
+    ), row
 
 
 @pytest.mark.slow
@@ -512,7 +584,12 @@ def test_book_chapter_is_flagged_not_passed(graded):
     """The book's own chapter (every solution in plain view) is flagged for the instructor and counts 0."""
     out, _ = graded
     row = gradebook(out)["book_chapter"]
-    exercises = [k for k in row if k not in ("student", "file", "chapter", "total", "out_of", "problems", "flags")]
+    exercises = [
+        k
+        for k in row
+        if k
+        not in ("student", "file", "chapter", "total", "out_of", "problems", "flags")
+    ]
     exercises.remove("seconds")
     assert all(row[k] == "passed (book's solution)" for k in exercises), row
     assert row["total"] == "0"

@@ -84,7 +84,9 @@ def orthogonal_gaussian(d, m, seed):
         out.append(q * r.diagonal().sign() * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0))
     return torch.cat(out, dim=1)[:, :m]
 """
-ORTHOGONAL_UNIT = ORTHOGONAL.replace(" * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)", "")
+ORTHOGONAL_UNIT = ORTHOGONAL.replace(
+    " * torch.randn(d, d, generator=g, dtype=torch.float64).norm(dim=0)", ""
+)
 
 PERFORMER = """\
 import math
@@ -109,7 +111,8 @@ def _answered(chapter: str, answers: dict[str, str]) -> dict:
         (cell,) = [
             c
             for c in nb["cells"]
-            if "exercise-stub" in c.get("metadata", {}).get("tags", []) and f"def {name}(" in "".join(c["source"])
+            if "exercise-stub" in c.get("metadata", {}).get("tags", [])
+            and f"def {name}(" in "".join(c["source"])
         ]
         cell["source"] = code
     return nb
@@ -125,16 +128,25 @@ def test_the_new_exercises_of_chapters_8_and_10_are_graded(tmp_path):
             "masked": {"linear_attention_rnn": RNN_MASKED},
         },
         "10_random_features": {
-            "right": {"orthogonal_gaussian": ORTHOGONAL, "causal_performer_attention": PERFORMER},
-            "wrong": {"orthogonal_gaussian": ORTHOGONAL_UNIT, "causal_performer_attention": PERFORMER_UNSCALED},
+            "right": {
+                "orthogonal_gaussian": ORTHOGONAL,
+                "causal_performer_attention": PERFORMER,
+            },
+            "wrong": {
+                "orthogonal_gaussian": ORTHOGONAL_UNIT,
+                "causal_performer_attention": PERFORMER_UNSCALED,
+            },
         },
     }
     books, feedback = {}, {}
-    for chapter, students in submissions.items():  # one assignment per run of the grader
+    # one assignment per run of the grader
+    for chapter, students in submissions.items():
         folder, out = tmp_path / chapter, tmp_path / f"{chapter}-out"
         folder.mkdir()
         for student, answers in students.items():
-            (folder / f"{student}.ipynb").write_text(json.dumps(_answered(chapter, answers)))
+            (folder / f"{student}.ipynb").write_text(
+                json.dumps(_answered(chapter, answers))
+            )
         run_grader(folder, out)
         books[chapter] = gradebook(out)
         feedback[chapter] = (out / "feedback" / "wrong.md").read_text()
@@ -144,9 +156,14 @@ def test_the_new_exercises_of_chapters_8_and_10_are_graded(tmp_path):
             assert book["right"][name] == "passed", book["right"]
             assert book["wrong"][name] == "wrong", book["wrong"]
         assert all(row["flags"] == "" for row in book.values()), book
-    assert books["08_linear_attention"]["every_state"]["linear_attention_rnn"] == "wrong"
+    assert (
+        books["08_linear_attention"]["every_state"]["linear_attention_rnn"] == "wrong"
+    )
     assert books["08_linear_attention"]["masked"]["linear_attention_rnn"] == "wrong"
-    assert "masked t × t form" in (tmp_path / "08_linear_attention-out" / "feedback" / "masked.md").read_text()
+    assert (
+        "masked t × t form"
+        in (tmp_path / "08_linear_attention-out" / "feedback" / "masked.md").read_text()
+    )
     assert "attends to itself" in feedback["08_linear_attention"]
     assert "have length 1: rescale" in feedback["10_random_features"]
     assert "d_k^(1/4) before the features" in feedback["10_random_features"]

@@ -16,7 +16,10 @@ from grading_support import gradebook, run_grader
 from test_grade_chapters_8_10 import _answered
 from test_grade_walls import _bwrap_runs
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(_bwrap_runs() is not None, reason=str(_bwrap_runs()))]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(_bwrap_runs() is not None, reason=str(_bwrap_runs())),
+]
 
 NAME = "linear_attention"
 
@@ -277,8 +280,13 @@ def book(tmp_path_factory):
     folder, out = base / "class", base / "out"
     folder.mkdir()
     for student, code in {**HONEST, **FORGED, "keeps_a_buffer": KEEPS_A_BUFFER}.items():
-        (folder / f"{student}.ipynb").write_text(json.dumps(_answered("08_linear_attention", {NAME: code})))
-    stash = _answered("08_linear_attention", {"memory_keys": STASHES, "linear_attention_step": USES_STASH})
+        (folder / f"{student}.ipynb").write_text(
+            json.dumps(_answered("08_linear_attention", {NAME: code}))
+        )
+    stash = _answered(
+        "08_linear_attention",
+        {"memory_keys": STASHES, "linear_attention_step": USES_STASH},
+    )
     (folder / "stashes_for_later.ipynb").write_text(json.dumps(stash))
     run_grader(folder, out, "--jobs", "2")
     return {**gradebook(out), "feedback": out / "feedback"}
@@ -289,7 +297,9 @@ def test_linear_memory_answers_pass(book, student):
     assert book[student][NAME] == "passed", book[student]
 
 
-@pytest.mark.parametrize("student", [*FORGED, pytest.param("keeps_a_buffer", marks=KNOWN_HOLE)])
+@pytest.mark.parametrize(
+    "student", [*FORGED, pytest.param("keeps_a_buffer", marks=KNOWN_HOLE)]
+)
 def test_forged_measurement_earns_nothing(book, student):
     """Each is right on every case and forms the matrix: the memory check is what fails it."""
     assert book[student][NAME] == "wrong", book[student]
@@ -302,8 +312,12 @@ def test_an_earlier_answer_leaves_nothing_for_a_later_one(book):
     sandbox's processes are ended and its writable folders emptied: a reference taken while another exercise was
     graded (its own exercise passed, so it was found) reaches the later answer neither in memory, nor in a file,
     nor through a process left behind."""
-    assert book["stashes_for_later"]["memory_keys"] == "passed", book["stashes_for_later"]
-    assert book["stashes_for_later"]["linear_attention_step"] == "wrong", book["stashes_for_later"]
+    assert book["stashes_for_later"]["memory_keys"] == "passed", book[
+        "stashes_for_later"
+    ]
+    assert book["stashes_for_later"]["linear_attention_step"] == "wrong", book[
+        "stashes_for_later"
+    ]
 
 
 CHILD_AND_FORKS = """\
@@ -363,7 +377,8 @@ def build_copies(folder, count: int) -> None:
     test_grade_models.build_copies(folder, "08", count)
 
 
-if __name__ == "__main__":  # python tests/test_grade_memory_walls.py FOLDER COUNT: a chapter-8 class to grade by hand
+# python tests/test_grade_memory_walls.py FOLDER COUNT: a chapter-8 class to grade by hand
+if __name__ == "__main__":
     import sys
     from pathlib import Path
 

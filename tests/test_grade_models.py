@@ -26,9 +26,17 @@ from homework_grader.remote import Limits, check_exercise
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TRAIN = Exercise(name="train", checker="check_train_loop", module="companion.exercises.embedding_lm")
-FORWARD = Exercise(name="gpt_forward", checker="check_gpt_forward", module="companion.exercises.gpt")
-LOSS = Exercise(name="next_token_loss", checker="check_next_token_loss", module="companion.exercises.gpt")
+TRAIN = Exercise(
+    name="train", checker="check_train_loop", module="companion.exercises.embedding_lm"
+)
+FORWARD = Exercise(
+    name="gpt_forward", checker="check_gpt_forward", module="companion.exercises.gpt"
+)
+LOSS = Exercise(
+    name="next_token_loss",
+    checker="check_next_token_loss",
+    module="companion.exercises.gpt",
+)
 
 # ----- chapter 2: train ----------------------------------------------------------------------------------------
 
@@ -112,11 +120,16 @@ def train(model, ids, steps, lr):
 """
 TRAIN_WRONG = {
     "no_zero_grad": (
-        _TRAIN_LOOP.format(setup="opt = torch.optim.Adam(model.parameters(), lr=lr)", zero="pass"),
+        _TRAIN_LOOP.format(
+            setup="opt = torch.optim.Adam(model.parameters(), lr=lr)", zero="pass"
+        ),
         "zero_grad",
     ),
     "sgd": (
-        _TRAIN_LOOP.format(setup="opt = torch.optim.SGD(model.parameters(), lr=lr)", zero="opt.zero_grad()"),
+        _TRAIN_LOOP.format(
+            setup="opt = torch.optim.SGD(model.parameters(), lr=lr)",
+            zero="opt.zero_grad()",
+        ),
         "torch.optim.Adam",
     ),
     "copy_of_model": (
@@ -128,7 +141,10 @@ TRAIN_WRONG = {
         "did not change",
     ),
     "one_step_too_many": (
-        _TRAIN_LOOP.format(setup="opt = torch.optim.Adam(model.parameters(), lr=lr)", zero="opt.zero_grad()")
+        _TRAIN_LOOP.format(
+            setup="opt = torch.optim.Adam(model.parameters(), lr=lr)",
+            zero="opt.zero_grad()",
+        )
         + "\n\n_inner = train\n\n\ndef train(model, ids, steps, lr):\n"
         "    return _inner(model, ids, steps + 1, lr)[:steps]\n",
         "trained tables are not",
@@ -201,7 +217,8 @@ FORWARD_WRONG = {
         "        x = b(x0)\n    return model.norm(x) @ model.embed.weight.T\n",
         "Chain the blocks",
     ),
-    "changes_the_weights": (  # the right computation, after scaling the final norm's weight in place
+    # the right computation, after scaling the final norm's weight in place
+    "changes_the_weights": (
         "import torch\n\n\ndef gpt_forward(model, ids):\n    with torch.no_grad():\n"
         "        model.norm.bias.add_(0.5)\n    x = model.pos(model.embed(ids))\n    for b in model.blocks:\n"
         "        x = b(x)\n    return model.norm(x) @ model.embed.weight.T\n",
@@ -305,11 +322,17 @@ LOSS_ATTACKS = {
     ),
 }
 
-RIGHT = [(TRAIN, k, v) for k, v in TRAIN_RIGHT.items()] + [(FORWARD, k, v) for k, v in FORWARD_RIGHT.items()]
+RIGHT = [(TRAIN, k, v) for k, v in TRAIN_RIGHT.items()] + [
+    (FORWARD, k, v) for k, v in FORWARD_RIGHT.items()
+]
 RIGHT += [(LOSS, k, v) for k, v in LOSS_RIGHT.items()]
-WRONG = [(TRAIN, k, *v) for k, v in TRAIN_WRONG.items()] + [(FORWARD, k, *v) for k, v in FORWARD_WRONG.items()]
+WRONG = [(TRAIN, k, *v) for k, v in TRAIN_WRONG.items()] + [
+    (FORWARD, k, *v) for k, v in FORWARD_WRONG.items()
+]
 WRONG += [(LOSS, k, *v) for k, v in LOSS_WRONG.items()]
-ATTACKS = [(TRAIN, k, v) for k, v in TRAIN_ATTACKS.items()] + [(FORWARD, k, v) for k, v in FORWARD_ATTACKS.items()]
+ATTACKS = [(TRAIN, k, v) for k, v in TRAIN_ATTACKS.items()] + [
+    (FORWARD, k, v) for k, v in FORWARD_ATTACKS.items()
+]
 ATTACKS += [(LOSS, k, v) for k, v in LOSS_ATTACKS.items()]
 
 
@@ -319,22 +342,33 @@ def verdicts():
     jobs = [(e, code) for e, _, code in RIGHT] + [(e, code) for e, _, code, _ in WRONG]
     jobs += [(e, code) for e, _, code in ATTACKS]
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda j: check_exercise(j[0], j[1], Limits(seconds=120), []), jobs))
+        results = list(
+            pool.map(
+                lambda j: check_exercise(j[0], j[1], Limits(seconds=120), []), jobs
+            )
+        )
     return {code: r for (_, code), r in zip(jobs, results, strict=True)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("exercise", "style", "code"), RIGHT, ids=[f"{e.name}-{s}" for e, s, _ in RIGHT])
+@pytest.mark.parametrize(
+    ("exercise", "style", "code"), RIGHT, ids=[f"{e.name}-{s}" for e, s, _ in RIGHT]
+)
 def test_right_answers_pass_out_of_process(verdicts, exercise, style, code):
     r = verdicts[code]
     assert r["status"] == "passed", r
-    assert r["how"] == "remote", r  # checked in the grader's process, the answer in its own
+    # checked in the grader's process, the answer in its own
+    assert r["how"] == "remote", r
     if exercise is not TRAIN:  # the checker's hidden random cases ran too
         assert "3 of them on hidden random inputs" in r["text"], r["text"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("exercise", "style", "code", "named"), WRONG, ids=[f"{e.name}-{s}" for e, s, _, _ in WRONG])
+@pytest.mark.parametrize(
+    ("exercise", "style", "code", "named"),
+    WRONG,
+    ids=[f"{e.name}-{s}" for e, s, _, _ in WRONG],
+)
 def test_wrong_answers_get_the_checkers_verdict(verdicts, exercise, style, code, named):
     r = verdicts[code]
     assert r["status"] == "wrong" and r["how"] == "remote", r
@@ -342,7 +376,11 @@ def test_wrong_answers_get_the_checkers_verdict(verdicts, exercise, style, code,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("exercise", "attack", "code"), ATTACKS, ids=[f"{e.name}-{s}" for e, s, _ in ATTACKS])
+@pytest.mark.parametrize(
+    ("exercise", "attack", "code"),
+    ATTACKS,
+    ids=[f"{e.name}-{s}" for e, s, _ in ATTACKS],
+)
 def test_attacks_get_no_pass(verdicts, exercise, attack, code):
     r = verdicts[code]
     assert r["status"] in ("wrong", "error", "defining"), r
@@ -352,11 +390,21 @@ def test_attacks_get_no_pass(verdicts, exercise, attack, code):
 @pytest.mark.slow
 def test_attacks_are_told_what_they_reached_for(verdicts):
     text = {name: verdicts[code].get("text", "") for _, name, code in ATTACKS}
-    for name in ("library_loop", "library_forward", "parent_forward", "mro_forward", "library_loss"):
+    for name in (
+        "library_loop",
+        "library_forward",
+        "parent_forward",
+        "mro_forward",
+        "library_loss",
+    ):
         assert "write this one yourself" in text[name], (name, text[name])
     assert "forbids it" in text["model_call"], text["model_call"]
     for name in ("checker_reference", "source_of_the_library"):
-        reasons = ("cannot be read here", "No module named", "could not get source code")
+        reasons = (
+            "cannot be read here",
+            "No module named",
+            "could not get source code",
+        )
         assert any(r in text[name] for r in reasons), (name, text[name])
 
 
@@ -387,15 +435,25 @@ def test_a_model_travels_as_data_and_is_rebuilt_alike():
     model.blocks[1].eval()
     data = _round_trip(model)
     assert isinstance(data, wire.ModuleData)  # reading builds nothing
-    assert data.named_tensors().keys() == dict(model.named_parameters(remove_duplicate=False)).keys() | {
-        n for n, _ in model.named_buffers(remove_duplicate=False)
-    }
+    assert data.named_tensors().keys() == dict(
+        model.named_parameters(remove_duplicate=False)
+    ).keys() | {n for n, _ in model.named_buffers(remove_duplicate=False)}
     built = sandbox.rebuild(data)
-    assert type(built).__mro__[1].__qualname__ == "GPT" and type(built).__mro__[1].__module__ == "companion.gpt"
+    assert (
+        type(built).__mro__[1].__qualname__ == "GPT"
+        and type(built).__mro__[1].__module__ == "companion.gpt"
+    )
     assert built.lm_head.weight is built.embed.weight  # tied stays tied
     assert built.state_dict().keys() == model.state_dict().keys()
-    assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), model.state_dict().values(), strict=True))
-    assert built.config == model.config and built.training and not built.blocks[1].training
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            built.state_dict().values(), model.state_dict().values(), strict=True
+        )
+    )
+    assert (
+        built.config == model.config and built.training and not built.blocks[1].training
+    )
     ids = torch.randint(0, 13, (2, 7))
 
     def by_parts(m):
@@ -416,7 +474,8 @@ def test_what_is_not_a_model_of_torch_or_the_companion_is_refused():
             self.w = torch.nn.Parameter(torch.ones(2))
 
     with pytest.raises(wire.Unportable, match="Mine"):
-        _round_trip(Mine())  # a class of nobody's library: it cannot be named in the answer's process
+        # a class of nobody's library: it cannot be named in the answer's process
+        _round_trip(Mine())
     layer = torch.nn.Linear(2, 2)
     layer.register_forward_hook(lambda *a: None)
     with pytest.raises(wire.Unportable, match="hooks"):
@@ -428,9 +487,15 @@ def test_what_is_not_a_model_of_torch_or_the_companion_is_refused():
     forged = {"M": [{"type": "os:system", "private": [], "params": {}, "buffers": {}, "transient": [],
                      "children": {}, "attrs": {}, "training": True}]}  # fmt: skip
     data = wire._decode_module(forged["M"], [])
-    with pytest.raises(wire.WireError, match="not a class or function of torch or the companion"):
+    with pytest.raises(
+        wire.WireError, match="not a class or function of torch or the companion"
+    ):
         sandbox.rebuild(data)
-    for spec in ("companion.exercises.gpt:_PartsOnlyGPT", "homework_grader.sandbox:serve", "builtins:eval"):
+    for spec in (
+        "companion.exercises.gpt:_PartsOnlyGPT",
+        "homework_grader.sandbox:serve",
+        "builtins:eval",
+    ):
         with pytest.raises(wire.WireError):
             wire.named_object(spec)
 
@@ -455,7 +520,14 @@ print("file", any(r.endswith("gpt.py") for r in refused))
 def test_what_a_checker_withholds_is_withheld_in_the_answers_process():
     run = run_isolated(CLOSED)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["method", "True", "function", "True", "file", "True"], run.stdout
+    assert run.stdout.split() == [
+        "method",
+        "True",
+        "function",
+        "True",
+        "file",
+        "True",
+    ], run.stdout
 
 
 def test_an_argument_that_cannot_be_sent_gives_an_error_that_says_so():
@@ -464,13 +536,24 @@ def test_an_argument_that_cannot_be_sent_gives_an_error_that_says_so():
     from companion.exercises import checking
     from homework_grader import answers, remote, worker
 
-    checker = checking.compare("f", lambda g: 1, [checking.case(lambda: 0)], hidden=None)
+    checker = checking.compare(
+        "f", lambda g: 1, [checking.case(lambda: 0)], hidden=None
+    )
     box = remote.Sandbox(Limits())
     with pytest.raises(wire.Unportable):
-        checker.verdict(remote.remote_function(box, "f"))  # raised when the arguments are sent, before any call
+        # raised when the arguments are sent, before any call
+        checker.verdict(remote.remote_function(box, "f"))
     answer = answers.extract(["def f(g):\n    return 1\n"], "f")
-    entry = worker._entry("f", {"status": "unportable", "why": "cannot send a function as data"}, answer, Limits())
-    assert entry["status"] == "error" and "cannot send the checker's arguments" in entry["problem"], entry
+    entry = worker._entry(
+        "f",
+        {"status": "unportable", "why": "cannot send a function as data"},
+        answer,
+        Limits(),
+    )
+    assert (
+        entry["status"] == "error"
+        and "cannot send the checker's arguments" in entry["problem"]
+    ), entry
     assert "tell your instructor" in entry["text"]
 
 
@@ -491,24 +574,43 @@ def build_copies(folder: Path, chapter: str, count: int) -> None:
 
     book = next((ROOT / "book").glob(f"{chapter}_*.md")).read_text()
     solutions = {}
-    for body in re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", book, re.MULTILINE | re.DOTALL):
+    for body in re.findall(
+        r"^```\{code-cell\}[^\n]*\n(.*?)^```", book, re.MULTILINE | re.DOTALL
+    ):
         if "# BEGIN SOLUTION" in body:
-            lines = body.split("---\n")[-1].splitlines() if body.startswith("---") else body.splitlines()
-            text = "\n".join(line for line in lines if "SOLUTION" not in line and not line.startswith(":"))
-            solutions |= dict.fromkeys(re.findall(r"^(?:def|class) (\w+)", text, re.MULTILINE), text)
+            lines = (
+                body.split("---\n")[-1].splitlines()
+                if body.startswith("---")
+                else body.splitlines()
+            )
+            text = "\n".join(
+                line
+                for line in lines
+                if "SOLUTION" not in line and not line.startswith(":")
+            )
+            solutions |= dict.fromkeys(
+                re.findall(r"^(?:def|class) (\w+)", text, re.MULTILINE), text
+            )
     homework = next((ROOT / "book" / "homework").glob(f"{chapter}_*.ipynb"))
     folder.mkdir(parents=True)
     for k in range(count):
         nb = json.loads(homework.read_text())
         for cell in nb["cells"]:
-            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            source = (
+                "".join(cell["source"])
+                if isinstance(cell["source"], list)
+                else cell["source"]
+            )
             name = re.search(r"^(?:def|class) (\w+)", source, re.MULTILINE)
             if "exercise-stub" in cell.get("metadata", {}).get("tags", []) and name:
                 n = name.group(1)
-                cell["source"] = f"# written by student {k}\n" + (STYLES[n][k % 4] if n in STYLES else solutions[n])
+                cell["source"] = f"# written by student {k}\n" + (
+                    STYLES[n][k % 4] if n in STYLES else solutions[n]
+                )
         (folder / f"student{k:02d}.ipynb").write_text(json.dumps(nb))
 
 
-if __name__ == "__main__":  # python tests/test_grade_models.py FOLDER CHAPTER COUNT: a class to grade by hand
+# python tests/test_grade_models.py FOLDER CHAPTER COUNT: a class to grade by hand
+if __name__ == "__main__":
     build_copies(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
     print(f"{sys.argv[3]} notebooks of chapter {sys.argv[2]} in {sys.argv[1]}")

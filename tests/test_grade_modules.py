@@ -92,7 +92,8 @@ def graded(tmp_path_factory):
     (stub,) = [
         i
         for i, c in enumerate(nb["cells"])
-        if "exercise-stub" in c.get("metadata", {}).get("tags", []) and "class FMMAttention(" in _source(c)
+        if "exercise-stub" in c.get("metadata", {}).get("tags", [])
+        and "class FMMAttention(" in _source(c)
     ]
     for student, code in ANSWERS.items():
         nb["cells"][stub]["source"] = code
@@ -111,11 +112,15 @@ def test_a_module_exercise_is_graded_through_the_mirror(graded):
         "raw_weights": "wrong",
         "no_block_keywords": "wrong",
     }
-    assert all(book[s]["flags"] == "" for s in ANSWERS)  # checked in the grader's process, not the answer's
+    # checked in the grader's process, not the answer's
+    assert all(book[s]["flags"] == "" for s in ANSWERS)
     feedback = {s: (graded / "feedback" / f"{s}.md").read_text() for s in ANSWERS}
     assert "Your band holds b + 1 keys" in feedback["band_plus_one"]
     assert "The blend weights must be positive" in feedback["raw_weights"]
-    assert "CausalBlock(d_model=8" in feedback["no_block_keywords"] and "TypeError" in feedback["no_block_keywords"]
+    assert (
+        "CausalBlock(d_model=8" in feedback["no_block_keywords"]
+        and "TypeError" in feedback["no_block_keywords"]
+    )
 
 
 @pytest.mark.slow

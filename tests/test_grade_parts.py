@@ -39,9 +39,17 @@ def test_extract_takes_the_definition_and_what_it_uses():
     a = answers.extract(CELLS, "double")
     ns: dict = {}
     exec(a.code, ns)
-    assert ns["double"](torch.tensor(1.5)).item() == pytest.approx(3.0)  # the last definition, with its helper
-    assert "import math as m" in a.code and "SCALE = 2.0" in a.code and "NAMES" in a.code
-    assert "unused" not in a.code and "randn" not in a.code and "print" not in a.code and "nn" not in a.code
+    # the last definition, with its helper
+    assert ns["double"](torch.tensor(1.5)).item() == pytest.approx(3.0)
+    assert (
+        "import math as m" in a.code and "SCALE = 2.0" in a.code and "NAMES" in a.code
+    )
+    assert (
+        "unused" not in a.code
+        and "randn" not in a.code
+        and "print" not in a.code
+        and "nn" not in a.code
+    )
     assert a.cell == 5 and a.skipped == [] and a.unparsable == [7]
 
 
@@ -54,12 +62,19 @@ def test_extract_names_what_it_did_not_run():
 
 
 def test_extract_keeps_locals_out_of_the_skipped_names():
-    cells = ["ids = [1]\ntokens = 2\n", "def f(tokens, n=3):\n    ids = [t for t in tokens]\n    return ids, n\n"]
+    cells = [
+        "ids = [1]\ntokens = 2\n",
+        "def f(tokens, n=3):\n    ids = [t for t in tokens]\n    return ids, n\n",
+    ]
     assert answers.extract(cells, "f").skipped == []
 
 
 def test_stub_and_reference_mentions():
-    assert answers.is_stub(answers.extract(["def f(x):\n    raise NotImplementedError  # your code\n"], "f"))
+    assert answers.is_stub(
+        answers.extract(
+            ["def f(x):\n    raise NotImplementedError  # your code\n"], "f"
+        )
+    )
     assert not answers.is_stub(answers.extract(["def f(x):\n    return x\n"], "f"))
     for code in (
         "import companion.attention as A\ndef f(x):\n    return A.f(x)\n",
@@ -88,11 +103,20 @@ def test_book_solutions_are_read_from_the_chapter():
 def test_pen_and_paper_answers_are_collected_under_their_heading():
     nb = {
         "cells": [
-            {"cell_type": "markdown", "source": "### Exercise 1.3 (By hand)\n\nCompute it."},
+            {
+                "cell_type": "markdown",
+                "source": "### Exercise 1.3 (By hand)\n\nCompute it.",
+            },
             {"cell_type": "code", "source": "x = 1"},
-            {"cell_type": "markdown", "source": ["**Your answer:**", " it is 4, because 2 + 2."]},
+            {
+                "cell_type": "markdown",
+                "source": ["**Your answer:**", " it is 4, because 2 + 2."],
+            },
             {"cell_type": "markdown", "source": "**YOUR ANSWER** (exercise 1.4): none"},
-            {"cell_type": "markdown", "source": "Some text mentioning **Your answer:** later on"},
+            {
+                "cell_type": "markdown",
+                "source": "Some text mentioning **Your answer:** later on",
+            },
         ]
     }
     found = answers.pen_and_paper(nb)
@@ -124,9 +148,21 @@ def test_values_travel_as_data():
         "scalar": np.float32(1.5),
     }
     got = _round_trip(value)
-    assert torch.equal(got["t"], value["t"]) and got[("a", 1)][:2] == [1, 2.5] and np.isnan(got[("a", 1)][2])
-    assert got[("a", 1)][3:] == [None, True, "s"] and isinstance(got["n"], np.ndarray) and got["n"].dtype == np.int16
-    assert got["dtype"] is torch.long and got["size"] == torch.Size([2, 3]) and got["set"] == {1, 2}
+    assert (
+        torch.equal(got["t"], value["t"])
+        and got[("a", 1)][:2] == [1, 2.5]
+        and np.isnan(got[("a", 1)][2])
+    )
+    assert (
+        got[("a", 1)][3:] == [None, True, "s"]
+        and isinstance(got["n"], np.ndarray)
+        and got["n"].dtype == np.int16
+    )
+    assert (
+        got["dtype"] is torch.long
+        and got["size"] == torch.Size([2, 3])
+        and got["set"] == {1, 2}
+    )
     assert isinstance(got["scalar"], np.float32)
 
 
@@ -137,7 +173,8 @@ def test_what_is_not_data_arrives_opaque_or_is_refused():
 
     got = _round_trip([lambda: 1, Sneaky(torch.zeros(2))])
     assert isinstance(got[0], wire.Opaque) and got[0] != got[0]
-    assert type(got[1]) is torch.Tensor  # a plain tensor: the subclass's comparisons stay behind
+    # a plain tensor: the subclass's comparisons stay behind
+    assert type(got[1]) is torch.Tensor
     with pytest.raises(wire.Unportable):
         _round_trip(lambda: 1, strict=True)
 
@@ -148,11 +185,15 @@ def test_a_pickle_in_a_message_is_never_loaded():
     import struct
 
     stream = io.BytesIO()
-    np.save(stream, np.array([{"evil": 1}], dtype=object), allow_pickle=True)  # an array that needs unpickling
+    # an array that needs unpickling
+    np.save(stream, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
     header = json.dumps({"op": "result", "value": {"N": 0}, "tensors": 1}).encode()
     blob = b"N" + stream.getvalue()
     read, write = os.pipe()
-    os.write(write, struct.pack("<Q", len(header)) + header + struct.pack("<Q", len(blob)) + blob)
+    os.write(
+        write,
+        struct.pack("<Q", len(header)) + header + struct.pack("<Q", len(blob)) + blob,
+    )
     with pytest.raises(wire.WireError, match="pickle"):
         wire.read(read)
     os.close(read)
@@ -225,12 +266,20 @@ def test_two_notebooks_of_one_student_grade_the_newest(tmp_path):
     (tmp_path / "bob.ipynb").write_text("{}")
     found, notes = cli.find_submissions(tmp_path)
     assert found == [("alice", new), ("bob", tmp_path / "bob.ipynb")]
-    assert len(notes) == 1 and "graded the newest, alice/b.ipynb" in notes[0] and "alice/a.ipynb" in notes[0]
+    assert (
+        len(notes) == 1
+        and "graded the newest, alice/b.ipynb" in notes[0]
+        and "alice/a.ipynb" in notes[0]
+    )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "homework_grader", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "homework_grader", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
 
 
@@ -255,7 +304,13 @@ def test_command_line_errors_are_clear_and_come_before_grading(tmp_path, args, m
         (ROOT / "book" / "homework" / "01_words_to_vectors.ipynb").read_text()
     )
     (tmp_path / "file").write_text("not a folder")
-    names = {"EMPTY": "empty", "MISSING": "missing", "ONE": "one", "OUT": "out", "FILE": "file"}
+    names = {
+        "EMPTY": "empty",
+        "MISSING": "missing",
+        "ONE": "one",
+        "OUT": "out",
+        "FILE": "file",
+    }
     run = _cli(*[str(tmp_path / names[a]) if a in names else a for a in args])
     assert run.returncode == 2, run.stderr
     assert message in run.stderr and "Traceback" not in run.stderr, run.stderr
@@ -263,7 +318,9 @@ def test_command_line_errors_are_clear_and_come_before_grading(tmp_path, args, m
 
 
 def test_formulas_are_escaped_in_the_gradebook(tmp_path):
-    assert [report.cell(v) for v in ("=HYPERLINK(1)", "+1", "-2", "@x", "alice", 3)] == [
+    assert [
+        report.cell(v) for v in ("=HYPERLINK(1)", "+1", "-2", "@x", "alice", 3)
+    ] == [
         "'=HYPERLINK(1)",
         "'+1",
         "'-2",
@@ -272,39 +329,90 @@ def test_formulas_are_escaped_in_the_gradebook(tmp_path):
         3,
     ]
     chapter = Chapter("01_x", 1, "X", (Exercise("f", "check_f", "m"),))
-    rows = [{"student": '=HYPERLINK("http://x","y")', "file": "=1+1.ipynb", "chapter": "", "f": "passed"}]
-    rows[0] |= {"total": 1, "out_of": 1, "problems": "-oops", "flags": "", "seconds": "1.0"}
+    rows = [
+        {
+            "student": '=HYPERLINK("http://x","y")',
+            "file": "=1+1.ipynb",
+            "chapter": "",
+            "f": "passed",
+        }
+    ]
+    rows[0] |= {
+        "total": 1,
+        "out_of": 1,
+        "problems": "-oops",
+        "flags": "",
+        "seconds": "1.0",
+    }
     report.write_gradebook(tmp_path / "g.csv", rows, chapter)
     text = (tmp_path / "g.csv").read_text(encoding="utf-8-sig")
     assert "'=HYPERLINK" in text and "'=1+1.ipynb" in text and "'-oops" in text
-    assert [p.name for p in tmp_path.iterdir()] == ["g.csv"]  # written through a temporary file, renamed
+    # written through a temporary file, renamed
+    assert [p.name for p in tmp_path.iterdir()] == ["g.csv"]
 
 
 def test_book_solutions_count_only_when_few():
     """Most of a notebook equal to the book's solutions: flagged and not counted. One short answer that happens to
     be the book's: flagged for the instructor, and counted."""
-    chapter = Chapter("01_x", 1, "X", tuple(Exercise(n, f"check_{n}", "m") for n in "fgh"))
+    chapter = Chapter(
+        "01_x", 1, "X", tuple(Exercise(n, f"check_{n}", "m") for n in "fgh")
+    )
     book = {"status": "passed", "flag": "the book's published solution"}
     own = {"status": "passed"}
-    result = {"student": "a", "file": "a.ipynb", "chapter": "01_x", "problems": [], "seconds": 1.0}
-    copied = report.row({**result, "exercises": {"f": book, "g": book, "h": own}}, chapter)
-    assert [copied[n] for n in "fgh"] == ["passed (book's solution)"] * 2 + ["passed"] and copied["total"] == 1
+    result = {
+        "student": "a",
+        "file": "a.ipynb",
+        "chapter": "01_x",
+        "problems": [],
+        "seconds": 1.0,
+    }
+    copied = report.row(
+        {**result, "exercises": {"f": book, "g": book, "h": own}}, chapter
+    )
+    assert [copied[n] for n in "fgh"] == ["passed (book's solution)"] * 2 + [
+        "passed"
+    ] and copied["total"] == 1
     once = report.row({**result, "exercises": {"f": book, "g": own, "h": own}}, chapter)
-    assert [once[n] for n in "fgh"] == ["passed"] * 3 and once["total"] == 3 and "published" in once["flags"]
+    assert (
+        [once[n] for n in "fgh"] == ["passed"] * 3
+        and once["total"] == 3
+        and "published" in once["flags"]
+    )
 
 
 def test_rerun_clears_stale_feedback_and_writes_atomically(tmp_path):
-    chapter = Chapter("01_x", 1, "X", (Exercise("f", "check_f", "m"), Exercise("g", "check_g", "m")))
-    result = {"path": "a", "file": "a.ipynb", "chapter": "01_x", "problems": [], "seconds": 1.0}
-    entry = {"status": "passed", "text": "PASSED  f", "flag": "`f` is the book's published solution"}
+    chapter = Chapter(
+        "01_x", 1, "X", (Exercise("f", "check_f", "m"), Exercise("g", "check_g", "m"))
+    )
+    result = {
+        "path": "a",
+        "file": "a.ipynb",
+        "chapter": "01_x",
+        "problems": [],
+        "seconds": 1.0,
+    }
+    entry = {
+        "status": "passed",
+        "text": "PASSED  f",
+        "flag": "`f` is the book's published solution",
+    }
     both = {"f": entry, "g": entry}
-    first = [{**result, "student": "alice", "exercises": both}, {**result, "student": "bob", "exercises": {}}]
-    first[1]["written"] = [{"exercise": "Exercise 1.2", "answer": "**Your answer:** four"}]
+    first = [
+        {**result, "student": "alice", "exercises": both},
+        {**result, "student": "bob", "exercises": {}},
+    ]
+    first[1]["written"] = [
+        {"exercise": "Exercise 1.2", "answer": "**Your answer:** four"}
+    ]
     report.write_all(tmp_path, first, [chapter], chapter)
     assert (tmp_path / "feedback" / "bob.md").exists()
     assert "## Written answers" in (tmp_path / "feedback" / "bob.md").read_text()
     book = report.read_gradebook(tmp_path / "gradebook.csv")
-    assert book[0]["f"] == "passed (book's solution)" and book[0]["total"] == "0" and "published" in book[0]["flags"]
+    assert (
+        book[0]["f"] == "passed (book's solution)"
+        and book[0]["total"] == "0"
+        and "published" in book[0]["flags"]
+    )
     report.write_all(tmp_path, first[:1], [chapter], chapter)
     assert sorted(p.name for p in (tmp_path / "feedback").iterdir()) == ["alice.md"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -318,14 +426,27 @@ def test_console_script_and_grade_extra():
     project = config["project"]
     assert project["scripts"]["companion-grade"] == "homework_grader:main"
     # two top-level packages in one distribution: the grader ships beside the companion, not inside it
-    assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["companion*", "homework_grader*"]
-    extra = {re.split(r"[<>=]", r)[0] for r in project["optional-dependencies"]["grade"]}
-    assert {"nbformat", "safetensors"} <= extra and "transformers" not in extra and "nbclient" not in extra
+    assert config["tool"]["setuptools"]["packages"]["find"]["include"] == [
+        "companion*",
+        "homework_grader*",
+    ]
+    extra = {
+        re.split(r"[<>=]", r)[0] for r in project["optional-dependencies"]["grade"]
+    }
+    assert (
+        {"nbformat", "safetensors"} <= extra
+        and "transformers" not in extra
+        and "nbclient" not in extra
+    )
 
 
 def test_container_recipe_refers_to_what_exists():
     recipe = (ROOT / "tools" / "grader.Dockerfile").read_text()
-    lines = [line.strip() for line in recipe.splitlines() if line.strip() and not line.startswith("#")]
+    lines = [
+        line.strip()
+        for line in recipe.splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert lines[0].startswith("FROM python:3.1")
     for line in lines:
         if line.startswith("COPY"):
@@ -333,7 +454,11 @@ def test_container_recipe_refers_to_what_exists():
             for s in sources:
                 assert (ROOT / s).exists(), s
     assert any(line.startswith("USER ") and "root" not in line for line in lines)
-    entry = json.loads(next(line for line in lines if line.startswith("ENTRYPOINT"))[len("ENTRYPOINT") :])
+    entry = json.loads(
+        next(line for line in lines if line.startswith("ENTRYPOINT"))[
+            len("ENTRYPOINT") :
+        ]
+    )
     assert entry == ["companion-grade"]
     assert '".[grade]"' in recipe and "constraints.txt" in recipe
     readme = (ROOT / "README.md").read_text()
@@ -371,12 +496,15 @@ def test_chapter_6_bpe_training_is_graded_through_the_grader(tmp_path):
         "        merges.append(pair)\n"
         "    return merges\n"
     )
-    wrong = right.replace("pair = min(p for p in counts", "pair = max(p for p in counts")
+    wrong = right.replace(
+        "pair = min(p for p in counts", "pair = max(p for p in counts"
+    )
     homework = json.loads((ROOT / "book" / "homework" / "06_gpt.ipynb").read_text())
     stub = next(
         i
         for i, c in enumerate(homework["cells"])
-        if "exercise-stub" in c.get("metadata", {}).get("tags", []) and "def learn_merges(" in "".join(c["source"])
+        if "exercise-stub" in c.get("metadata", {}).get("tags", [])
+        and "def learn_merges(" in "".join(c["source"])
     )
     for student, code in (("right", right), ("wrong", wrong), ("stub", None)):
         nb = json.loads(json.dumps(homework))

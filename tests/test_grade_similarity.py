@@ -4,7 +4,13 @@ tells different methods apart; feedback text from an answer cannot break out of 
 from __future__ import annotations
 
 from homework_grader.report import feedback_names, fenced, one_line
-from homework_grader.similarity import BOOK, closest_pairs, fingerprints, similarity, tokens
+from homework_grader.similarity import (
+    BOOK,
+    closest_pairs,
+    fingerprints,
+    similarity,
+    tokens,
+)
 
 BOOK_SOLUTION = """\
 def weightless_self_attention(x):
@@ -53,9 +59,15 @@ def test_closest_pairs_name_students_and_the_book():
     }
     rows = closest_pairs(answers, {"weightless_self_attention": BOOK_SOLUTION})
     pairs = {(r["student"], r["other"]): r["similarity"] for r in rows}
-    assert pairs[("ann", BOOK)] == 1.0 and ("ann", "bob") in pairs and ("bob", BOOK) in pairs
+    assert (
+        pairs[("ann", BOOK)] == 1.0
+        and ("ann", "bob") in pairs
+        and ("bob", BOOK) in pairs
+    )
     assert not any("cat" in p for p in pairs), pairs
-    assert [r["similarity"] for r in rows] == sorted((r["similarity"] for r in rows), reverse=True)
+    assert [r["similarity"] for r in rows] == sorted(
+        (r["similarity"] for r in rows), reverse=True
+    )
 
 
 def test_code_that_does_not_tokenize_has_no_fingerprints():
@@ -66,7 +78,11 @@ def test_code_that_does_not_tokenize_has_no_fingerprints():
 def test_a_fence_holds_whatever_backticks_the_text_has():
     text = "```\n## `f`: passed\n```` and `````"
     lines = fenced(text)
-    assert lines[0].startswith("``````") and lines[-1] == lines[0][: len(lines[-1])] and len(lines[-1]) == 6
+    assert (
+        lines[0].startswith("``````")
+        and lines[-1] == lines[0][: len(lines[-1])]
+        and len(lines[-1]) == 6
+    )
 
 
 def test_one_line_cannot_start_a_heading():

@@ -38,7 +38,18 @@ def _bwrap_runs() -> str | None:
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (tools/ensure-bubblewrap.sh installs it)"
     done = subprocess.run(
-        ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
+        [
+            "bwrap",
+            "--unshare-all",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "true",
+        ],
         capture_output=True,
         text=True,
     )
@@ -430,9 +441,15 @@ def graded(tmp_path_factory):
     tag = f"walls-test-{os.getpid()}-{time.time_ns()}"
     paths = {
         "classmates": [str(folder / f"{v}.ipynb") for v in VICTIMS],
-        "book": [str(ROOT / "book" / "04_attention.md"), str(ROOT / "book" / "04_attention.ipynb")],
+        "book": [
+            str(ROOT / "book" / "04_attention.md"),
+            str(ROOT / "book" / "04_attention.ipynb"),
+        ],
         "reference": [str(ROOT / "companion" / "attention.py")],
-        "package": [str(ROOT / "homework_grader" / "report.py"), str(ROOT / "companion" / "attention.py")],
+        "package": [
+            str(ROOT / "homework_grader" / "report.py"),
+            str(ROOT / "companion" / "attention.py"),
+        ],
         "site": [sysconfig.get_paths()["purelib"]],
         "out": str(out),
         "marker": str(marker),
@@ -448,11 +465,14 @@ def graded(tmp_path_factory):
     for student, answer in RIGHT_STYLES.items():
         (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(answer)))
     for student in TWINS:
-        (folder / f"{student}.ipynb").write_text(json.dumps(with_answer(RIGHT_STYLES["right_matmul"])))
+        (folder / f"{student}.ipynb").write_text(
+            json.dumps(with_answer(RIGHT_STYLES["right_matmul"]))
+        )
     submitted = _digest(folder)
     package = {**_digest(ROOT / "companion"), **_digest(ROOT / "homework_grader")}
     run_grader(folder, out, "--jobs", "2", "--timeout", "40")
-    time.sleep(20)  # longer than any process started by an answer would wait before writing
+    # longer than any process started by an answer would wait before writing
+    time.sleep(20)
     alive = []
     for proc in Path("/proc").iterdir():
         try:
@@ -468,7 +488,8 @@ def graded(tmp_path_factory):
         "marker": marker,
         "alive": alive,
         "submitted_same": submitted == _digest(folder),
-        "package_same": package == {**_digest(ROOT / "companion"), **_digest(ROOT / "homework_grader")},
+        "package_same": package
+        == {**_digest(ROOT / "companion"), **_digest(ROOT / "homework_grader")},
         "planted": planted,
     }
 
@@ -476,7 +497,8 @@ def graded(tmp_path_factory):
 @pytest.mark.parametrize("student", ATTACKS)
 def test_attack_earns_nothing(graded, student):
     row = gradebook(graded["out"])[student]
-    assert row[NAME] in ("wrong", "error"), (student, row)  # (a timeout would leave open what it found)
+    # (a timeout would leave open what it found)
+    assert row[NAME] in ("wrong", "error"), (student, row)
     assert row["total"] == "0", (student, row)
 
 
@@ -489,8 +511,12 @@ def test_honest_rows_untouched(graded, student):
 
 
 def test_nothing_outside_the_sandbox_changed(graded):
-    assert graded["submitted_same"], "a submitted notebook was changed while the class was graded"
-    assert graded["package_same"], "the installed package was changed while the class was graded"
+    assert graded["submitted_same"], (
+        "a submitted notebook was changed while the class was graded"
+    )
+    assert graded["package_same"], (
+        "the installed package was changed while the class was graded"
+    )
     assert not graded["planted"], "a file was written into the Python installation"
     assert list(graded["marker"].iterdir()) == [], "an answer wrote outside its sandbox"
     assert graded["alive"] == [], "a process started by an answer outlived the grading"
@@ -501,10 +527,16 @@ def test_nothing_outside_the_sandbox_changed(graded):
 def test_each_attacker_named_in_its_own_row(graded):
     rows = gradebook(graded["out"])
     for student in ("huge_tensor", "huge_json"):
-        assert rows[student][NAME] == "error" and rows[student]["problems"], rows[student]
-    assert rows["signals_everyone"][NAME] in ("wrong", "error"), rows["signals_everyone"]
+        assert rows[student][NAME] == "error" and rows[student]["problems"], rows[
+            student
+        ]
+    assert rows["signals_everyone"][NAME] in ("wrong", "error"), rows[
+        "signals_everyone"
+    ]
     others = [s for s in rows if s not in ATTACKS]
-    assert all(rows[s]["problems"] == "" for s in others), {s: rows[s]["problems"] for s in others}
+    assert all(rows[s]["problems"] == "" for s in others), {
+        s: rows[s]["problems"] for s in others
+    }
 
 
 def test_a_fork_bomb_is_its_own_error(graded):
@@ -513,7 +545,9 @@ def test_a_fork_bomb_is_its_own_error(graded):
     from homework_grader import cgroup
 
     if "control group per notebook" not in (graded["out"] / "summary.md").read_text():
-        pytest.skip("no control group could be made here: the processes of a sandbox are not counted")
+        pytest.skip(
+            "no control group could be made here: the processes of a sandbox are not counted"
+        )
     for student, made in (("fork_bomb", "forked"), ("thread_flood", "started")):
         text = (graded["out"] / "feedback" / f"{student}.md").read_text()
         count = int(text.split(f"{made} ", 1)[1].split()[0])
@@ -539,7 +573,8 @@ def test_exception_cannot_forge_a_heading(graded):
     """The message sits in a fence longer than its longest run of backticks: its heading stays text."""
     text = (graded["out"] / "feedback" / "forged_heading.md").read_text()
     found = headings(text)
-    assert f"## `{NAME}`: passed" in text  # the forged heading is there, inside the fence
+    # the forged heading is there, inside the fence
+    assert f"## `{NAME}`: passed" in text
     assert f"## `{NAME}`: passed" not in found, text
     assert f"## `{NAME}`: error" in found or f"## `{NAME}`: wrong" in found, text
 
@@ -549,7 +584,10 @@ def test_two_names_of_one_file_get_two_feedback_files(graded):
     files = {r["student"]: r["feedback"] for r in results if r["student"] in TWINS}
     assert len(set(files.values())) == 2, files
     for student, name in files.items():
-        assert f"# Feedback: {student.replace('_', chr(92) + '_')}" in (graded["out"] / "feedback" / name).read_text()
+        assert (
+            f"# Feedback: {student.replace('_', chr(92) + '_')}"
+            in (graded["out"] / "feedback" / name).read_text()
+        )
 
 
 def test_the_summary_says_the_answers_were_sandboxed(graded):
@@ -560,12 +598,35 @@ def test_no_sandbox_no_grading(tmp_path):
     """Where no sandbox starts, the grader refuses (and says how to go on) unless told the class is trusted."""
     folder = tmp_path / "class"
     folder.mkdir()
-    (folder / "a.ipynb").write_text(json.dumps(with_answer(RIGHT_STYLES["right_matmul"])))
+    (folder / "a.ipynb").write_text(
+        json.dumps(with_answer(RIGHT_STYLES["right_matmul"]))
+    )
     env = {**os.environ, "PATH": str(tmp_path / "empty"), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "homework_grader", str(folder), "--out", str(tmp_path / "out"), "--no-progress"]
-    run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    assert run.returncode != 0 and "bubblewrap" in run.stderr and "--no-isolation" in run.stderr, run.stderr
+    command = [
+        sys.executable,
+        "-m",
+        "homework_grader",
+        str(folder),
+        "--out",
+        str(tmp_path / "out"),
+        "--no-progress",
+    ]
+    run = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
+    assert (
+        run.returncode != 0
+        and "bubblewrap" in run.stderr
+        and "--no-isolation" in run.stderr
+    ), run.stderr
     assert not (tmp_path / "out" / "gradebook.csv").exists()
-    run = subprocess.run([*command, "--no-isolation"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    run = subprocess.run(
+        [*command, "--no-isolation"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert gradebook(tmp_path / "out")["a"][NAME] == "passed"

@@ -13,19 +13,29 @@ import pytest
 from companion.exercises.checking import NOT_ATTEMPTED
 from tools import notebooks
 
-HOMEWORK = [notebooks.homework_path(md) for md in notebooks.chapters() if notebooks.has_exercises(md)]
+HOMEWORK = [
+    notebooks.homework_path(md)
+    for md in notebooks.chapters()
+    if notebooks.has_exercises(md)
+]
 
 
 @pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
 def test_every_checker_cell_expects_not_attempted(path):
     nb = nbformat.read(path, as_version=4)
-    checker_cells = [c for c in nb.cells if c.cell_type == "code" and notebooks.checker_call(c.source)]
+    checker_cells = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and notebooks.checker_call(c.source)
+    ]
     assert checker_cells, "a homework notebook without checkers"
     for cell in checker_cells:
         assert notebooks.NBVAL_CHECK_OUTPUT in cell.metadata["tags"]
         (output,) = cell.outputs
         assert output.text.startswith("NOT ATTEMPTED YET  ")
-    for cell in (c for c in nb.cells if c.cell_type == "code" and c not in checker_cells):
+    for cell in (
+        c for c in nb.cells if c.cell_type == "code" and c not in checker_cells
+    ):
         assert not cell.outputs and cell.execution_count is None
         assert notebooks.NBVAL_CHECK_OUTPUT not in cell.metadata.get("tags", [])
 
@@ -47,8 +57,13 @@ def _run_imports(source: str, namespace: dict) -> None:
         tree = ast.parse(source)
     except SyntaxError:
         return
-    imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
-    exec(compile(ast.Module(body=imports, type_ignores=[]), "<imports>", "exec"), namespace)
+    imports = [
+        node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    exec(
+        compile(ast.Module(body=imports, type_ignores=[]), "<imports>", "exec"),
+        namespace,
+    )
 
 
 @pytest.mark.parametrize("path", HOMEWORK, ids=lambda p: p.stem)
@@ -68,7 +83,11 @@ def test_the_stored_verdict_is_what_running_a_stub_prints(path):
         argument = cell.source.strip().removeprefix(f"{name}(").removesuffix(")")
         (output,) = cell.outputs
         assert stub_source is not None, f"{cell.source}: no stub cell before it"
-        assert output.text == str(checker.verdict(_student_stub(stub_source, argument, imports))) + "\n", cell.source
+        assert (
+            output.text
+            == str(checker.verdict(_student_stub(stub_source, argument, imports)))
+            + "\n"
+        ), cell.source
 
 
 def test_a_stub_gets_not_attempted_in_these_words():

@@ -34,8 +34,12 @@ from companion.linear_attention import (
 CAUSAL_FORMS = {
     "recurrent": causal_linear_attention_recurrent,
     "chunked": causal_linear_attention_chunked,
-    "chunked C=7": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(q, k, v, mask, chunk_size=7, **kw),
-    "chunked C=1": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(q, k, v, mask, chunk_size=1, **kw),
+    "chunked C=7": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(
+        q, k, v, mask, chunk_size=7, **kw
+    ),
+    "chunked C=1": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(
+        q, k, v, mask, chunk_size=1, **kw
+    ),
     "cumsum": causal_linear_attention_cumsum,
     "linear_attention(causal=True)": lambda q, k, v, mask=None, **kw: linear_attention(
         q, k, v, mask, causal=True, **kw
@@ -72,7 +76,12 @@ def loop_linear_attention(q, k, v, phi, causal, eps, keep=None):
                 continue
             if keep is not None and not keep[j]:
                 continue
-            sim = float(sum(a * b for a, b in zip(phi(q[i]).tolist(), phi(k[j]).tolist(), strict=True)))
+            sim = float(
+                sum(
+                    a * b
+                    for a, b in zip(phi(q[i]).tolist(), phi(k[j]).tolist(), strict=True)
+                )
+            )
             numerator += sim * v[j]
             denominator += sim
         out[i] = numerator / (denominator + eps)
@@ -89,7 +98,9 @@ def test_elu_plus_one_is_elu_plus_one_and_stays_accurate_for_very_negative_input
     # float32: e^{-20} ≈ 2.1e-9 is representable, but (e^{-20} - 1) + 1 rounds to 0.
     x32 = torch.tensor([-20.0, -50.0, -80.0])
     assert (F.elu(x32) + 1 == 0).all()  # why the companion does not write it that way
-    expected = torch.tensor([math.exp(-20.0), math.exp(-50.0), math.exp(-80.0)], dtype=torch.float64)
+    expected = torch.tensor(
+        [math.exp(-20.0), math.exp(-50.0), math.exp(-80.0)], dtype=torch.float64
+    )
     torch.testing.assert_close(elu_plus_one(x32).double(), expected, rtol=1e-6, atol=0)
     assert (elu_plus_one(torch.tensor([-1e4, -200.0])) >= 0).all()
     assert torch.isfinite(elu_plus_one(torch.tensor([-1e30, 1e30]))).all()
@@ -122,7 +133,9 @@ def test_quadratic_form_equals_a_double_loop(causal, phi):
     q, k, v = qkv(6, 3, n_k=8, d_v=2, seed=1)
     keep = torch.tensor([True, True, False, True, True, True, False, True])
     for mask, keep_list in ((None, None), (keep.expand(6, 8), keep)):
-        got = quadratic_linear_attention(q, k, v, mask, causal=causal, feature_map=phi, eps=1e-3)
+        got = quadratic_linear_attention(
+            q, k, v, mask, causal=causal, feature_map=phi, eps=1e-3
+        )
         expected = loop_linear_attention(q, k, v, phi, causal, 1e-3, keep_list)
         torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -140,7 +153,9 @@ def test_kernel_matrix_is_feature_products():
 def test_linear_attention_equals_the_quadratic_form(phi):
     q, k, v = qkv(2, 3, 11, 6, n_k=13, d_v=5)
     expected = quadratic_linear_attention(q, k, v, feature_map=phi)
-    torch.testing.assert_close(linear_attention(q, k, v, feature_map=phi), expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        linear_attention(q, k, v, feature_map=phi), expected, rtol=1e-10, atol=1e-10
+    )
 
 
 def test_key_padding_mask_equals_removing_the_keys():
@@ -153,7 +168,9 @@ def test_key_padding_mask_equals_removing_the_keys():
         for b in range(2):
             expected = linear_attention(q[b], k[b][:, keep[b]], v[b][:, keep[b]])
             torch.testing.assert_close(got[b], expected, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(got, quadratic_linear_attention(q, k, v, mask), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            got, quadratic_linear_attention(q, k, v, mask), rtol=1e-12, atol=1e-12
+        )
     # all keys dropped: output 0 (the eps in the denominator), not NaN
     assert (linear_attention(q, k, v, torch.zeros(1, 10, dtype=torch.bool)) == 0).all()
 
@@ -187,13 +204,17 @@ def test_causal_forms_equal_the_masked_quadratic_form_float64(name, phi):
     keep = torch.rand(2, 1, 1, 30, generator=torch.Generator().manual_seed(3)) > 0.3
     q, k, v = qkv(2, 3, 30, 8, seed=5)
     expected = quadratic_linear_attention(q, k, v, keep, causal=True, feature_map=phi)
-    torch.testing.assert_close(form(q, k, v, keep, feature_map=phi), expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        form(q, k, v, keep, feature_map=phi), expected, rtol=1e-10, atol=1e-10
+    )
 
 
 @pytest.mark.parametrize("name", list(CAUSAL_FORMS))
 def test_causal_forms_equal_the_masked_quadratic_form_float32(name):
     q, k, v = qkv(2, 4, 300, 32, dtype=torch.float32)
-    expected = quadratic_linear_attention(q.double(), k.double(), v.double(), causal=True)
+    expected = quadratic_linear_attention(
+        q.double(), k.double(), v.double(), causal=True
+    )
     got = CAUSAL_FORMS[name](q, k, v)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
@@ -203,9 +224,13 @@ def test_causal_with_a_prefix_of_keys_is_the_end_of_the_full_causal_output():
     q, k, v = qkv(2, 3, 40, 6)
     full = linear_attention(q, k, v, causal=True)
     for form in (linear_attention, quadratic_linear_attention):
-        torch.testing.assert_close(form(q[..., 25:, :], k, v, causal=True), full[..., 25:, :])
+        torch.testing.assert_close(
+            form(q[..., 25:, :], k, v, causal=True), full[..., 25:, :]
+        )
     for name, form in CAUSAL_FORMS.items():
-        torch.testing.assert_close(form(q[..., 25:, :], k, v), full[..., 25:, :], msg=name)
+        torch.testing.assert_close(
+            form(q[..., 25:, :], k, v), full[..., 25:, :], msg=name
+        )
 
 
 @pytest.mark.parametrize("name", list(CAUSAL_FORMS))
@@ -218,7 +243,12 @@ def test_causality(name):
         for tensor in range(3):
             changed = [t.clone() for t in (q, k, v)]
             changed[tensor][..., i + 1 :, :] += 5.0
-            torch.testing.assert_close(form(*changed)[..., : i + 1, :], out[..., : i + 1, :], rtol=0, atol=1e-12)
+            torch.testing.assert_close(
+                form(*changed)[..., : i + 1, :],
+                out[..., : i + 1, :],
+                rtol=0,
+                atol=1e-12,
+            )
             changed[tensor][..., i, :] += 1.0
             if i > 0 or tensor == 2:  # (output 0 is v_0 whatever q_0 and k_0 are)
                 assert not torch.allclose(form(*changed)[..., i, :], out[..., i, :])
@@ -229,11 +259,16 @@ def test_generation_by_steps_equals_the_recurrent_form():
     expected = causal_linear_attention_recurrent(q, k, v)
     state, outputs, sizes = None, [], set()
     for i in range(12):
-        y, state = linear_attention_step(q[..., i, :], k[..., i, :], v[..., i, :], state)
+        y, state = linear_attention_step(
+            q[..., i, :], k[..., i, :], v[..., i, :], state
+        )
         outputs.append(y)
         sizes.add(state.nbytes)
-    torch.testing.assert_close(torch.stack(outputs, dim=-2), expected, rtol=1e-12, atol=1e-12)
-    assert sizes == {2 * 3 * (4 * 3 + 4) * 8}  # S (r × d_v) and z (r) per head, float64: constant
+    torch.testing.assert_close(
+        torch.stack(outputs, dim=-2), expected, rtol=1e-12, atol=1e-12
+    )
+    # S (r × d_v) and z (r) per head, float64: constant
+    assert sizes == {2 * 3 * (4 * 3 + 4) * 8}
     # a state read from a prompt, then steps
     prompt = linear_attention_state(k[..., :8, :], v[..., :8, :])
     y, _ = linear_attention_step(q[..., 8, :], k[..., 8, :], v[..., 8, :], prompt)
@@ -264,12 +299,17 @@ def test_gradcheck(form):
 def test_very_negative_pre_activations_give_finite_outputs(name):
     form = CAUSAL_FORMS.get(name, linear_attention)
     q, k, v = qkv(2, 50, 8, dtype=torch.float32)
-    for shift in (-30.0, -90.0, -1e4):  # φ ≈ e^{-30} · …, underflowing below e^{-87}, exactly 0
+    # φ ≈ e^{-30} · …, underflowing below e^{-87}, exactly 0
+    for shift in (-30.0, -90.0, -1e4):
         out = form(q + shift, k + shift, v)
         assert torch.isfinite(out).all()
-        expected = quadratic_linear_attention((q + shift).double(), (k + shift).double(), v.double(), causal=True)
+        expected = quadratic_linear_attention(
+            (q + shift).double(), (k + shift).double(), v.double(), causal=True
+        )
         if name == "linear_attention":
-            expected = quadratic_linear_attention((q + shift).double(), (k + shift).double(), v.double())
+            expected = quadratic_linear_attention(
+                (q + shift).double(), (k + shift).double(), v.double()
+            )
         torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
     # ReLU features of all-negative inputs: every denominator is exactly 0; eps makes the output 0
     out = form(-q.abs(), -k.abs(), v, feature_map=relu_feature_map)
@@ -298,27 +338,41 @@ def test_long_sequence_float32_against_float64():
 
 def test_bad_inputs_raise_clear_errors():
     q, k, v = qkv(2, 5, 4)
-    with pytest.raises(TypeError, match="q must be a floating-point tensor, got dtype torch.int64"):
+    with pytest.raises(
+        TypeError, match="q must be a floating-point tensor, got dtype torch.int64"
+    ):
         linear_attention(q.long(), k, v)
     with pytest.raises(TypeError, match="k must be a torch.Tensor, got a list"):
         linear_attention(q, k.tolist(), v)
     with pytest.raises(TypeError, match="share one dtype"):
         linear_attention(q, k.float(), v)
-    with pytest.raises(ValueError, match=r"expected k of shape \(\.\.\., n_k, 4\).*got k of shape \(2, 5, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected k of shape \(\.\.\., n_k, 4\).*got k of shape \(2, 5, 3\)",
+    ):
         linear_attention(q, k[..., :3], v)
-    with pytest.raises(ValueError, match=r"expected v of shape \(\.\.\., 5, d_v\).*got v of shape \(2, 4, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected v of shape \(\.\.\., 5, d_v\).*got v of shape \(2, 4, 4\)",
+    ):
         causal_linear_attention_recurrent(q, k, v[:, :4])
     with pytest.raises(
-        ValueError, match=r"leading \(batch\) dimensions of q, k and v must broadcast.*\(2, 5, 4\), \(3, 5, 4\)"
+        ValueError,
+        match=r"leading \(batch\) dimensions of q, k and v must broadcast.*\(2, 5, 4\), \(3, 5, 4\)",
     ):
         causal_linear_attention_cumsum(q, torch.cat([k, k[:1]]), torch.cat([v, v[:1]]))
     with pytest.raises(ValueError, match=r"at least 2 dimensions.*got shape \(4,\)"):
         linear_attention(q[0, 0], k, v)
     with pytest.raises(TypeError, match="boolean tensor"):
         linear_attention(q, k, v, torch.ones(1, 5))
-    with pytest.raises(ValueError, match=r"broadcast against the scores of shape \(2, 5, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"broadcast against the scores of shape \(2, 5, 5\)"
+    ):
         linear_attention(q, k, v, torch.ones(1, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"expected shape \(2, 5, 'r'\), got a tensor of shape \(2, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected shape \(2, 5, 'r'\), got a tensor of shape \(2, 4\)",
+    ):
         linear_attention(q, k, v, feature_map=lambda x: x.sum(-2))
     with pytest.raises(TypeError, match="feature_map must be a function"):
         linear_attention(q, k, v, feature_map="elu")
@@ -326,12 +380,20 @@ def test_bad_inputs_raise_clear_errors():
         causal_linear_attention_chunked(q, k, v, eps=-1.0)
     with pytest.raises(ValueError, match="chunk_size must be a positive int, got 0"):
         causal_linear_attention_chunked(q, k, v, chunk_size=0)
-    with pytest.raises(ValueError, match="at least as many keys as queries.*n_q = 5 queries and n_k = 3 keys"):
+    with pytest.raises(
+        ValueError,
+        match="at least as many keys as queries.*n_q = 5 queries and n_k = 3 keys",
+    ):
         linear_attention(q, k[:, :3], v[:, :3], causal=True)
-    bad_state = LinearAttentionState(torch.zeros(2, 3, 4, dtype=torch.float64), torch.zeros(2, 4, dtype=torch.float64))
+    bad_state = LinearAttentionState(
+        torch.zeros(2, 3, 4, dtype=torch.float64),
+        torch.zeros(2, 4, dtype=torch.float64),
+    )
     with pytest.raises(ValueError, match=r"state must hold s of shape \(2, 4, 4\)"):
         linear_attention_step(q[:, 0], k[:, 0], v[:, 0], bad_state)
-    with pytest.raises(ValueError, match="no attention weights to drop, got dropout_p=0.1"):
+    with pytest.raises(
+        ValueError, match="no attention weights to drop, got dropout_p=0.1"
+    ):
         linear_attention(q, k, v, dropout_p=0.1)
     with pytest.raises(ValueError, match="kernel must return shape"):
         kernel_attention(q, k, v, kernel=lambda q, k: q)
@@ -340,7 +402,9 @@ def test_bad_inputs_raise_clear_errors():
 def test_defaults():
     assert DEFAULT_EPS > 0
     q, k, v = qkv(3, 2)
-    torch.testing.assert_close(linear_attention(q, k, v), linear_attention(q, k, v, eps=DEFAULT_EPS))
+    torch.testing.assert_close(
+        linear_attention(q, k, v), linear_attention(q, k, v, eps=DEFAULT_EPS)
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -348,20 +412,31 @@ def test_defaults():
 
 
 def test_low_rank_approximation_against_numpy():
-    a = torch.softmax(torch.randn(30, 20, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3, -1)
+    a = torch.softmax(
+        torch.randn(
+            30, 20, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+        )
+        * 3,
+        -1,
+    )
     u, s, vt = np.linalg.svd(a.numpy(), full_matrices=False)
     for r in (0, 1, 5, 20):
         expected = (u[:, :r] * s[:r]) @ vt[:r]
-        np.testing.assert_allclose(best_rank_r_approximation(a, r).numpy(), expected, atol=1e-12)
+        np.testing.assert_allclose(
+            best_rank_r_approximation(a, r).numpy(), expected, atol=1e-12
+        )
         direct = np.linalg.norm(a.numpy() - expected) / np.linalg.norm(a.numpy())
         np.testing.assert_allclose(low_rank_error(a, r).item(), direct, atol=1e-12)
         left, right = low_rank_factors(a, r)
         v = torch.randn(20, 4, dtype=torch.float64)
-        torch.testing.assert_close(left @ (right.T @ v), torch.from_numpy(expected) @ v)  # A_r V = L (Rᵀ V)
+        # A_r V = L (Rᵀ V)
+        torch.testing.assert_close(left @ (right.T @ v), torch.from_numpy(expected) @ v)
     errors = low_rank_error(a, [1, 2, 3])
     assert errors.shape == (3,) and (errors[:-1] >= errors[1:]).all()
     # Eckart–Young: no other rank-2 matrix is closer
-    other = torch.randn(30, 2, dtype=torch.float64) @ torch.randn(2, 20, dtype=torch.float64)
+    other = torch.randn(30, 2, dtype=torch.float64) @ torch.randn(
+        2, 20, dtype=torch.float64
+    )
     assert (a - other).norm() > (a - best_rank_r_approximation(a, 2)).norm()
 
 
@@ -369,7 +444,9 @@ def test_numerical_rank_and_the_rank_of_linear_attention():
     g = torch.Generator().manual_seed(1)
     a = torch.randn(40, 40, generator=g, dtype=torch.float64)
     assert numerical_rank(a) == np.linalg.matrix_rank(a.numpy()) == 40
-    low = torch.randn(40, 3, generator=g, dtype=torch.float64) @ torch.randn(3, 40, generator=g, dtype=torch.float64)
+    low = torch.randn(40, 3, generator=g, dtype=torch.float64) @ torch.randn(
+        3, 40, generator=g, dtype=torch.float64
+    )
     assert numerical_rank(low) == np.linalg.matrix_rank(low.numpy()) == 3
     # φ(Q)φ(K)ᵀ with r features has rank ≤ r; the softmax matrix of the same q, k has full rank
     q, k = torch.randn(2, 60, 4, generator=g, dtype=torch.float64)
@@ -404,8 +481,10 @@ def test_measure_generation_counts_the_state_and_the_cache():
     assert all(r.seconds > 0 for r in rows)
     linear = [r.state_bytes for r in rows if r.name.startswith("linear")]
     cache = [r.state_bytes for r in rows if r.name.startswith("softmax")]
-    assert linear == [2 * (8 * 8 + 8) * 4] * 2  # heads · (r·d_v + r) float32 numbers, however long the text
-    assert cache == [2 * 2 * (n + 1) * 8 * 4 for n in (4, 64)]  # keys and values of n + 1 tokens
+    # heads · (r·d_v + r) float32 numbers, however long the text
+    assert linear == [2 * (8 * 8 + 8) * 4] * 2
+    # keys and values of n + 1 tokens
+    assert cache == [2 * 2 * (n + 1) * 8 * 4 for n in (4, 64)]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -420,9 +499,12 @@ def test_loglog_slope_against_numpy_polyfit():
     noisy = [y * math.exp(0.2 * g.standard_normal()) for y in ys]
     expected = np.polyfit(np.log(xs), np.log(noisy), 1)[0]
     assert fit_loglog_slope(xs, noisy).slope == pytest.approx(expected, abs=1e-12)
-    two = fit_loglog_slope([2.0, 8.0], [3.0, 12.0])  # y = 1.5 x, and no spread to measure
+    # y = 1.5 x, and no spread to measure
+    two = fit_loglog_slope([2.0, 8.0], [3.0, 12.0])
     assert (
-        two.slope == pytest.approx(1.0) and two.intercept == pytest.approx(math.log(1.5)) and math.isnan(two.slope_se)
+        two.slope == pytest.approx(1.0)
+        and two.intercept == pytest.approx(math.log(1.5))
+        and math.isnan(two.slope_se)
     )
     with pytest.raises(ValueError, match="ys must be > 0"):
         fit_loglog_slope([1.0, 2.0], [1.0, 0.0])

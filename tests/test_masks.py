@@ -16,7 +16,9 @@ from companion.masks import (
 
 
 def test_causal_mask_is_lower_triangular_with_diagonal():
-    expected = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])
+    expected = torch.tensor(
+        [[True, False, False], [True, True, False], [True, True, True]]
+    )
     assert torch.equal(causal_mask(3), expected)
     assert causal_mask(3).dtype == torch.bool
 
@@ -30,11 +32,18 @@ def test_causal_mask_aligns_at_the_end_as_the_causal_flag_does():
     for n_q in (3, 5, 7):
         mask = causal_mask(n_q, 7)
         with_mask = scaled_dot_product_attention(q[:, -n_q:], k, v, mask)
-        torch.testing.assert_close(with_mask, scaled_dot_product_attention(q[:, -n_q:], k, v, causal=True))
-        full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # every token, top-left = end when square
+        torch.testing.assert_close(
+            with_mask, scaled_dot_product_attention(q[:, -n_q:], k, v, causal=True)
+        )
+        # every token, top-left = end when square
+        full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         torch.testing.assert_close(with_mask, full[:, -n_q:])
-    assert torch.equal(causal_mask(3, 5), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]).bool())
-    assert not causal_mask(4, 2)[:2].any()  # more queries than keys: the first ones have no past
+    assert torch.equal(
+        causal_mask(3, 5),
+        torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]).bool(),
+    )
+    # more queries than keys: the first ones have no past
+    assert not causal_mask(4, 2)[:2].any()
 
 
 def test_causal_mask_equals_torch_square_subsequent_mask():
@@ -45,7 +54,9 @@ def test_causal_mask_equals_torch_square_subsequent_mask():
 
 def test_padding_masks():
     lengths = torch.tensor([3, 1, 0])
-    expected = torch.tensor([[True, True, True, False], [True, False, False, False], [False] * 4])
+    expected = torch.tensor(
+        [[True, True, True, False], [True, False, False, False], [False] * 4]
+    )
     assert torch.equal(padding_mask_from_lengths(lengths, 4), expected)
     assert padding_mask_from_lengths(lengths).shape == (3, 3)
     ids = torch.tensor([[5, 6, 0, 0], [7, 0, 0, 0]])
@@ -87,7 +98,11 @@ def test_torch_mha_conversion_round_trip():
             ValueError,
             r"got shapes \(3, 3\) and \(4, 4\)",
         ),
-        (lambda: padding_mask_from_lengths(torch.tensor([1.0])), TypeError, "integer token ids"),
+        (
+            lambda: padding_mask_from_lengths(torch.tensor([1.0])),
+            TypeError,
+            "integer token ids",
+        ),
         (
             lambda: padding_mask_from_lengths(torch.tensor([5]), 3),
             ValueError,

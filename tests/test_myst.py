@@ -14,7 +14,9 @@ def render(text, tmp_path, **labels):
     book = Book(
         root=tmp_path,
         targets=lambda: labels,
-        page_url=lambda t: f"https://book/{t.page}.html" + (f"#{t.anchor}" if t.anchor else ""),
+        page_url=lambda t: (
+            f"https://book/{t.page}.html" + (f"#{t.anchor}" if t.anchor else "")
+        ),
         file_url=lambda path: f"https://raw/{path}",
     )
     return Renderer(tmp_path, book, chapter=3).markdown(text)
@@ -33,7 +35,9 @@ def test_a_directive_with_options():
         "\nAfter.",
     ]
     yaml_options = "```{image} b.png\n---\nalt: A dog\nwidth: 50%\n---\n```"
-    assert blocks(yaml_options) == [Directive("image", "b.png", {"alt": "A dog", "width": "50%"}, "")]
+    assert blocks(yaml_options) == [
+        Directive("image", "b.png", {"alt": "A dog", "width": "50%"}, "")
+    ]
 
 
 def test_a_figure_links_to_the_repository_file(tmp_path):
@@ -44,22 +48,34 @@ def test_a_figure_links_to_the_repository_file(tmp_path):
 def test_a_nested_fence_stays_inside_its_directive(tmp_path):
     text = "````{note} Code\nRun:\n\n```python\nx = 1\n```\n````\n\n````markdown\n```{note}\nraw\n```\n````"
     first, gap, shown = blocks(text)
-    assert first == Directive("note", "Code", {}, "Run:\n\n```python\nx = 1\n```") and gap == ""
-    assert shown == Verbatim("````markdown\n```{note}\nraw\n```\n````")  # MyST quoted in a plain fence: as is
-    assert render(text, tmp_path) == "> **Code.** Run:\n>\n> ```python\n> x = 1\n> ```\n\n" + shown.text
+    assert (
+        first == Directive("note", "Code", {}, "Run:\n\n```python\nx = 1\n```")
+        and gap == ""
+    )
+    # MyST quoted in a plain fence: as is
+    assert shown == Verbatim("````markdown\n```{note}\nraw\n```\n````")
+    assert (
+        render(text, tmp_path)
+        == "> **Code.** Run:\n>\n> ```python\n> x = 1\n> ```\n\n" + shown.text
+    )
 
 
 def test_math_targets_and_comments(tmp_path):
     text = (
-        "(sec-a)=\n## A\n% not shown\nWith {math}`x^2`:\n\n$$\nx^2 = 4\n$$ (eq-sq)\n\n```{math}\n:label: eq-b\ny\n```"
+        "(sec-a)=\n## A\n% not shown\nWith {math}`x^2`:\n\n$$\nx^2 = 4\n$$ (eq-sq)\n\n"
+        "```{math}\n:label: eq-b\ny\n```"
     )
     assert render(text, tmp_path) == "## A\nWith $x^2$:\n\n$$\nx^2 = 4\n$$\n\n$$\ny\n$$"
 
 
 def test_roles_are_found_by_the_parser_not_in_code(tmp_path):
     text = "Write `{term}` before {term}`a word <glossary-word>`; see {ref}`sec-a` and {numref}`Fig. %s <fig-a>`."
-    assert render("{math}``a`b`` and {math}`c`.", tmp_path) == "$a`b$ and $c$."  # a ` inside: two around
-    labels = {"sec-a": Target("book/02_x", "sec-a", "Attention"), "fig-a": Target("book/02_x", "fig-a", "Figure 2.1")}
+    # a ` inside: two around
+    assert render("{math}``a`b`` and {math}`c`.", tmp_path) == "$a`b$ and $c$."
+    labels = {
+        "sec-a": Target("book/02_x", "sec-a", "Attention"),
+        "fig-a": Target("book/02_x", "fig-a", "Figure 2.1"),
+    }
     assert render(text, tmp_path, **labels) == (
         "Write `{term}` before a word; see [Attention](https://book/book/02_x.html#sec-a) and "
         "[Fig. 2.1](https://book/book/02_x.html#fig-a)."
@@ -68,7 +84,10 @@ def test_roles_are_found_by_the_parser_not_in_code(tmp_path):
 
 def test_a_theorem_and_its_proof_are_numbered_in_the_chapter(tmp_path):
     text = ":::{prf:theorem} Sums\n:label: thm-s\n$1 + 1 = 2$.\n:::\n\n```{prf:proof}\nCount.\n```"
-    assert render(text, tmp_path) == "**Theorem 3.1 (Sums).** $1 + 1 = 2$.\n\n*Proof.* Count. ∎"
+    assert (
+        render(text, tmp_path)
+        == "**Theorem 3.1 (Sums).** $1 + 1 = 2$.\n\n*Proof.* Count. ∎"
+    )
 
 
 def test_an_unclosed_fence_is_an_error():
@@ -80,7 +99,8 @@ def test_an_unclosed_fence_is_an_error():
 
 def test_a_solution_block_is_cut_at_its_fences_only():
     text = (
-        "```{solution-start} ex-a\n:class: dropdown\n```\n\nThe answer, with a {note} word.\n\n```{solution-end}\n```"
+        "```{solution-start} ex-a\n:class: dropdown\n```\n\n"
+        "The answer, with a {note} word.\n\n```{solution-end}\n```"
     )
     assert blocks(text, notebooks.GATED) == [
         Directive("solution-start", "ex-a", {"class": "dropdown"}, ""),
@@ -104,14 +124,27 @@ def test_labels_and_the_words_a_link_to_them_reads_as():
 
 
 def test_a_remove_cell_is_folded_under_what_it_does():
-    checks = notebooks._reader_code_cell(nbformat.v4.new_code_cell("assert x == 1", metadata={"tags": ["remove-cell"]}))
-    hidden = notebooks._reader_code_cell(nbformat.v4.new_code_cell("y = 2", metadata={"tags": ["remove-cell"]}))
-    assert checks.source == "# @title Check the claims of the text above (hidden in the book)\nassert x == 1"
+    checks = notebooks._reader_code_cell(
+        nbformat.v4.new_code_cell("assert x == 1", metadata={"tags": ["remove-cell"]})
+    )
+    hidden = notebooks._reader_code_cell(
+        nbformat.v4.new_code_cell("y = 2", metadata={"tags": ["remove-cell"]})
+    )
+    assert (
+        checks.source
+        == "# @title Check the claims of the text above (hidden in the book)\nassert x == 1"
+    )
     assert hidden.source == "# @title Code hidden in the book\ny = 2"
-    assert checks.metadata == {"tags": ["remove-cell"], "cellView": "form", "jupyter": {"source_hidden": True}}
+    assert checks.metadata == {
+        "tags": ["remove-cell"],
+        "cellView": "form",
+        "jupyter": {"source_hidden": True},
+    }
 
 
-def test_the_setup_cell_replaces_the_first_code_cell_not_one_quoted_in_a_fence(monkeypatch):
+def test_the_setup_cell_replaces_the_first_code_cell_not_one_quoted_in_a_fence(
+    monkeypatch,
+):
     monkeypatch.setattr(notebooks, "setup_cell_block", lambda: "SETUP")
     quoted = "````markdown\n```{code-cell} ipython3\nquoted = 1\n```\n````"
     text = f"# T\n\n{quoted}\n\n```{{code-cell}} ipython3\nold = 1\n```\n\nText."

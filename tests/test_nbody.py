@@ -44,7 +44,8 @@ def test_direct_potential_by_loops():
     assert torch.allclose(direct_potential(x, m), expected, rtol=1e-13)
     assert torch.allclose(distance_kernel_matrix(x) @ m, expected, rtol=1e-13)
     assert torch.allclose(
-        direct_potential(x, m, screened_potential), distance_kernel_matrix(x, None, screened_potential) @ m
+        direct_potential(x, m, screened_potential),
+        distance_kernel_matrix(x, None, screened_potential) @ m,
     )
 
 
@@ -68,10 +69,17 @@ def test_cutoff_covering_everything_is_the_direct_sum():
 
 def test_cutoff_fails_for_the_long_range_kernel_only():
     x, m = particles(1500, seed=1)
-    exact = {g: direct_potential(x, m, g) for g in (inverse_distance, screened_potential)}
-    errors = {g: [relative_error(cutoff_potential(x, m, r, g), exact[g]) for r in (0.1, 0.2)] for g in exact}
-    assert min(errors[inverse_distance]) > 0.5  # 1/r: the far particles carry most of the potential
-    assert max(errors[screened_potential]) < 0.15  # e^{-r/λ}/r: they carry almost nothing
+    exact = {
+        g: direct_potential(x, m, g) for g in (inverse_distance, screened_potential)
+    }
+    errors = {
+        g: [relative_error(cutoff_potential(x, m, r, g), exact[g]) for r in (0.1, 0.2)]
+        for g in exact
+    }
+    # 1/r: the far particles carry most of the potential
+    assert min(errors[inverse_distance]) > 0.5
+    # e^{-r/λ}/r: they carry almost nothing
+    assert max(errors[screened_potential]) < 0.15
     assert errors[screened_potential][1] < errors[screened_potential][0] / 4
 
 
@@ -79,7 +87,10 @@ def test_cutoff_fails_for_the_long_range_kernel_only():
 def test_cells_that_are_all_neighbours_give_the_direct_sum(dim):
     x, m = particles(300, dim=dim)
     for n_cells in (1, 2):
-        assert relative_error(cell_potential(x, m, n_cells), direct_potential(x, m)) < 1e-13
+        assert (
+            relative_error(cell_potential(x, m, n_cells), direct_potential(x, m))
+            < 1e-13
+        )
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3])
@@ -97,16 +108,21 @@ def test_far_field_of_one_cell_is_its_multipole_expansion():
     # m/‖x − z‖ + m (s − z)ᵀ(x − z)/‖x − z‖³, checked at the target against that formula.
     x = torch.tensor([[0.05, 0.05], [0.93, 0.81]], dtype=torch.float64)
     m = torch.tensor([1.0, 2.0], dtype=torch.float64)
-    z = torch.tensor([0.875, 0.875], dtype=torch.float64)  # centre of the source's cell for 4 cells per axis
+    # centre of the source's cell for 4 cells per axis
+    z = torch.tensor([0.875, 0.875], dtype=torch.float64)
     d = x[0] - z
     expected = m[1] / d.norm() + m[1] * (x[1] - z) @ d / d.norm() ** 3
     assert torch.allclose(cell_potential(x, m, 4, order=1)[0], expected, rtol=1e-14)
-    assert torch.allclose(cell_potential(x, m, 4, order=0)[0], m[1] / d.norm(), rtol=1e-14)
+    assert torch.allclose(
+        cell_potential(x, m, 4, order=0)[0], m[1] / d.norm(), rtol=1e-14
+    )
 
 
 def test_clustered_points_with_empty_cells():
     g = torch.Generator().manual_seed(3)
-    x = (0.1 + 0.2 * torch.rand(800, 2, generator=g, dtype=torch.float64)).clamp(0, 0.999)
+    x = (0.1 + 0.2 * torch.rand(800, 2, generator=g, dtype=torch.float64)).clamp(
+        0, 0.999
+    )
     x[:100] += 0.6  # two clusters, most cells empty
     m = torch.ones(800, dtype=torch.float64)
     assert relative_error(cell_potential(x, m, 12), direct_potential(x, m)) < 5e-3
@@ -145,8 +161,10 @@ def test_separation_ratio_by_hand():
     sources = torch.tensor([[-1.0], [1.0]], dtype=torch.float64)  # centre 0, spread 1
     targets = torch.tensor([[4.0], [5.0]], dtype=torch.float64)  # nearest at distance 4
     assert separation_ratio(targets, sources) == 0.25
-    assert separation_ratio(sources, sources) == 1.0  # a cluster against itself: not separated
-    assert separation_ratio(torch.zeros(1, 1, dtype=torch.float64), sources) == math.inf  # a target at the centre
+    # a cluster against itself: not separated
+    assert separation_ratio(sources, sources) == 1.0
+    # a target at the centre
+    assert separation_ratio(torch.zeros(1, 1, dtype=torch.float64), sources) == math.inf
 
 
 def points_on_a_line(a, b, n):

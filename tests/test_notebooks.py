@@ -17,7 +17,10 @@ WITH_EXERCISES = [md for md in CHAPTERS if notebooks.has_exercises(md)]
 
 
 def test_there_are_chapters():
-    assert [md.name for md in CHAPTERS[:2]] == ["00_preface.md", "01_words_to_vectors.md"]
+    assert [md.name for md in CHAPTERS[:2]] == [
+        "00_preface.md",
+        "01_words_to_vectors.md",
+    ]
 
 
 def test_every_chapter_is_in_the_table_of_contents():
@@ -29,10 +32,16 @@ def test_every_chapter_is_in_the_table_of_contents():
 def test_repository_is_read_from_config(tmp_path, monkeypatch):
     config = tmp_path / "_config.yml"
     monkeypatch.setattr(notebooks, "CONFIG", config)
-    config.write_text("title: x\nrepository:\n  url: https://github.com/someone/a-book/\n  branch: v2\n")
-    assert notebooks.repository() == notebooks.Repository("https://github.com/someone/a-book", "v2")
+    config.write_text(
+        "title: x\nrepository:\n  url: https://github.com/someone/a-book/\n  branch: v2\n"
+    )
+    assert notebooks.repository() == notebooks.Repository(
+        "https://github.com/someone/a-book", "v2"
+    )
     config.write_text("repository:\n  url: https://github.com/someone/a-book\n")
-    assert notebooks.repository() == notebooks.Repository("https://github.com/someone/a-book", "main")
+    assert notebooks.repository() == notebooks.Repository(
+        "https://github.com/someone/a-book", "main"
+    )
 
 
 def test_the_real_config_names_a_github_repository():
@@ -57,7 +66,9 @@ if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
 
 def test_setup_cell_text(monkeypatch):
     monkeypatch.setattr(
-        notebooks, "repository", lambda: notebooks.Repository("https://github.com/someone/a-book", "v2")
+        notebooks,
+        "repository",
+        lambda: notebooks.Repository("https://github.com/someone/a-book", "v2"),
     )
     monkeypatch.setattr(notebooks, "release", lambda: "v2.5.1")
     monkeypatch.setattr(notebooks, "distribution", lambda: "a-book-code")
@@ -82,18 +93,31 @@ def test_the_setup_cell_installs_the_release_and_the_buttons_open_it():
     import companion
 
     release = f"v{companion.__version__}"
-    package = re.search(r'^PACKAGE = "(\S+) @ git\+(\S+)@(\S+)"$', notebooks.setup_cell_source(), re.MULTILINE)
-    assert package and package.groups() == ("one-hot-to-transformers", notebooks.repository().url, release)
+    package = re.search(
+        r'^PACKAGE = "(\S+) @ git\+(\S+)@(\S+)"$',
+        notebooks.setup_cell_source(),
+        re.MULTILINE,
+    )
+    assert package and package.groups() == (
+        "one-hot-to-transformers",
+        notebooks.repository().url,
+        release,
+    )
     assert f"({release})" in notebooks.setup_cell_source().split("\n")[1]
-    assert yaml.safe_load(notebooks.CONFIG.read_text())["repository"]["branch"] == release
+    assert (
+        yaml.safe_load(notebooks.CONFIG.read_text())["repository"]["branch"] == release
+    )
 
 
 def test_release_is_read_from_the_package_source(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "ROOT", tmp_path)
     (tmp_path / "companion").mkdir()
     init = tmp_path / "companion" / "__init__.py"
-    init.write_text('"""Doc."""\n\nimport torch\n\n__all__ = ["x"]\n__version__ = "3.10.2"\n')
-    assert notebooks.release() == "v3.10.2"  # without importing (torch is not importable from there)
+    init.write_text(
+        '"""Doc."""\n\nimport torch\n\n__all__ = ["x"]\n__version__ = "3.10.2"\n'
+    )
+    # without importing (torch is not importable from there)
+    assert notebooks.release() == "v3.10.2"
     init.write_text("VERSION = '1'\n")
     with pytest.raises(ValueError, match="__version__"):
         notebooks.release()
@@ -105,7 +129,9 @@ def test_sync_moves_the_launch_ref_to_the_release(monkeypatch):
         "title: x\nrepository:\n  url: https://github.com/someone/a-book\n\n  branch: main  \n"
         "  path_to_book: ''\nlaunch_buttons:\n  branch: keep\n"
     )
-    assert notebooks.config_with_release(config) == config.replace("branch: main", "branch: v1.2.3")
+    assert notebooks.config_with_release(config) == config.replace(
+        "branch: main", "branch: v1.2.3"
+    )
     with pytest.raises(ValueError, match="repository.branch"):
         notebooks.config_with_release("repository:\n  url: u\nbranch: main\n")
 
@@ -114,14 +140,29 @@ def test_the_book_build_ignores_the_notebooks_and_nothing_pairs_them():
     """book/NN_name.ipynb is generated from the .md by tools/notebooks.py only: the book build reads the .md
     (the .ipynb files are excluded), and no jupytext pairing would let Jupyter overwrite the notebook."""
     config = yaml.safe_load(notebooks.CONFIG.read_text())
-    assert "**/*.ipynb" in config["exclude_patterns"] and config["only_build_toc_files"] is True
+    assert (
+        "**/*.ipynb" in config["exclude_patterns"]
+        and config["only_build_toc_files"] is True
+    )
     for md in CHAPTERS:
         assert "formats" not in jupytext.read(md).metadata.get("jupytext", {}), md.name
-    for name in ("jupytext.toml", ".jupytext.toml", ".jupytext", "jupytext.yml", ".jupytext.yml"):
-        assert not (notebooks.ROOT / name).exists() and not (notebooks.BOOK / name).exists(), name
+    for name in (
+        "jupytext.toml",
+        ".jupytext.toml",
+        ".jupytext",
+        "jupytext.yml",
+        ".jupytext.yml",
+    ):
+        assert (
+            not (notebooks.ROOT / name).exists()
+            and not (notebooks.BOOK / name).exists()
+        ), name
     assert "tool.jupytext" not in (notebooks.ROOT / "pyproject.toml").read_text()
     for md in CHAPTERS:
-        assert "jupytext" not in nbformat.read(notebooks.reader_path(md), as_version=4).metadata
+        assert (
+            "jupytext"
+            not in nbformat.read(notebooks.reader_path(md), as_version=4).metadata
+        )
 
 
 def test_setup_cell_installs_in_colab_only(tmp_path, monkeypatch):
@@ -133,7 +174,13 @@ def test_setup_cell_installs_in_colab_only(tmp_path, monkeypatch):
     assert calls == []
     monkeypatch.setenv("COMPANION_SOURCE", str(tmp_path))
     exec(notebooks.setup_cell_source(), {})
-    assert len(calls) == 1 and calls[0][1:] == ["-m", "pip", "install", "-q", str(tmp_path)]
+    assert len(calls) == 1 and calls[0][1:] == [
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        str(tmp_path),
+    ]
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
@@ -148,7 +195,11 @@ def test_first_code_cell_is_the_setup_cell(md):
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
 def test_reader_notebook_has_no_outputs(md):
     nb = nbformat.read(notebooks.reader_path(md), as_version=4)
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None
+        for c in nb.cells
+        if c.cell_type == "code"
+    )
 
 
 def _blocks(md):
@@ -164,11 +215,19 @@ def _blocks(md):
             ):
                 kind, arg, label = m.group(1), m.group(2).strip(), m.group(3)
                 if kind == "exercise-start":
-                    current = {"label": label, "title": arg, "stubs": [], "solutions": [], "after": None}
+                    current = {
+                        "label": label,
+                        "title": arg,
+                        "stubs": [],
+                        "solutions": [],
+                        "after": None,
+                    }
                     found.append(current)
                     state = "exercise"
                 elif kind == "solution-start":
-                    assert current is not None and arg == current["label"], f"solution-start {arg} without exercise"
+                    assert current is not None and arg == current["label"], (
+                        f"solution-start {arg} without exercise"
+                    )
                     state = "solution"
                 elif kind == "solution-end":
                     state = "after"
@@ -197,12 +256,16 @@ def test_pen_and_paper_answers_stay_out_of_the_homework(md):
     text = "\n".join(c.source for c in hw.cells if c.cell_type == "markdown")
     source = md.read_text()
     for label in re.findall(r"\{solution-start\} (ex-\S+)", source):
-        block = source.split(f"{{solution-start}} {label}", 1)[1].split("{solution-end}", 1)[0]
+        block = source.split(f"{{solution-start}} {label}", 1)[1].split(
+            "{solution-end}", 1
+        )[0]
         if "{code-cell}" in block:
             continue
         answer = [line for line in block.splitlines()[2:] if len(line) > 40]
         assert answer, f"{label}: the answer of a pen-and-paper question is missing"
-        assert not any(line in text for line in answer), f"the answer of {label} leaked into the homework"
+        assert not any(line in text for line in answer), (
+            f"the answer of {label} leaked into the homework"
+        )
 
 
 @pytest.mark.parametrize("md", WITH_EXERCISES, ids=lambda p: p.name)
@@ -214,13 +277,25 @@ def test_every_exercise_has_stub_solution_and_checker(md):
         assert label and label.startswith("ex-"), label
         if _pen_and_paper(ex):
             continue
-        marked = [c for c in ex["solutions"] if notebooks.stub_from_solution(c.source) is not None]
-        assert len(ex["stubs"]) + len(marked) == 1, f"{label}: exactly one stub cell or marked solution cell"
-        for stub in ex["stubs"]:  # the older form: a hidden stub cell inside the exercise
-            assert set(stub.metadata.get("tags", [])) >= {notebooks.STUB_TAG, "remove-cell"}, label
+        marked = [
+            c
+            for c in ex["solutions"]
+            if notebooks.stub_from_solution(c.source) is not None
+        ]
+        assert len(ex["stubs"]) + len(marked) == 1, (
+            f"{label}: exactly one stub cell or marked solution cell"
+        )
+        # the older form: a hidden stub cell inside the exercise
+        for stub in ex["stubs"]:
+            assert set(stub.metadata.get("tags", [])) >= {
+                notebooks.STUB_TAG,
+                "remove-cell",
+            }, label
             assert "raise NotImplementedError" in stub.source, label
         assert ex["solutions"], f"{label}: the solution needs at least one code cell"
-        assert ex["after"] is not None and re.match(r"check_\w+\(\w+\)\s*$", ex["after"].source), (
+        assert ex["after"] is not None and re.match(
+            r"check_\w+\(\w+\)\s*$", ex["after"].source
+        ), (
             f"{label}: the cell after the solution must call a checker (CONTRIBUTING.md#adding-an-exercise)"
         )
 
@@ -234,12 +309,22 @@ def test_homework_keeps_stubs_and_drops_solutions(md):
         if _pen_and_paper(ex):
             continue
         stubs = [c.source for c in ex["stubs"]]
-        stubs += [notebooks.stub_from_solution(c.source) for c in ex["solutions"] if "# BEGIN SOLUTION" in c.source]
+        stubs += [
+            notebooks.stub_from_solution(c.source)
+            for c in ex["solutions"]
+            if "# BEGIN SOLUTION" in c.source
+        ]
         assert stubs[0] in code
         for solution in ex["solutions"]:
-            assert solution.source not in code, f"solution of {ex['label']} leaked into the homework"
+            assert solution.source not in code, (
+                f"solution of {ex['label']} leaked into the homework"
+            )
         assert ex["after"].source in code
-    assert "{solution-start}" not in text and "{exercise-start}" not in text and "{solution-end}" not in text
+    assert (
+        "{solution-start}" not in text
+        and "{exercise-start}" not in text
+        and "{solution-end}" not in text
+    )
     number = notebooks.chapter_number(md)
     headings = re.findall(rf"^### Exercise {number}\.(\d+) \(", text, re.MULTILINE)
     assert [int(h) for h in headings] == list(range(1, len(_blocks(md)) + 1))
@@ -249,7 +334,9 @@ def test_homework_keeps_stubs_and_drops_solutions(md):
 def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
     from companion.exercises.checking import Checker
 
-    monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
+    monkeypatch.setattr(
+        notebooks, "_checker", lambda name: Checker("double", lambda f: 1)
+    )
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
     md = tmp_path / "07_sample.md"
     md.write_text(
@@ -270,7 +357,11 @@ def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
     assert not any("Explained." in s for s in sources)
     assert any("### Exercise 7.1 (Double it)\n\nWrite `double`." in s for s in sources)
     assert "check_double(double)" in sources and any("After." in s for s in sources)
-    stub = next(c for c in hw.cells if c.cell_type == "code" and "NotImplementedError" in c.source)
+    stub = next(
+        c
+        for c in hw.cells
+        if c.cell_type == "code" and "NotImplementedError" in c.source
+    )
     assert stub.metadata["tags"] == ["exercise-stub"]
     check = next(c for c in hw.cells if c.source == "check_double(double)")
     assert check.outputs[0].text.startswith("NOT ATTEMPTED YET  double: ")
@@ -280,7 +371,9 @@ def test_homework_generator_on_a_synthetic_chapter(tmp_path, monkeypatch):
 def test_unterminated_solution_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 8)
     md = tmp_path / "08_broken.md"
-    md.write_text("# Broken\n\n```{solution-start} ex-x\n```\n\n```{code-cell} ipython3\nx = 1\n```\n")
+    md.write_text(
+        "# Broken\n\n```{solution-start} ex-x\n```\n\n```{code-cell} ipython3\nx = 1\n```\n"
+    )
     with pytest.raises(ValueError, match="no matching solution-end"):
         notebooks.homework_notebook(md)
 
@@ -393,7 +486,12 @@ SAMPLE_HOMEWORK = [
         "NOT ATTEMPTED YET  double: your code still raises NotImplementedError. "
         "Replace the stub with your implementation and run the cell again.\n",
     ),
-    ("code", "_homework.restore(globals(), _homework_saved, keep=['double']);", ["homework-restore"], None),
+    (
+        "code",
+        "_homework.restore(globals(), _homework_saved, keep=['double']);",
+        ["homework-restore"],
+        None,
+    ),
     ("markdown", "After.", None, None),
     (
         "markdown",
@@ -409,10 +507,14 @@ SAMPLE_HOMEWORK = [
 def test_homework_of_a_sample_chapter_is_exactly_as_written(tmp_path, monkeypatch):
     from companion.exercises.checking import Checker
 
-    monkeypatch.setattr(notebooks, "_checker", lambda name: Checker("double", lambda f: 1))
+    monkeypatch.setattr(
+        notebooks, "_checker", lambda name: Checker("double", lambda f: 1)
+    )
     monkeypatch.setattr(notebooks, "chapter_number", lambda md: 7)
     monkeypatch.setattr(
-        notebooks, "repository", lambda: notebooks.Repository("https://github.com/someone/a-book", "v2")
+        notebooks,
+        "repository",
+        lambda: notebooks.Repository("https://github.com/someone/a-book", "v2"),
     )
     md = tmp_path / "07_sample.md"
     md.write_text(SAMPLE_CHAPTER)
@@ -423,14 +525,19 @@ def test_homework_of_a_sample_chapter_is_exactly_as_written(tmp_path, monkeypatc
         output = "".join(o["text"] for o in outputs) if outputs else None
         got.append((cell.cell_type, cell.source, cell.metadata.get("tags"), output))
     assert got == SAMPLE_HOMEWORK
-    assert hw.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in hw.metadata
+    assert (
+        hw.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in hw.metadata
+    )
     runs = [c.get("execution_count") for c in hw.cells if c.cell_type == "code"]
-    assert runs == [None, None, None, 1, None], "nbval compares only the outputs of cells that were run"
+    assert runs == [None, None, None, 1, None], (
+        "nbval compares only the outputs of cells that were run"
+    )
 
 
 def test_myst_for_jupyter_is_exactly_as_written(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "ROOT", tmp_path)
-    monkeypatch.setattr(notebooks, "BOOK", tmp_path / "book")  # a book without pages: no label is known
+    # a book without pages: no label is known
+    monkeypatch.setattr(notebooks, "BOOK", tmp_path / "book")
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "mod.py").write_text(
         '"""Doc."""\n\nimport torch\n\n\ndef other():\n    pass\n\n\n@torch.no_grad()\ndef shown(x):\n'
@@ -453,23 +560,35 @@ def test_myst_for_jupyter_is_exactly_as_written(tmp_path, monkeypatch):
 
 # --- the generated notebooks carry no raw MyST ---------------------------------------------------------------
 
-GENERATED = [notebooks.reader_path(md) for md in CHAPTERS] + [notebooks.homework_path(md) for md in WITH_EXERCISES]
+GENERATED = [notebooks.reader_path(md) for md in CHAPTERS] + [
+    notebooks.homework_path(md) for md in WITH_EXERCISES
+]
 
 # What Jupyter and Colab would show as raw text: each pattern written from MyST's syntax, not from the generator.
 RAW_MYST = {
-    "directive fence": re.compile(r"^[ \t>]*(?:`{3,}|~{3,}|:{3,})[ \t]*\{[^}\n]*\}", re.MULTILINE),
+    "directive fence": re.compile(
+        r"^[ \t>]*(?:`{3,}|~{3,}|:{3,})[ \t]*\{[^}\n]*\}", re.MULTILINE
+    ),
     "colon fence": re.compile(r"^[ \t>]*:{3,}", re.MULTILINE),
     "role": re.compile(r"\{[\w:+.-]+\}`"),
     "target": re.compile(r"^[ \t>]*\([^()\s]+\)=[ \t]*$", re.MULTILINE),
-    "directive option": re.compile(r"^[ \t>]*:(?:label|class|name|tags|pyobject|dedent|start-at|end-before):", re.M),
+    "directive option": re.compile(
+        r"^[ \t>]*:(?:label|class|name|tags|pyobject|dedent|start-at|end-before):", re.M
+    ),
     "comment": re.compile(r"^%", re.MULTILINE),
-    "exercise or solution": re.compile(r"\{(?:exercise|solution)[-}]|(?:exercise|solution)-(?:start|end)\b"),
+    "exercise or solution": re.compile(
+        r"\{(?:exercise|solution)[-}]|(?:exercise|solution)-(?:start|end)\b"
+    ),
 }
 
 
 def raw_myst(text: str) -> list[str]:
     """Every raw MyST construct in ``text``, named."""
-    return [f"{name}: {m.group(0).strip()!r}" for name, pattern in RAW_MYST.items() for m in pattern.finditer(text)]
+    return [
+        f"{name}: {m.group(0).strip()!r}"
+        for name, pattern in RAW_MYST.items()
+        for m in pattern.finditer(text)
+    ]
 
 
 def test_raw_myst_is_recognised():
@@ -499,7 +618,9 @@ def test_raw_myst_is_recognised():
     assert raw_myst(rendered) == []
 
 
-@pytest.mark.parametrize("path", GENERATED, ids=lambda p: p.relative_to(notebooks.BOOK).as_posix())
+@pytest.mark.parametrize(
+    "path", GENERATED, ids=lambda p: p.relative_to(notebooks.BOOK).as_posix()
+)
 def test_generated_notebooks_have_no_raw_myst(path):
     nb = nbformat.read(path, as_version=4)
     found = [
@@ -516,34 +637,57 @@ def _reader_code(cell) -> str:
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
-def test_reader_notebook_runs_every_cell_of_the_chapter_and_folds_what_the_book_hides(md):
+def test_reader_notebook_runs_every_cell_of_the_chapter_and_folds_what_the_book_hides(
+    md,
+):
     """Every code cell of the chapter is in the reader notebook, in order (so the hidden asserts run when it is
     executed); the cells the book hides, and the solutions, are folded for Colab and JupyterLab alike."""
     chapter = [c for c in jupytext.read(md).cells if c.cell_type == "code"]
     reader = nbformat.read(notebooks.reader_path(md), as_version=4)
     code = [c for c in reader.cells if c.cell_type == "code"]
-    assert [_reader_code(c) for c in code] == [notebooks.without_markers(c.source) for c in chapter], (
+    assert [_reader_code(c) for c in code] == [
+        notebooks.without_markers(c.source) for c in chapter
+    ], (
         "the reader notebook is stale: run python tools/notebooks.py sync (CONTRIBUTING.md#the-two-commands)"
     )
     solutions = md.read_text().count("{solution-start}")
-    details = [c for c in reader.cells if c.cell_type == "markdown" and c.source.startswith("<details>")]
+    details = [
+        c
+        for c in reader.cells
+        if c.cell_type == "markdown" and c.source.startswith("<details>")
+    ]
     assert len(details) == solutions
     for ours, theirs in zip(code, chapter, strict=True):
         tags = set(theirs.metadata.get("tags", []))
-        in_solution = notebooks.SOLUTION_TITLE.split("{")[0] in ours.source.split("\n")[0]
-        hidden = bool(tags & {"remove-cell", "remove-input", "hide-input"}) or in_solution
+        in_solution = (
+            notebooks.SOLUTION_TITLE.split("{")[0] in ours.source.split("\n")[0]
+        )
+        hidden = (
+            bool(tags & {"remove-cell", "remove-input", "hide-input"}) or in_solution
+        )
         assert (ours.metadata.get("cellView") == "form") == hidden, ours.source[:80]
         assert ours.metadata.get("jupyter", {}).get("source_hidden", False) == hidden
         assert bool(re.match(r"# @title \S", ours.source)) == hidden
-        if in_solution:  # a solution's hidden check is folded under the solution's title
+        # a solution's hidden check is folded under the solution's title
+        if in_solution:
             continue
-        if "remove-cell" in tags and notebooks.SETUP_TAG not in tags and "assert " in theirs.source:
-            assert ours.source.startswith("# @title Check the claims of the text above (hidden in the book)\n")
+        if (
+            "remove-cell" in tags
+            and notebooks.SETUP_TAG not in tags
+            and "assert " in theirs.source
+        ):
+            assert ours.source.startswith(
+                "# @title Check the claims of the text above (hidden in the book)\n"
+            )
         elif "remove-cell" in tags and notebooks.SETUP_TAG not in tags:
             assert ours.source.startswith("# @title Code hidden in the book\n")
     if notebooks.has_exercises(md):
         number = notebooks.chapter_number(md)
-        headings = re.findall(rf"^### Exercise {number}\.(\d+)", "\n".join(c.source for c in reader.cells), re.M)
+        headings = re.findall(
+            rf"^### Exercise {number}\.(\d+)",
+            "\n".join(c.source for c in reader.cells),
+            re.M,
+        )
         assert [int(h) for h in headings] == list(range(1, solutions + 1))
 
 
@@ -697,7 +841,11 @@ SAMPLE_READER = [
         {**FOLDED, "tags": ["remove-input"]},
     ),
     ("markdown", f"After [the intro]({PAGE}#sec-intro).", {}),
-    ("markdown", "## References\n\n- Jane Doe and Richard Roe. A title. <em>Journal of Stuff</em>, 2020.", {}),
+    (
+        "markdown",
+        "## References\n\n- Jane Doe and Richard Roe. A title. <em>Journal of Stuff</em>, 2020.",
+        {},
+    ),
 ]
 
 
@@ -714,10 +862,14 @@ def sample_book(tmp_path, monkeypatch):
 
 
 def test_reader_notebook_of_a_sample_chapter_is_exactly_as_written(sample_book):
-    nb = nbformat.reads(notebooks.reader_notebook(sample_book / "book" / "07_sample.md"), as_version=4)
+    nb = nbformat.reads(
+        notebooks.reader_notebook(sample_book / "book" / "07_sample.md"), as_version=4
+    )
     got = [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells]
     assert got == SAMPLE_READER
-    assert "jupytext" not in nb.metadata and nb.metadata["kernelspec"]["name"] == "python3"
+    assert (
+        "jupytext" not in nb.metadata and nb.metadata["kernelspec"]["name"] == "python3"
+    )
     assert [c.id for c in nb.cells] == [f"cell-{i}" for i in range(len(SAMPLE_READER))]
 
 
@@ -747,7 +899,8 @@ def test_figures_numbered_references_equations_dropdowns_and_code_blocks(sample_
         "```{code-block} bash\nmake test\n```"
     )
     (sample_book / "book" / "06_other.md").write_text(text)
-    page = "https://someone.github.io/a-book/book/06_other.html"  # 06_other is in no numbered part: no chapter
+    # 06_other is in no numbered part: no chapter
+    page = "https://someone.github.io/a-book/book/06_other.html"
     citations = notebooks.Citations(sample_book / "book" / "references.bib")
     assert notebooks.for_jupyter(text, sample_book / "book", citations=citations) == (
         "# Other chapter\n\n"

@@ -21,7 +21,9 @@ def index() -> dict[int, list[str]]:
 
 def uses(text: str, module: str) -> bool:
     imported = re.findall(r"^from companion import ([^\n]+)$", text, re.MULTILINE)
-    return f"companion.{module}" in text or any(module in re.split(r"[,\s()]+", line) for line in imported)
+    return f"companion.{module}" in text or any(
+        module in re.split(r"[,\s()]+", line) for line in imported
+    )
 
 
 def test_every_chapter_is_indexed_with_the_modules_it_uses():

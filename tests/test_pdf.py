@@ -19,7 +19,9 @@ pdf_tool = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pdf_tool)
 
 
-def make_pdf(path: Path, image_sizes: list[tuple[int, int]], text: str, pages: int = 1) -> Path:
+def make_pdf(
+    path: Path, image_sizes: list[tuple[int, int]], text: str, pages: int = 1
+) -> Path:
     """A PDF with `text` on its first page, then one page per image (embedded at its own pixel size), then blank
     pages up to `pages`."""
     from matplotlib.backends.backend_pdf import PdfPages
@@ -51,14 +53,24 @@ def test_a_pdf_with_every_figure_and_title_passes(tmp_path):
     pages, images, text = pdf_tool.read_pdf(pdf)
     assert pages == 4 and images == collections.Counter({(37, 23): 1, (40, 30): 1})
     figures = collections.Counter({(37, 23): 1, (40, 30): 1})
-    assert pdf_tool.problems(pages, images, text, figures, {"book/01": "Chapter One"}, min_pages=4) == []
+    assert (
+        pdf_tool.problems(
+            pages, images, text, figures, {"book/01": "Chapter One"}, min_pages=4
+        )
+        == []
+    )
 
 
 def test_each_defect_is_named(tmp_path):
     pdf = make_pdf(tmp_path / "bad.pdf", [(37, 23)], r"Chapter One $$\frac{a}{b}$$")
     pages, images, text = pdf_tool.read_pdf(pdf)
     found = pdf_tool.problems(
-        pages, images, text, collections.Counter({(37, 23): 1, (64, 48): 2}), {"a": "Chapter One", "b": "Two"}, 4
+        pages,
+        images,
+        text,
+        collections.Counter({(37, 23): 1, (64, 48): 2}),
+        {"a": "Chapter One", "b": "Two"},
+        4,
     )
     assert len(found) == 4, found
     assert "2 pages, expected at least 4" in found[0]

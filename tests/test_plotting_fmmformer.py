@@ -31,21 +31,35 @@ def test_hmatrix_picture_has_one_rectangle_per_block_coloured_by_kind():
     for patch, block in zip(patches, blocks, strict=True):
         colour = NEAR_COLOUR if block.kind == "near" else FAR_COLOUR
         assert patch.get_facecolor() == to_rgba(colour)
-        assert (patch.get_x(), patch.get_y(), patch.get_width(), patch.get_height()) == (
+        assert (
+            patch.get_x(),
+            patch.get_y(),
+            patch.get_width(),
+            patch.get_height(),
+        ) == (
             block.c0,
             block.r0,
             block.c1 - block.c0,
             block.r1 - block.r0,
         )
     shown = [int(t.get_text()) for t in ax.texts]
-    big_far = [r for r, b in zip(ranks, blocks, strict=True) if b.kind == "far" and min(b.shape) >= 8]
+    big_far = [
+        r
+        for r, b in zip(ranks, blocks, strict=True)
+        if b.kind == "far" and min(b.shape) >= 8
+    ]
     assert shown == big_far and shown
     assert ax.get_ylim() == (128, 0)  # row 0 at the top, as a matrix
     plt.close("all")
 
 
 def test_spectrum_plot_draws_both_curves_and_the_tolerance():
-    a = torch.softmax(torch.randn(50, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64), -1)
+    a = torch.softmax(
+        torch.randn(
+            50, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+        ),
+        -1,
+    )
     spec = attention_spectrum(a, 5, causal=False)
     ax = plot_attention_spectrum(spec, eps=1e-2)
     lines = ax.get_lines()
@@ -58,7 +72,9 @@ def test_spectrum_plot_draws_both_curves_and_the_tolerance():
 def test_a_floor_clips_tiny_values_and_the_axis():
     sigma = torch.tensor([1.0, 1e-2, 1e-4, 1e-300, 0.0], dtype=torch.float64)
     ax = plot_singular_values({"s": sigma}, floor=1e-6)
-    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [1.0, 1e-2, 1e-4, 1e-6, 1e-6])
+    np.testing.assert_allclose(
+        ax.get_lines()[0].get_ydata(), [1.0, 1e-2, 1e-4, 1e-6, 1e-6]
+    )
     assert ax.get_ylim()[0] == 5e-7
     for bad in (0.0, -1.0, "1e-6", True):
         with pytest.raises((TypeError, ValueError), match="floor"):

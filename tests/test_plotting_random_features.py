@@ -9,12 +9,17 @@ import pytest
 import torch
 
 from companion.benchmarking import fit_loglog_slope
-from companion.plotting.random_features import plot_error_vs_R, plot_kernel_approximations
+from companion.plotting.random_features import (
+    plot_error_vs_R,
+    plot_kernel_approximations,
+)
 from companion.random_features import approximation_errors
 
 
 def test_plot_kernel_approximations_panels_and_errors():
-    x = torch.randn(30, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = torch.randn(
+        30, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
     fig = plot_kernel_approximations(x, [10, 1000], sigma=1.0)
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title().split("\n")[0] for ax in axes] == [
@@ -28,7 +33,9 @@ def test_plot_kernel_approximations_panels_and_errors():
 
 
 def test_plot_error_vs_R_shows_the_fitted_slope():
-    x = torch.randn(20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x = torch.randn(
+        20, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
     Rs = [8, 32, 128, 512]
     errors = approximation_errors(x, Rs, range(3))
     ax = plot_error_vs_R(Rs, errors)

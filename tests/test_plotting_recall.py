@@ -36,18 +36,22 @@ def test_plot_recall_bound_draws_every_run_the_bound_and_the_bands():
         assert len(dots) == len(mine)  # each seed a dot
         assert sorted(dots[:, 1]) == sorted(run["accuracy"] for run in mine)
         expected_x = sorted(run["n_pairs"] / run["r"] for run in mine)
-        np.testing.assert_allclose(sorted(dots[:, 0]), expected_x, rtol=0.15)  # jittered by < 8 %
+        # jittered by < 8 %
+        np.testing.assert_allclose(sorted(dots[:, 0]), expected_x, rtol=0.15)
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert list(lines["the bound N = r"].get_xdata()) == [1, 1]
         curve = lines["exact read-out of rank r: min(1, r/N)"]
-        np.testing.assert_allclose(curve.get_ydata(), np.minimum(1, 1 / curve.get_xdata()))
+        np.testing.assert_allclose(
+            curve.get_ydata(), np.minimum(1, 1 / curve.get_xdata())
+        )
         bars = [line for line in ax.get_lines() if line.get_label().startswith("_")]
         tops = sorted(max(bar.get_ydata()) for bar in bars)
         cells = sorted({(run["r"], run["n_pairs"]) for run in mine})
         assert tops == sorted(NO_LOOKUP[n][1] for _, n in cells)
         assert ax.get_xscale() == "log"
     dot_colours = {tuple(c.get_facecolor()[0]) for ax in axes for c in ax.collections}
-    assert not dot_colours & {matplotlib.colors.to_rgba(f"C{i}") for i in range(10)}  # not the kinds' colours
+    # not the kinds' colours
+    assert not dot_colours & {matplotlib.colors.to_rgba(f"C{i}") for i in range(10)}
     plt.close("all")
 
 

@@ -14,8 +14,18 @@ from companion.plotting import sequences
 
 def _cells(ax, colour):
     """The labels of the cells filled with ``colour``, by their position (x, y)."""
-    boxes = [p for p in ax.patches if p.get_width() > 0 and to_hex(p.get_facecolor()) == colour]
-    texts = {(round(t.get_position()[0] - 0.5, 3), round(t.get_position()[1] - 0.4, 3)): t.get_text() for t in ax.texts}
+    boxes = [
+        p
+        for p in ax.patches
+        if p.get_width() > 0 and to_hex(p.get_facecolor()) == colour
+    ]
+    texts = {
+        (
+            round(t.get_position()[0] - 0.5, 3),
+            round(t.get_position()[1] - 0.4, 3),
+        ): t.get_text()
+        for t in ax.texts
+    }
     return [texts[(round(b.get_x(), 3), round(b.get_y(), 3))] for b in boxes]
 
 
@@ -39,14 +49,30 @@ def test_windows_figure_shows_each_window_and_the_batch():
 
 
 def test_search_tree_draws_every_branch_with_its_probability():
-    table = torch.tensor([[0.0, 0.5, 0.4, 0.1], [0.0, 0.3, 0.3, 0.4], [0.0, 0.05, 0.05, 0.9], [0, 0, 0, 1.0]])
+    table = torch.tensor(
+        [
+            [0.0, 0.5, 0.4, 0.1],
+            [0.0, 0.3, 0.3, 0.4],
+            [0.0, 0.05, 0.05, 0.9],
+            [0, 0, 0, 1.0],
+        ]
+    )
     paths = {"greedy": ((1, 3), "C1"), "beam": ((2, 3), "C2")}
-    ax = sequences.draw_search_tree(table, ["<bos>", "A", "B", "<eos>"], paths, title="tree")
+    ax = sequences.draw_search_tree(
+        table, ["<bos>", "A", "B", "<eos>"], paths, title="tree"
+    )
     branches = [line for line in ax.lines if len(line.get_xdata())]
-    assert len(branches) == 3 + 2 * 3  # three first tokens, three continuations of A and of B
-    thick = sorted((line.get_color(), line.get_xdata()[1]) for line in branches if line.get_linewidth() > 2)
+    # three first tokens, three continuations of A and of B
+    assert len(branches) == 3 + 2 * 3
+    thick = sorted(
+        (line.get_color(), line.get_xdata()[1])
+        for line in branches
+        if line.get_linewidth() > 2
+    )
     assert thick == [("C1", 1), ("C1", 2), ("C2", 1), ("C2", 2)]
-    probabilities = sorted(float(t.get_text()) for t in ax.texts if t.get_text()[0].isdigit())
+    probabilities = sorted(
+        float(t.get_text()) for t in ax.texts if t.get_text()[0].isdigit()
+    )
     expected = sorted([0.5, 0.4, 0.1, 0.3, 0.3, 0.4, 0.05, 0.05, 0.9])
     assert probabilities == pytest.approx(expected)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["greedy", "beam"]

@@ -55,10 +55,18 @@ def test_pca_2d_matches_the_top_principal_components():
 
 def test_projection_and_loss():
     words = [f"w{i}" for i in range(10)]
-    ax = pe.plot_projection(torch.randn(10, 5), words, groups=[i % 2 for i in range(10)])
-    assert _labels(ax) == words and ax.get_xlabel() == "principal component 1" and ax.get_title()
+    ax = pe.plot_projection(
+        torch.randn(10, 5), words, groups=[i % 2 for i in range(10)]
+    )
+    assert (
+        _labels(ax) == words
+        and ax.get_xlabel() == "principal component 1"
+        and ax.get_title()
+    )
     ax = pe.plot_loss([3.0, 2.0, 1.5, 1.2, 1.1, 1.0], smooth=3, xlabel="batch")
-    assert ax.get_xlabel() == "batch" and ax.get_ylabel() == "loss" and len(ax.lines) == 2
+    assert (
+        ax.get_xlabel() == "batch" and ax.get_ylabel() == "loss" and len(ax.lines) == 2
+    )
     ax = pe.plot_loss(torch.tensor([1.0, 0.5]), title="GloVe")
     assert ax.get_title() == "GloVe" and len(ax.lines) == 1
     with pytest.raises(ValueError, match="empty"):
@@ -71,12 +79,20 @@ def test_word2vec_network():
     words = ["the", "professor", "is", "scribbling"]
     p = torch.tensor([0.4, 0.1, 0.3, 0.2])
     ax = pe.plot_word2vec_network(words, "is", hidden=3, probabilities=p)
-    circles = [patch for patch in ax.patches if isinstance(patch, matplotlib.patches.Circle)]
+    circles = [
+        patch for patch in ax.patches if isinstance(patch, matplotlib.patches.Circle)
+    ]
     assert len(circles) == 4 + 3 + 4  # input units, hidden units, output units
     texts = _labels(ax)
     assert texts.count("1") == 1 and texts.count("0") == 3  # the one-hot input of "is"
-    assert all(texts.count(w) == 2 for w in words)  # each word labels an input and an output unit
-    assert [t for t in texts if t in ("0.40", "0.10", "0.30", "0.20")] == ["0.40", "0.10", "0.30", "0.20"]
+    # each word labels an input and an output unit
+    assert all(texts.count(w) == 2 for w in words)
+    assert [t for t in texts if t in ("0.40", "0.10", "0.30", "0.20")] == [
+        "0.40",
+        "0.10",
+        "0.30",
+        "0.20",
+    ]
     dark = [line for line in ax.lines if line.get_linewidth() > 1]
     assert len(dark) == 3  # only the edges leaving the active input unit carry a signal
     assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()

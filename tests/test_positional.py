@@ -26,14 +26,17 @@ def test_sinusoidal_formula_entry_by_entry():
         for i in range(3):
             angle = pos / 10000 ** (2 * i / 6)
             assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-15)
-            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-15)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(
+                math.cos(angle), abs=1e-15
+            )
     assert torch.equal(pe[0], torch.tensor([0.0, 1.0] * 3, dtype=F64))
 
 
 def test_sinusoidal_odd_width_and_dtype():
     pe = sinusoidal_positional_encoding(4, 5)
     assert pe.shape == (4, 5) and pe.dtype == torch.float32
-    last = torch.sin(torch.arange(4.0) / 10000 ** (4 / 5))  # the lone sine column 2i = 4
+    # the lone sine column 2i = 4
+    last = torch.sin(torch.arange(4.0) / 10000 ** (4 / 5))
     torch.testing.assert_close(pe[:, 4], last)
 
 
@@ -64,7 +67,9 @@ def test_learned_module_adds_trainable_rows():
     torch.testing.assert_close(out, x + module.embedding.weight[:4])
     out.sum().backward()
     grad = module.embedding.weight.grad
-    assert torch.equal(grad[:4], torch.full((4, 6), 2.0)) and torch.equal(grad[4:], torch.zeros(6, 6))
+    assert torch.equal(grad[:4], torch.full((4, 6), 2.0)) and torch.equal(
+        grad[4:], torch.zeros(6, 6)
+    )
 
 
 def test_offset_adds_the_rows_of_later_positions():
@@ -75,7 +80,9 @@ def test_offset_adds_the_rows_of_later_positions():
         SinusoidalPositionalEncoding(6, context_length=10),
         LearnedPositionalEmbedding(6, context_length=10),
     )
-    torch.testing.assert_close(sinusoidal(x, offset=4), x + sinusoidal_positional_encoding(7, 6)[4:])
+    torch.testing.assert_close(
+        sinusoidal(x, offset=4), x + sinusoidal_positional_encoding(7, 6)[4:]
+    )
     torch.testing.assert_close(learned(x, offset=4), x + learned.embedding.weight[4:7])
     long = torch.randn(2, 7, 6)
     for module in (sinusoidal, learned):
@@ -89,7 +96,8 @@ def test_rope_rotates_adjacent_pairs():
         for i in range(2):
             phi = p * 10000 ** (-2 * i / 4)
             torch.testing.assert_close(
-                out[p, 2 * i : 2 * i + 2], torch.tensor([math.cos(phi), math.sin(phi)], dtype=F64)
+                out[p, 2 * i : 2 * i + 2],
+                torch.tensor([math.cos(phi), math.sin(phi)], dtype=F64),
             )
     torch.testing.assert_close(apply_rope(x)[0], x[0])  # position 0 is not rotated
 
@@ -103,15 +111,25 @@ def test_rope_module_matches_function_with_offset():
 
 
 @SETTINGS
-@given(m=st.integers(0, 60), n=st.integers(0, 60), shift=st.integers(-20, 40), seed=st.integers(0, 10_000))
+@given(
+    m=st.integers(0, 60),
+    n=st.integers(0, 60),
+    shift=st.integers(-20, 40),
+    seed=st.integers(0, 10_000),
+)
 def test_rope_scores_depend_only_on_relative_position(m, n, shift, seed):
     """rope(q, m)ᵀ rope(k, n) = rope(q, m + s)ᵀ rope(k, n + s) for every shift s."""
     shift = max(shift, -min(m, n))
     g = torch.Generator().manual_seed(seed)
-    q, k = torch.randn(1, 8, dtype=F64, generator=g), torch.randn(1, 8, dtype=F64, generator=g)
+    q, k = (
+        torch.randn(1, 8, dtype=F64, generator=g),
+        torch.randn(1, 8, dtype=F64, generator=g),
+    )
 
     def score(a, b):
-        return (apply_rope(q, torch.tensor([a])) @ apply_rope(k, torch.tensor([b])).T).item()
+        return (
+            apply_rope(q, torch.tensor([a])) @ apply_rope(k, torch.tensor([b])).T
+        ).item()
 
     assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-10)
 
@@ -119,7 +137,9 @@ def test_rope_scores_depend_only_on_relative_position(m, n, shift, seed):
 @SETTINGS
 @given(n=st.integers(1, 12), half=st.integers(1, 8), seed=st.integers(0, 10_000))
 def test_rope_preserves_norms(n, half, seed):
-    x = torch.randn(n, 2 * half, dtype=F64, generator=torch.Generator().manual_seed(seed))
+    x = torch.randn(
+        n, 2 * half, dtype=F64, generator=torch.Generator().manual_seed(seed)
+    )
     torch.testing.assert_close(apply_rope(x).norm(dim=-1), x.norm(dim=-1))
 
 
@@ -141,8 +161,16 @@ def test_rope_angles_shape():
             ValueError,
             "exceed the context length T = 8",
         ),
-        (lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=4), ValueError, "positions 4…8"),
-        (lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=-1), ValueError, "non-negative int"),
+        (
+            lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=4),
+            ValueError,
+            "positions 4…8",
+        ),
+        (
+            lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=-1),
+            ValueError,
+            "non-negative int",
+        ),
         (
             lambda: RotaryEmbedding(4)(torch.randn(3, 6)),
             ValueError,
@@ -153,15 +181,27 @@ def test_rope_angles_shape():
             ValueError,
             r"positions must have shape \(3,\).* got shape \(4,\)",
         ),
-        (lambda: apply_rope(torch.randn(3, 4), torch.arange(3.0)), TypeError, "integer"),
-        (lambda: apply_rope(torch.ones(3, 4, dtype=torch.long)), TypeError, "floating-point"),
         (
-            lambda: SinusoidalPositionalEncoding(4, context_length=5)(torch.randn(1, 6, 4)),
+            lambda: apply_rope(torch.randn(3, 4), torch.arange(3.0)),
+            TypeError,
+            "integer",
+        ),
+        (
+            lambda: apply_rope(torch.ones(3, 4, dtype=torch.long)),
+            TypeError,
+            "floating-point",
+        ),
+        (
+            lambda: SinusoidalPositionalEncoding(4, context_length=5)(
+                torch.randn(1, 6, 4)
+            ),
             ValueError,
             r"positions 0…5 \(x of shape \(1, 6, 4\), offset 0\) exceed the context length T = 5",
         ),
         (
-            lambda: LearnedPositionalEmbedding(4, context_length=5)(torch.randn(1, 3, 5)),
+            lambda: LearnedPositionalEmbedding(4, context_length=5)(
+                torch.randn(1, 3, 5)
+            ),
             ValueError,
             r"x must have shape \(\.\.\., n, 4\) .* got shape \(1, 3, 5\)",
         ),
@@ -170,7 +210,11 @@ def test_rope_angles_shape():
             ValueError,
             "n_positions must be a positive int, got 0",
         ),
-        (lambda: sinusoidal_positional_encoding(4, 4, base=1), ValueError, "base must be a finite number > 1, got 1"),
+        (
+            lambda: sinusoidal_positional_encoding(4, 4, base=1),
+            ValueError,
+            "base must be a finite number > 1, got 1",
+        ),
     ],
 )
 def test_bad_input_is_named(call, error, match):

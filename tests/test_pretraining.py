@@ -23,10 +23,18 @@ def test_split_windows_and_loss():
         start = int(w[0])
         assert torch.equal(w, (torch.arange(start, start + 17)) % 50)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=50, context_length=16, n_layers=1, n_heads=2, d_model=8))
+    model = GPT(
+        GPTConfig(vocab_size=50, context_length=16, n_layers=1, n_heads=2, d_model=8)
+    )
     loss = gpt_pretraining.evaluate_loss(model, val, 16, batch_size=2)
     n = (len(val) - 1) // 16
-    expected = sum(next_token_loss(model.eval(), val[i * 16 : i * 16 + 17][None]).item() for i in range(n)) / n
+    expected = (
+        sum(
+            next_token_loss(model.eval(), val[i * 16 : i * 16 + 17][None]).item()
+            for i in range(n)
+        )
+        / n
+    )
     assert loss == pytest.approx(expected, abs=1e-5)
     assert abs(loss - math.log(50)) < 0.1
     with pytest.raises(ValueError, match="fewer than a window"):
@@ -39,8 +47,12 @@ def test_checkpoint_round_trip(tmp_path):
     text = "the cat sat on the mat. " * 40
     tokenizer = BPETokenizer.train(text, 270)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=270, context_length=16, n_layers=1, n_heads=2, d_model=8))
-    gpt_pretraining.save_checkpoint(tmp_path / "m.pt", model, tokenizer, note="hello", history=[1.0, 0.5])
+    model = GPT(
+        GPTConfig(vocab_size=270, context_length=16, n_layers=1, n_heads=2, d_model=8)
+    )
+    gpt_pretraining.save_checkpoint(
+        tmp_path / "m.pt", model, tokenizer, note="hello", history=[1.0, 0.5]
+    )
     loaded, tok, extras = gpt_pretraining.load_checkpoint(tmp_path / "m.pt")
     assert extras == {"note": "hello", "history": [1.0, 0.5]}
     assert tok.merges == tokenizer.merges and tok.encode(text) == tokenizer.encode(text)
@@ -67,10 +79,13 @@ def test_shipped_checkpoint_matches_its_sha256_and_has_learned():
     assert ids == tokenizer.encode(text)
     _, val = gpt_pretraining.train_val_split(ids)
     loss = gpt_pretraining.evaluate_loss(model, val, extras["recipe"]["length"])
-    assert loss == pytest.approx(history["val_loss"][-1], abs=1e-3)  # another CPU: other last bits
+    # another CPU: other last bits
+    assert loss == pytest.approx(history["val_loss"][-1], abs=1e-3)
 
 
-def test_python_docs_snapshot_is_checked_and_independent_of_the_interpreter(tmp_path, monkeypatch):
+def test_python_docs_snapshot_is_checked_and_independent_of_the_interpreter(
+    tmp_path, monkeypatch
+):
     from companion.data import python_docs
 
     topics = python_docs.topics()
@@ -96,8 +111,16 @@ def test_no_source_reads_data_from_the_interpreter(root):
     """``pydoc_data`` changes with every Python release: chapters, package, tools and tests read the snapshot."""
     sources = [
         p
-        for pattern in ("companion/**/*.py", "book/*.md", "tools/*.py", "benchmarks/*.py", "tests/*.py")
+        for pattern in (
+            "companion/**/*.py",
+            "book/*.md",
+            "tools/*.py",
+            "benchmarks/*.py",
+            "tests/*.py",
+        )
         for p in root.glob(pattern)
     ]
     pattern = re.compile(r"^\s*(from|import)\s+pydoc_data", re.MULTILINE)
-    assert [str(p.relative_to(root)) for p in sources if pattern.search(p.read_text())] == []
+    assert [
+        str(p.relative_to(root)) for p in sources if pattern.search(p.read_text())
+    ] == []

@@ -33,7 +33,8 @@ def read(phi: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def test_shared_features_recall_r_pairs_exactly(r):
     phi = rc.shared_features(r, r).numpy()
     assert np.array_equal(phi, np.eye(r))  # one feature per key
-    values = np.eye(r)[np.random.default_rng(r).permutation(r)]  # distinct one-hot values, any order
+    # distinct one-hot values, any order
+    values = np.eye(r)[np.random.default_rng(r).permutation(r)]
     assert np.allclose(loop_read_out(phi, phi, values), values, rtol=0, atol=1e-15)
 
 
@@ -48,7 +49,13 @@ def test_shared_features_meet_the_eckart_young_bound_exactly(r, extra):
     assert eckart_young(targets, r) == pytest.approx(n - r, abs=1e-9)
     assert error == pytest.approx(n - r, abs=1e-12)
     # the companion's linear attention gives the same read-out
-    torch_error = ((read(phi, torch.eye(n, dtype=torch.float64)) - torch.eye(n, dtype=torch.float64)) ** 2).sum()
+    torch_error = (
+        (
+            read(phi, torch.eye(n, dtype=torch.float64))
+            - torch.eye(n, dtype=torch.float64)
+        )
+        ** 2
+    ).sum()
     assert float(torch_error) == pytest.approx(n - r, abs=1e-12)
 
 
@@ -62,7 +69,9 @@ def test_no_rank_r_read_out_beats_eckart_young(n, r):
         phi_q = torch.rand(n, r, generator=g, dtype=torch.float64) ** 3
         phi_k = torch.rand(n, r, generator=g, dtype=torch.float64) ** 3
         v = torch.randn(n, n, generator=g, dtype=torch.float64)
-        out = linear_attention(phi_q, phi_k, v, feature_map=lambda x: x, eps=0.0).numpy()
+        out = linear_attention(
+            phi_q, phi_k, v, feature_map=lambda x: x, eps=0.0
+        ).numpy()
         assert np.linalg.matrix_rank(out) <= r
         a, b = np.random.default_rng(len(str(best))).standard_normal((2, n, r))
         best = min(best, ((out - targets) ** 2).sum(), ((a @ b.T - targets) ** 2).sum())
@@ -74,8 +83,12 @@ def test_no_rank_r_read_out_beats_eckart_young(n, r):
     assert ((optimum - t) ** 2).sum() == pytest.approx(eckart_young(t, r), rel=1e-10)
 
 
-@pytest.mark.parametrize("n_keys, r", [(1, 2), (2, 2), (9, 2), (17, 4), (64, 16), (30, 7)])
-def test_quarter_circle_features_are_nonnegative_unit_vectors_on_their_circle(n_keys, r):
+@pytest.mark.parametrize(
+    "n_keys, r", [(1, 2), (2, 2), (9, 2), (17, 4), (64, 16), (30, 7)]
+)
+def test_quarter_circle_features_are_nonnegative_unit_vectors_on_their_circle(
+    n_keys, r
+):
     phi = rc.quarter_circle_features(n_keys, r)
     assert phi.shape == (n_keys, r) and bool((phi >= 0).all())
     assert torch.allclose(phi.norm(dim=1), torch.ones(n_keys, dtype=torch.float64))
@@ -94,24 +107,35 @@ def test_quarter_circle_recalls_every_key_by_argmax_at_the_closed_form_margin(n)
     phi = rc.quarter_circle_features(n, 2).numpy()
     outputs = loop_read_out(phi, phi, np.eye(n))
     assert (outputs.argmax(1) == np.arange(n)).all()
-    margins = [row[i] - max((row[j] for j in range(n) if j != i), default=0.0) for i, row in enumerate(outputs)]
+    margins = [
+        row[i] - max((row[j] for j in range(n) if j != i), default=0.0)
+        for i, row in enumerate(outputs)
+    ]
     assert min(margins) == pytest.approx(rc.quarter_circle_margin(n), rel=1e-9)
     assert min(margins) > 0
     if n > 2:  # shrinks like δ³/(2√2), δ = π/(2(n − 1)): (r/N)³ with r = 2
         delta = math.pi / (2 * (n - 1))
-        assert rc.quarter_circle_margin(n) == pytest.approx(delta**3 / (2 * math.sqrt(2)), rel=0.35)
+        assert rc.quarter_circle_margin(n) == pytest.approx(
+            delta**3 / (2 * math.sqrt(2)), rel=0.35
+        )
 
 
 def test_many_circles_hold_n_keys_at_the_margin_of_one_circle_of_2n_over_r():
     for r, per_circle in ((4, 5), (8, 8), (16, 3)):
         n = r // 2 * per_circle
         phi = rc.quarter_circle_features(n, r)
-        margins = rc.argmax_margin(read(phi, torch.eye(n, dtype=torch.float64)), torch.arange(n))
-        assert float(margins.min()) == pytest.approx(rc.quarter_circle_margin(per_circle), rel=1e-9)
+        margins = rc.argmax_margin(
+            read(phi, torch.eye(n, dtype=torch.float64)), torch.arange(n)
+        )
+        assert float(margins.min()) == pytest.approx(
+            rc.quarter_circle_margin(per_circle), rel=1e-9
+        )
 
 
 def test_argmax_margin_against_a_loop():
-    outputs = torch.randn(50, 7, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    outputs = torch.randn(
+        50, 7, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+    )
     answers = torch.randint(7, (50,), generator=torch.Generator().manual_seed(4))
     expected = [
         float(row[a]) - max(float(row[c]) for c in range(7) if c != a)
@@ -126,8 +150,11 @@ def test_argmax_margin_against_a_loop():
 @pytest.mark.parametrize("n", [2, 5, 64, 1000])
 def test_softmax_residual_and_margin_against_softmax_itself(n, beta):
     scores = beta * torch.eye(n, dtype=torch.float64)  # β on the match, 0 elsewhere
-    weights = torch.softmax(scores, dim=-1)  # = the outputs, for distinct one-hot values
-    assert float(1 - weights.diagonal().min()) == pytest.approx(rc.softmax_residual(n, beta), rel=1e-9, abs=1e-15)
+    # = the outputs, for distinct one-hot values
+    weights = torch.softmax(scores, dim=-1)
+    assert float(1 - weights.diagonal().min()) == pytest.approx(
+        rc.softmax_residual(n, beta), rel=1e-9, abs=1e-15
+    )
     margin = float(rc.argmax_margin(weights, torch.arange(n)).min())
     assert margin == pytest.approx(rc.softmax_margin(n, beta), rel=1e-9, abs=1e-15)
     # squared error per query: ε² n/(n − 1), below the linear bound once β is large enough
@@ -162,7 +189,8 @@ def test_key_only_leak_is_what_a_two_pair_context_reads():
     for a in range(5):
         assert leak[a, a] == 0
         for b in range(5):
-            if b != a:  # the context (k_a, v_a), (k_b, v_b), read by q_a: (v_a + x v_b) / (1 + x)
+            # the context (k_a, v_a), (k_b, v_b), read by q_a: (v_a + x v_b) / (1 + x)
+            if b != a:
                 out = loop_read_out(phi_q[[a]], phi_k[[a, b]], values)[0]
                 assert out[1] / out[0] == pytest.approx(leak[a, b], rel=1e-12)
 
@@ -186,7 +214,9 @@ def test_no_key_only_features_go_below_the_floor(n_keys, r):
             assert (leak**2).sum() >= n_keys - r - 1e-9
             assert leak.abs().max() >= rc.key_only_least_leak(n_keys, r) - 1e-12
     shared = rc.shared_features(r, r)  # r keys on r features: no leak at all
-    assert torch.equal(rc.key_only_leak(shared, shared), torch.zeros(r, r, dtype=torch.float64))
+    assert torch.equal(
+        rc.key_only_leak(shared, shared), torch.zeros(r, r, dtype=torch.float64)
+    )
 
 
 def test_learned_key_only_features_recall_up_to_r_keys_and_stop_at_the_floor_beyond():
@@ -198,4 +228,7 @@ def test_learned_key_only_features_recall_up_to_r_keys_and_stop_at_the_floor_bey
         if n_keys <= r:
             assert leak.max() < 0.05, (n_keys, leak.max())
         else:
-            assert leak.abs().max() >= rc.key_only_least_leak(n_keys, r) and leak.max() > 0.5
+            assert (
+                leak.abs().max() >= rc.key_only_least_leak(n_keys, r)
+                and leak.max() > 0.5
+            )

@@ -22,12 +22,14 @@ class LastToken(torch.nn.Module):
 
 
 def test_train_recall_learns_what_can_be_learnt_and_records_its_history():
-    task = RecallTask(n_pairs=3, n_keys=6, n_values=1)  # one value: the answer never changes
+    # one value: the answer never changes
+    task = RecallTask(n_pairs=3, n_keys=6, n_values=1)
     torch.manual_seed(0)
     model = LastToken(task.vocab_size)
     history = train_recall(model, task, steps=25, every=10, lr=0.1, test_size=200)
     assert [step for step, _, _ in history] == [10, 20, 25]
-    assert all(0 <= a <= b for (_, a, _), (_, b, _) in itertools.pairwise(history))  # CPU time grows
+    # CPU time grows
+    assert all(0 <= a <= b for (_, a, _), (_, b, _) in itertools.pairwise(history))
     assert history[-1][2] == 1.0 and model.training
     torch.manual_seed(0)
     untrained = LastToken(task.vocab_size)
@@ -35,14 +37,18 @@ def test_train_recall_learns_what_can_be_learnt_and_records_its_history():
     assert recall_accuracy(untrained(tokens), answers) < 0.5  # so training did it
     # the same seed gives the same run; another seed other batches
     torch.manual_seed(0)
-    again = train_recall(LastToken(task.vocab_size), task, steps=25, every=10, lr=0.1, test_size=200)
+    again = train_recall(
+        LastToken(task.vocab_size), task, steps=25, every=10, lr=0.1, test_size=200
+    )
     assert [h[2] for h in again] == [h[2] for h in history]
 
 
 def test_train_recall_on_the_task_the_query_is_needed_for():
     task = RecallTask(n_pairs=2, n_keys=4, n_values=4)
     torch.manual_seed(0)
-    history = train_recall(LastToken(task.vocab_size), task, steps=30, every=30, lr=0.1, test_size=500)
+    history = train_recall(
+        LastToken(task.vocab_size), task, steps=30, every=30, lr=0.1, test_size=500
+    )
     tokens, _ = make_recall_batch(500, task, seed=10**9)
     # reading only the QUERY token it can do no better than a constant guess
     assert history[-1][2] < 0.45

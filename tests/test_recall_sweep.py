@@ -34,16 +34,26 @@ def test_tiny_sweep_summarises_its_runs(tmp_path, capsys):
     runs = json.loads(out.read_text())["runs"]
     assert len(runs) == 2 * 3 * 2
     for row in rows[:6]:
-        accuracies = [r["accuracy"] for r in runs if r["kind"] == row["kind"] and r["n_pairs"] == row["n_pairs"]]
-        assert row["mean"] == sum(accuracies) / 2 and row["spread"] == (max(accuracies) - min(accuracies)) / 2
+        accuracies = [
+            r["accuracy"]
+            for r in runs
+            if r["kind"] == row["kind"] and r["n_pairs"] == row["n_pairs"]
+        ]
+        assert (
+            row["mean"] == sum(accuracies) / 2
+            and row["spread"] == (max(accuracies) - min(accuracies)) / 2
+        )
         assert row["min"] == min(accuracies) and row["seeds"] == 2
         assert row["no_lookup"][0] <= row["no_lookup"][1]
     # the same parameters for every kind except FMMformer's two blend weights per layer
     parameters = {row["kind"]: row["parameters"] for row in rows[:3]}
-    assert parameters["performer"] == parameters["softmax"] == parameters["fmmformer"] - 4
+    assert (
+        parameters["performer"] == parameters["softmax"] == parameters["fmmformer"] - 4
+    )
     text = [row for row in rows if row.get("task") == "text"]
     assert [row["kind"] for row in text] == ["softmax", "performer", "fmmformer"]
-    assert all(3 < row["mean"] < 6 for row in text)  # about ln(vocabulary) after one step
+    # about ln(vocabulary) after one step
+    assert all(3 < row["mean"] < 6 for row in text)
 
 
 def test_performer_attention_is_causal_and_is_favor_plus():
@@ -54,7 +64,9 @@ def test_performer_attention_is_causal_and_is_favor_plus():
     out = attention(q, k, v, causal=True)
     k2, v2 = k.clone(), v.clone()
     k2[..., 5:, :], v2[..., 5:, :] = 3.0, -2.0  # change the future
-    assert torch.allclose(attention(q, k2, v2, causal=True)[..., :5, :], out[..., :5, :], atol=1e-5)
+    assert torch.allclose(
+        attention(q, k2, v2, causal=True)[..., :5, :], out[..., :5, :], atol=1e-5
+    )
     phi = rf.PerformerFeatures(4, 16, seed=0)
     assert torch.equal(attention.features.w, phi.w)
     expected = la.quadratic_linear_attention(q, k, v, causal=True, feature_map=phi)
@@ -64,7 +76,12 @@ def test_performer_attention_is_causal_and_is_favor_plus():
 # ---- benchmarks/recall_bound_sweep.py and its record, companion/data/recall_bound_sweep.json ----
 
 BOUND_SCRIPT = SCRIPT.with_name("recall_bound_sweep.py")
-RECORD = Path(__file__).resolve().parents[1] / "companion" / "data" / "recall_bound_sweep.json"
+RECORD = (
+    Path(__file__).resolve().parents[1]
+    / "companion"
+    / "data"
+    / "recall_bound_sweep.json"
+)
 
 
 def load_bound_script():
@@ -98,10 +115,17 @@ def test_tiny_bound_sweep_appends_its_runs_and_collects_a_record(tmp_path):
     argv = "--cells 1:2 2:3 --kinds softmax performer softmax+linear --seeds 0 --steps 4 --every 2 --keys 4 --values 3"
     runs = bound.main(f"{argv} --jobs 1 --out {out}".split())
     assert len(runs) == 2 * 3 and all(r["history"][-1][0] == 4 for r in runs)
-    assert bound.main(f"{argv} --jobs 1 --out {out}".split()) == []  # done runs are skipped
-    bound.main(f"--collect {out} --json {made} --cells 1:2 2:3 --keys 4 --values 3 --command x".split())
+    # done runs are skipped
+    assert bound.main(f"{argv} --jobs 1 --out {out}".split()) == []
+    bound.main(
+        f"--collect {out} --json {made} --cells 1:2 2:3 --keys 4 --values 3 --command x".split()
+    )
     made = json.loads(made.read_text())
-    assert len(made["runs"]) == 6 and set(made["no_lookup"]) == {"2", "3"} and made["command"] == "x"
+    assert (
+        len(made["runs"]) == 6
+        and set(made["no_lookup"]) == {"2", "3"}
+        and made["command"] == "x"
+    )
 
 
 #: the cells of the first record (seeds 0 and 1 of every kind); the r = 8 line came later, for seed 0 only
@@ -113,7 +137,9 @@ def test_record_holds_every_cell_of_the_grid(record):
     bound = load_bound_script()
     settings = record["settings"]
     assert set(record["seeds"]) == set(bound.KINDS)
-    runs = [(run["kind"], run["r"], run["n_pairs"], run["seed"]) for run in record["runs"]]
+    runs = [
+        (run["kind"], run["r"], run["n_pairs"], run["seed"]) for run in record["runs"]
+    ]
     assert len(set(runs)) == len(runs)  # each run once
     seeds = {}  # {(kind, r, N): the seeds that ran}
     for kind, r, n, seed in runs:
@@ -124,9 +150,14 @@ def test_record_holds_every_cell_of_the_grid(record):
         assert set(cells) <= set(planned) and len(cells) >= 2, (kind, cells)
         assert cells == sorted((r, n) for k, r, n in seeds if k == kind)
         first = set(FIRST_BAND if kind == "band" else FIRST_GRID)
-        assert first <= set(cells) and all(seeds[kind, r, n] >= {0, 1} for r, n in first), kind
-        assert all(0 in seeds[kind, r, n] for r, n in cells)  # seed 0 in every cell, then what ran
-        assert record["seeds"][kind] == sorted(set().union(*(seeds[kind, r, n] for r, n in cells)))
+        assert first <= set(cells) and all(
+            seeds[kind, r, n] >= {0, 1} for r, n in first
+        ), kind
+        # seed 0 in every cell, then what ran
+        assert all(0 in seeds[kind, r, n] for r, n in cells)
+        assert record["seeds"][kind] == sorted(
+            set().union(*(seeds[kind, r, n] for r, n in cells))
+        )
     # the pairs cross the bound to 4 r at r = 2 and at r = 8, for softmax, elu + 1 and the diagnostic
     for kind in ("softmax", "linear", "softmax+linear"):
         for r in (2, 8):
@@ -139,7 +170,11 @@ def test_record_holds_every_cell_of_the_grid(record):
         assert steps[-1] == settings["steps"] and list(steps) == sorted(steps)
         assert run["accuracy"] == accuracy[-1] and run["cpu_seconds"] == cpu[-1] > 0
         assert all(0 <= a <= 1 for a in accuracy)
-    assert record["torch"].startswith("2.") and "--jobs 2" in record["command"] and record["note"]
+    assert (
+        record["torch"].startswith("2.")
+        and "--jobs 2" in record["command"]
+        and record["note"]
+    )
 
 
 def test_cell_keys_are_the_pairs_where_the_keys_would_not_do():
@@ -152,22 +187,40 @@ def test_record_no_lookup_bands_are_the_test_sets(record):
     settings = record["settings"]
     for n, band in record["no_lookup"].items():
         keys = bound.cell_keys(int(n), settings["keys"])
-        task = recall_task.RecallTask(n_pairs=int(n), n_keys=keys, n_values=settings["values"])
-        tokens, _ = recall_task.make_recall_batch(2000, task, seed=recall_task.TEST_SEED)
-        assert band == pytest.approx(recall_task.no_lookup_accuracy(tokens, task), abs=1e-12)
+        task = recall_task.RecallTask(
+            n_pairs=int(n), n_keys=keys, n_values=settings["values"]
+        )
+        tokens, _ = recall_task.make_recall_batch(
+            2000, task, seed=recall_task.TEST_SEED
+        )
+        assert band == pytest.approx(
+            recall_task.no_lookup_accuracy(tokens, task), abs=1e-12
+        )
 
 
 def test_record_bears_out_the_chapters_claims(record):
     """What chapters 8-10 read from the record, asserted on it (the chapters assert the same)."""
     accuracy = {}  # {(kind, r, N): [accuracy of seed 0, seed 1, ...]}
     for run in sorted(record["runs"], key=lambda run: run["seed"]):
-        accuracy.setdefault((run["kind"], run["r"], run["n_pairs"]), []).append(run["accuracy"])
+        accuracy.setdefault((run["kind"], run["r"], run["n_pairs"]), []).append(
+            run["accuracy"]
+        )
     band = {int(n): high for n, (_, high) in record["no_lookup"].items()}
     # softmax attention learns the lookup in every cell up to 8 pairs, 4 r included; not at r = 8 with 16, 32
-    assert all(a >= 0.95 for (kind, _, n), accs in accuracy.items() if kind == "softmax" and n <= 8 for a in accs)
+    assert all(
+        a >= 0.95
+        for (kind, _, n), accs in accuracy.items()
+        if kind == "softmax" and n <= 8
+        for a in accs
+    )
     assert max(accuracy["softmax", 8, 16] + accuracy["softmax", 8, 32]) < 0.3
     # at r = 8 and 4 r every kind that ran ends near the no-lookup band
-    assert all(a < band[32] + 0.05 for (_, r, n), accs in accuracy.items() if (r, n) == (8, 32) for a in accs)
+    assert all(
+        a < band[32] + 0.05
+        for (_, r, n), accs in accuracy.items()
+        if (r, n) == (8, 32)
+        for a in accs
+    )
     # past the bound the linear lookups stay below r/N + 0.1 ...
     for (kind, r, n), accs in accuracy.items():
         if kind in ("linear", "softmax+linear", "performer") and n > r:
@@ -178,7 +231,8 @@ def test_record_bears_out_the_chapters_claims(record):
     # at N = r = 4 no linear lookup is exact on any seed; the softmax first layer helps on seed 0 only
     lin, diag = accuracy["linear", 4, 4], accuracy["softmax+linear", 4, 4]
     assert max(lin + diag) < 0.8
-    assert max(accuracy["linear", 8, 8] + accuracy["softmax+linear", 8, 8]) < 0.8  # N = r = 8, seed 0
+    # N = r = 8, seed 0
+    assert max(accuracy["linear", 8, 8] + accuracy["softmax+linear", 8, 8]) < 0.8
     assert diag[0] > lin[0] + 0.1 and abs(diag[1] - lin[1]) < 0.1
     # the Performer: in the no-lookup band above the bound and at r = 2; below it (r = 4, 8) on one seed of
     # two it learns part of the lookup, always less than elu + 1 of the same size and seed where N <= 4
@@ -188,4 +242,6 @@ def test_record_bears_out_the_chapters_claims(record):
         if n > r or r == 2:
             assert max(accs) < band[n] + 0.03, (r, n, accs)
         if n <= 4:
-            assert all(p < li for p, li in zip(accs, accuracy["linear", r, n], strict=True)), (r, n)
+            assert all(
+                p < li for p, li in zip(accs, accuracy["linear", r, n], strict=True)
+            ), (r, n)

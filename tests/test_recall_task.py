@@ -19,7 +19,9 @@ def test_batches_are_deterministic_and_well_formed():
     again, answers_again = make_recall_batch(500, task, seed=3)
     assert torch.equal(tokens, again) and torch.equal(answers, answers_again)
     assert not torch.equal(make_recall_batch(500, task, seed=4)[0], tokens)
-    assert tokens.shape == (500, task.seq_len) == (500, 14) and tokens.dtype == torch.long
+    assert (
+        tokens.shape == (500, task.seq_len) == (500, 14) and tokens.dtype == torch.long
+    )
     keys, values = tokens[:, 0:12:2], tokens[:, 1:12:2]
     assert ((keys >= 0) & (keys < 10)).all() and ((values >= 10) & (values < 17)).all()
     assert all(len(set(row)) == 6 for row in keys.tolist())  # distinct keys
@@ -29,7 +31,9 @@ def test_batches_are_deterministic_and_well_formed():
     assert torch.equal(recall_answers(tokens, task), answers)
     # every pair gets asked, every value appears as an answer
     asked = (keys == tokens[:, -1:]).float().argmax(dim=1)
-    assert set(asked.tolist()) == set(range(6)) and set(answers.tolist()) == set(range(10, 17))
+    assert set(asked.tolist()) == set(range(6)) and set(answers.tolist()) == set(
+        range(10, 17)
+    )
 
 
 def test_recall_lm_targets_and_accuracy():
@@ -39,8 +43,13 @@ def test_recall_lm_targets_and_accuracy():
     assert (targets[:, :-1] == -100).all() and torch.equal(targets[:, -1], answers)
     perfect = torch.nn.functional.one_hot(answers, task.vocab_size).float()
     assert recall_accuracy(perfect, answers) == 1.0
-    assert recall_accuracy(perfect.unsqueeze(1).expand(64, 5, task.vocab_size), answers) == 1.0
-    wrong = torch.nn.functional.one_hot((answers + 1) % task.vocab_size, task.vocab_size).float()
+    assert (
+        recall_accuracy(perfect.unsqueeze(1).expand(64, 5, task.vocab_size), answers)
+        == 1.0
+    )
+    wrong = torch.nn.functional.one_hot(
+        (answers + 1) % task.vocab_size, task.vocab_size
+    ).float()
     assert recall_accuracy(wrong, answers) == 0.0
     half = torch.cat([perfect[:32], wrong[32:]])
     assert recall_accuracy(half, answers) == 0.5

@@ -23,16 +23,25 @@ from tools import notebooks
 HTML = os.environ.get("BOOK_HTML")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not HTML, reason="set BOOK_HTML to a built book (make test does)"),
+    pytest.mark.skipif(
+        not HTML, reason="set BOOK_HTML to a built book (make test does)"
+    ),
 ]
 CHAPTERS = notebooks.chapters()
 
 
 def _chromium() -> str:
-    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+    for name in (
+        os.environ.get("CHROMIUM"),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ):
         if name and shutil.which(name):
             return shutil.which(name)
-    pytest.fail("headless Chromium is needed: install Debian's 'chromium' (tools/ensure-chromium.sh)")
+    pytest.fail(
+        "headless Chromium is needed: install Debian's 'chromium' (tools/ensure-chromium.sh)"
+    )
 
 
 def _dom(page: Path, tmp_path: Path, *options: str) -> str:
@@ -115,7 +124,12 @@ def page_cells(raw: str) -> list[list[str]]:
 
 def _tracked(root: Path, relative: str) -> bool:
     return (
-        subprocess.run(["git", "ls-files", "--error-unmatch", relative], cwd=root, capture_output=True).returncode == 0
+        subprocess.run(
+            ["git", "ls-files", "--error-unmatch", relative],
+            cwd=root,
+            capture_output=True,
+        ).returncode
+        == 0
     )
 
 
@@ -127,7 +141,9 @@ def test_chapter_page_renders(md, html, tmp_path, root):
     dom = _dom(page, tmp_path)
 
     # Math: MathJax is loaded from the book itself (no network), and typeset every formula without error.
-    scripts = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', raw, flags=re.IGNORECASE)
+    scripts = re.findall(
+        r'<script[^>]+src="([^"]*mathjax[^"]*)"', raw, flags=re.IGNORECASE
+    )
     assert scripts and all(not s.startswith("http") for s in scripts), scripts
     assert (page.parent / scripts[0].split("?")[0]).exists()
     if "$" in md.read_text():
@@ -136,8 +152,14 @@ def test_chapter_page_renders(md, html, tmp_path, root):
 
     # Figures: under every cell of the source that calls plt.show() the page has an image, and its file is there.
     expected, cells = figure_cells(md), page_cells(raw)
-    assert len(cells) == len(expected), f"{len(expected)} code cells in {md.name}, {len(cells)} on the page"
-    missing = [i for i, (want, images) in enumerate(zip(expected, cells, strict=True)) if want and not images]
+    assert len(cells) == len(expected), (
+        f"{len(expected)} code cells in {md.name}, {len(cells)} on the page"
+    )
+    missing = [
+        i
+        for i, (want, images) in enumerate(zip(expected, cells, strict=True))
+        if want and not images
+    ]
     assert not missing, (
         f"{len(missing)} of {sum(expected)} figures are missing from {page.name} (shown code cells {missing}): "
         "did the kernel inherit a non-inline MPLBACKEND?"
@@ -152,7 +174,11 @@ def test_chapter_page_renders(md, html, tmp_path, root):
 
     # Checkers: in the book every exercise has its solution, so every checker cell of the source prints PASSED
     # (pen-and-paper exercises have no checker).
-    checker_cells = [c for c in jupytext.read(md).cells if c.cell_type == "code" and notebooks.checker_call(c.source)]
+    checker_cells = [
+        c
+        for c in jupytext.read(md).cells
+        if c.cell_type == "code" and notebooks.checker_call(c.source)
+    ]
     verdicts = re.findall(r"(PASSED|NOT ATTEMPTED YET|WRONG)  \w+:", raw)
     assert verdicts.count("PASSED") == len(verdicts) == len(checker_cells)
 
@@ -161,9 +187,16 @@ def test_chapter_page_renders(md, html, tmp_path, root):
     repo = notebooks.repository()
     slug = repo.url.removeprefix("https://github.com/")
     notebook = f"book/{md.stem}.ipynb"
-    assert f"https://colab.research.google.com/github/{slug}/blob/{repo.ref}/{notebook}" in raw
-    assert f"https://mybinder.org/v2/gh/{slug}/{repo.ref}?urlpath=tree/{notebook}" in raw
-    assert (root / notebook).exists() and _tracked(root, notebook), f"{notebook} is not in git"
+    assert (
+        f"https://colab.research.google.com/github/{slug}/blob/{repo.ref}/{notebook}"
+        in raw
+    )
+    assert (
+        f"https://mybinder.org/v2/gh/{slug}/{repo.ref}?urlpath=tree/{notebook}" in raw
+    )
+    assert (root / notebook).exists() and _tracked(root, notebook), (
+        f"{notebook} is not in git"
+    )
 
 
 _MEASURE = """<script>window.addEventListener("load", () => {
@@ -180,7 +213,11 @@ def code_blocks(page: Path, tmp_path: Path, width: int) -> list[tuple[int, bool]
     """(longest line, scrolls sideways?) for each code block of ``page`` in a window ``width`` px wide."""
     copy = tmp_path / f"measure-{width}.html"
     base = f'<base href="{page.parent.as_uri()}/">'
-    copy.write_text(page.read_text().replace("<head>", "<head>" + base, 1).replace("</head>", _MEASURE + "</head>"))
+    copy.write_text(
+        page.read_text()
+        .replace("<head>", "<head>" + base, 1)
+        .replace("</head>", _MEASURE + "</head>")
+    )
     dom = _dom(copy, tmp_path, f"--window-size={width},900")
     found = re.search(r'data-code-fit="([^"]*)"', dom)
     assert found, "the measuring script did not run"
@@ -194,13 +231,20 @@ def test_code_of_90_columns_fits_a_laptop_screen(md, width, html, tmp_path):
     """The chapters keep code within 90 columns (the shown source within 88): none of it scrolls sideways."""
     page = html / "book" / f"{md.stem}.html"
     blocks = code_blocks(page, tmp_path, width)
-    assert len(blocks) == page.read_text().count('<div class="highlight"><pre>') > 0, "not every code block measured"
+    assert len(blocks) == page.read_text().count('<div class="highlight"><pre>') > 0, (
+        "not every code block measured"
+    )
     scrolling = [longest for longest, scrolls in blocks if scrolls and longest <= 90]
-    assert not scrolling, f"{len(scrolling)} code blocks of at most 90 columns scroll at {width} px: {scrolling}"
+    assert not scrolling, (
+        f"{len(scrolling)} code blocks of at most 90 columns scroll at {width} px: {scrolling}"
+    )
 
 
 def test_reference_pages_exist(html):
     api = (html / "book" / "api.html").read_text()
-    assert "companion.embeddings.Embedding" in api and "companion.exercises.checking.Checker" in api
+    assert (
+        "companion.embeddings.Embedding" in api
+        and "companion.exercises.checking.Checker" in api
+    )
     bibliography = (html / "book" / "bibliography.html").read_text()
     assert "attention is all you need" in bibliography.lower()

@@ -25,8 +25,20 @@ from companion.transformer import (
 
 def chapter_8_model(vocab_size, context_length=256, **fields):
     """The configuration chapters 8 and 9 train: rotary positions, an untied output layer, ReLU, PyTorch's init."""
-    options = dict(positional="rope", activation="relu", tie_weights=False, init="pytorch", d_ff=4 * 8)
-    config = GPTConfig(vocab_size=vocab_size, context_length=context_length, n_layers=1, n_heads=2, d_model=8)
+    options = dict(
+        positional="rope",
+        activation="relu",
+        tie_weights=False,
+        init="pytorch",
+        d_ff=4 * 8,
+    )
+    config = GPTConfig(
+        vocab_size=vocab_size,
+        context_length=context_length,
+        n_layers=1,
+        n_heads=2,
+        d_model=8,
+    )
     return GPT(GPTConfig(**(vars(config) | options | fields)))
 
 
@@ -35,16 +47,27 @@ def chapter_8_model(vocab_size, context_length=256, **fields):
 
 def test_causal_flag_is_aligned_at_the_end():
     """The last m queries attending causally to all n keys are the last m rows of the full causal attention."""
-    q, k, v = randn(2, 3, 7, 4, seed=1), randn(2, 3, 7, 4, seed=2), randn(2, 3, 7, 5, seed=3)
+    q, k, v = (
+        randn(2, 3, 7, 4, seed=1),
+        randn(2, 3, 7, 4, seed=2),
+        randn(2, 3, 7, 5, seed=3),
+    )
     full = scaled_dot_product_attention(q, k, v, mask=None, causal=True)
     for m in (1, 3, 7):
-        torch.testing.assert_close(scaled_dot_product_attention(q[..., -m:, :], k, v, causal=True), full[..., -m:, :])
-        torch.testing.assert_close(blocked_attention(q[..., -m:, :], k, v, causal=True), full[..., -m:, :])
+        torch.testing.assert_close(
+            scaled_dot_product_attention(q[..., -m:, :], k, v, causal=True),
+            full[..., -m:, :],
+        )
+        torch.testing.assert_close(
+            blocked_attention(q[..., -m:, :], k, v, causal=True), full[..., -m:, :]
+        )
     loop = attention_loop(q[0, 0, -2:], k[0, 0], v[0, 0], causal=True)
     torch.testing.assert_close(loop, full[0, 0, -2:])
     # query i of the last 2 sees keys j <= i + 5: the explicit mask of that rule gives the same numbers
     ends = torch.ones(2, 7, dtype=torch.bool).tril(5)
-    torch.testing.assert_close(scaled_dot_product_attention(q[..., -2:, :], k, v, ends), full[..., -2:, :])
+    torch.testing.assert_close(
+        scaled_dot_product_attention(q[..., -2:, :], k, v, ends), full[..., -2:, :]
+    )
 
 
 def test_multi_head_attention_calls_the_given_attention_function():
@@ -59,8 +82,14 @@ def test_multi_head_attention_calls_the_given_attention_function():
     default = MultiHeadAttention(8, 2).double()
     swapped = MultiHeadAttention(8, 2, attention=recording).double()
     swapped.load_state_dict(default.state_dict())
-    x, memory, mask = randn(3, 5, 8, seed=1), randn(3, 4, 8, seed=2), causal_mask(5)[:, :4]
-    torch.testing.assert_close(swapped(x, memory, mask=mask, causal=False), default(x, memory, mask=mask))
+    x, memory, mask = (
+        randn(3, 5, 8, seed=1),
+        randn(3, 4, 8, seed=2),
+        causal_mask(5)[:, :4],
+    )
+    torch.testing.assert_close(
+        swapped(x, memory, mask=mask, causal=False), default(x, memory, mask=mask)
+    )
     assert calls == [((3, 2, 5, 4), (3, 2, 4, 4), (3, 2, 4, 4), mask, False)]
     swapped(x, causal=True)
     assert calls[-1][-1] is True
@@ -70,7 +99,11 @@ def test_multi_head_attention_calls_the_given_attention_function():
 def test_blocks_with_blocked_attention_equal_the_default(block_cls):
     torch.manual_seed(0)
     default = block_cls(8, 2, 16, norm_first=True).double().eval()
-    swapped = block_cls(8, 2, 16, norm_first=True, attention=blocked_attention).double().eval()
+    swapped = (
+        block_cls(8, 2, 16, norm_first=True, attention=blocked_attention)
+        .double()
+        .eval()
+    )
     swapped.load_state_dict(default.state_dict())
     x = randn(2, 6, 8, seed=1)
     torch.testing.assert_close(swapped(x), default(x))
@@ -87,7 +120,9 @@ def test_a_different_attention_function_changes_the_output():
     swapped = MultiHeadAttention(8, 2, attention=uniform).double()
     swapped.load_state_dict(default.state_dict())
     x = randn(1, 4, 8, seed=1)
-    expected = swapped.out_proj(swapped.v_proj(x).mean(dim=1, keepdim=True).expand(1, 4, 8))
+    expected = swapped.out_proj(
+        swapped.v_proj(x).mean(dim=1, keepdim=True).expand(1, 4, 8)
+    )
     torch.testing.assert_close(swapped(x), expected)
     assert not torch.allclose(swapped(x), default(x))
 
@@ -134,7 +169,8 @@ def test_causal_block_is_causal_and_encoder_block_is_not():
     y[:, 4:] = randn(1, 2, 8, seed=2)
     torch.testing.assert_close(causal(x)[:, :4], causal(y)[:, :4])
     assert not torch.allclose(encoder(x)[:, :4], encoder(y)[:, :4])
-    torch.testing.assert_close(causal(x)[:, -1:], encoder(x)[:, -1:])  # the last position sees everything anyway
+    # the last position sees everything anyway
+    torch.testing.assert_close(causal(x)[:, -1:], encoder(x)[:, -1:])
 
 
 # --- incremental decoding -------------------------------------------------------------------------------------
@@ -143,14 +179,21 @@ def test_causal_block_is_causal_and_encoder_block_is_not():
 @pytest.mark.parametrize("rotary", [False, True])
 def test_multi_head_attention_with_cache_equals_full_causal_attention(rotary):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(8, 2, rotary=RotaryEmbedding(4, context_length=16) if rotary else None).double()
+    mha = MultiHeadAttention(
+        8, 2, rotary=RotaryEmbedding(4, context_length=16) if rotary else None
+    ).double()
     x = randn(2, 6, 8, seed=1)
     full = mha(x, causal=True)
     cache = KVCache()
     first = mha(x[:, :2], causal=True, cache=cache)  # a prompt of two tokens
-    steps = [mha(x[:, t : t + 1], causal=True, cache=cache) for t in range(2, 6)]  # then one token at a time
+    # then one token at a time
+    steps = [mha(x[:, t : t + 1], causal=True, cache=cache) for t in range(2, 6)]
     torch.testing.assert_close(torch.cat([first, *steps], dim=1), full)
-    assert len(cache) == 6 and cache.k.shape == (2, 2, 6, 4) and cache.v.shape == (2, 2, 6, 4)
+    assert (
+        len(cache) == 6
+        and cache.k.shape == (2, 2, 6, 4)
+        and cache.v.shape == (2, 2, 6, 4)
+    )
 
 
 @pytest.mark.parametrize("positional", ["rope", "learned", "sinusoidal"])
@@ -163,24 +206,38 @@ def test_cached_generation_equals_uncached_token_by_token(positional):
     caches = model.new_caches()
     ids, logits = prompt, model(prompt, caches)
     for _ in range(8):
-        torch.testing.assert_close(logits[:, -1], model(ids)[:, -1], rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(
+            logits[:, -1], model(ids)[:, -1], rtol=1e-10, atol=1e-10
+        )
         nxt = logits[:, -1].argmax(dim=-1, keepdim=True)
         ids = torch.cat([ids, nxt], dim=1)
         logits = model(nxt, caches)
     assert len(caches[0]) == ids.shape[1]
     cached = generate(model, prompt, 8, temperature=0)
-    torch.testing.assert_close(cached, generate(model, prompt, 8, temperature=0, use_cache=False), rtol=0, atol=0)
+    torch.testing.assert_close(
+        cached,
+        generate(model, prompt, 8, temperature=0, use_cache=False),
+        rtol=0,
+        atol=0,
+    )
     torch.testing.assert_close(cached, ids)
-    assert len(set(cached[:, 3:].flatten().tolist())) > 1  # the continuation is not one token repeated
+    # the continuation is not one token repeated
+    assert len(set(cached[:, 3:].flatten().tolist())) > 1
 
 
 def test_generate_restores_training_mode_and_checks_input():
     model = chapter_8_model(10, 6, d_ff=8)
     out = generate(model, torch.tensor([[1, 2]]), 3, temperature=0)
     assert out.shape == (1, 5) and model.training
-    with pytest.raises(ValueError, match=r"ids has 3 positions .* after 4 cached ones, .* context length T = 6"):
+    with pytest.raises(
+        ValueError,
+        match=r"ids has 3 positions .* after 4 cached ones, .* context length T = 6",
+    ):
         model(torch.tensor([[1, 2, 3]]), _filled(model, 4))
-    with pytest.raises(ValueError, match="positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'"):
+    with pytest.raises(
+        ValueError,
+        match="positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'",
+    ):
         GPTConfig(positional="alibi")
     with pytest.raises(TypeError, match="model must be a GPT, got"):
         generate(torch.nn.Linear(2, 2), torch.tensor([[1]]), 2)
@@ -195,4 +252,6 @@ def _filled(model, n):
 
 def test_layer_norm_in_the_decoder_only_model_is_the_final_norm():
     model = chapter_8_model(10, d_ff=8)
-    assert isinstance(model.norm, LayerNorm) and all(r.norm_first for b in model.blocks for r in b.residuals)
+    assert isinstance(model.norm, LayerNorm) and all(
+        r.norm_first for b in model.blocks for r in b.residuals
+    )

@@ -9,7 +9,9 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("sphinx", reason="the listings are cut by Sphinx's own reader (the 'book' extra)")
+pytest.importorskip(
+    "sphinx", reason="the listings are cut by Sphinx's own reader (the 'book' extra)"
+)
 
 from tools import shown_code  # noqa: E402
 
@@ -41,7 +43,8 @@ def test_classifier_counts_a_listing_as_counted_by_hand():
     kinds = shown_code.classify(SAMPLE.rstrip("\n"))
     counts = {k: kinds.count(k) for k in shown_code.CLASSES}
     assert counts == {
-        "docstring": 5,  # one line for the class, four for the method (its blank line included)
+        # one line for the class, four for the method (its blank line included)
+        "docstring": 5,
         "signature": 4,  # the class line and the three lines of the def
         "validation": 5,  # the require_ call and the if-raise block
         "comment": 1,
@@ -67,14 +70,22 @@ def test_problems_name_each_broken_rule(tmp_path):
     assert any("shows 47 lines, over 40" in p for p in issues)
     assert any("tool pragma" in p for p in issues)
     assert any("m.py:wide line 2 is" in p and "over 88" in p for p in issues)
-    assert not any("under 60%" in p for p in issues)  # the two listings are all computation but the signatures
+    # the two listings are all computation but the signatures
+    assert not any("under 60%" in p for p in issues)
 
 
 def test_the_book_shows_the_mathematics():
     found = shown_code.listings()
     assert len(found) >= 50, "the book's listings were not found"
     issues = shown_code.problems(found)
-    assert not issues, "\n" + shown_code.table(found) + "\n\n" + "\n".join(issues) + "\n" + shown_code.GUIDE
+    assert not issues, (
+        "\n"
+        + shown_code.table(found)
+        + "\n\n"
+        + "\n".join(issues)
+        + "\n"
+        + shown_code.GUIDE
+    )
 
 
 def test_chapter_4_shows_multi_head_attention_forward():

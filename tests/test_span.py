@@ -33,28 +33,39 @@ def test_best_span_is_the_brute_force_maximum(seed):
     start, end = (torch.randint(-2, 3, (B, n), generator=g).float() if integers else torch.randn(B, n, generator=g)
                   for _ in range(2))  # fmt: skip
     mask = torch.rand(B, n, generator=g) < 0.6
-    mask[:, int(torch.randint(n, (), generator=g))] = True  # at least one context token per row
+    # at least one context token per row
+    mask[:, int(torch.randint(n, (), generator=g))] = True
     for max_len in (1, 2, 5, n + 3):
-        assert torch.equal(bert.best_span(start, end, mask, max_len), brute_force(start, end, mask, max_len))
+        assert torch.equal(
+            bert.best_span(start, end, mask, max_len),
+            brute_force(start, end, mask, max_len),
+        )
 
 
 def test_best_span_edge_cases():
     s, e = torch.tensor([[0.0, 1, 5, 0]]), torch.tensor([[0.0, 3, 0, 2]])
     everywhere = torch.ones(1, 4, dtype=torch.bool)
-    assert bert.best_span(s, e, everywhere, 4).tolist() == [[2, 3]]  # not (2, 1): the end is never before the start
-    assert bert.best_span(s, e, everywhere, 1).tolist() == [[2, 2]]  # max_len 1: single tokens only
+    # not (2, 1): the end is never before the start
+    assert bert.best_span(s, e, everywhere, 4).tolist() == [[2, 3]]
+    # max_len 1: single tokens only
+    assert bert.best_span(s, e, everywhere, 1).tolist() == [[2, 2]]
     only_one = torch.tensor([[False, False, False, True]])
-    assert bert.best_span(s, e, only_one, 30).tolist() == [[3, 3]]  # a one-token context
+    # a one-token context
+    assert bert.best_span(s, e, only_one, 30).tolist() == [[3, 3]]
     assert bert.best_span(s.double(), e.double(), everywhere, 2).dtype == torch.long
     with pytest.raises(ValueError, match="at least one context token; row 0"):
         bert.best_span(s, e, torch.zeros(1, 4, dtype=torch.bool), 3)
-    with pytest.raises(ValueError, match="context_mask must be a boolean tensor of shape \\(1, 4\\)"):
+    with pytest.raises(
+        ValueError, match="context_mask must be a boolean tensor of shape \\(1, 4\\)"
+    ):
         bert.best_span(s, e, everywhere.long(), 3)
     with pytest.raises(ValueError, match="same shape"):
         bert.best_span(s, e[:, :3], everywhere, 3)
     with pytest.raises(ValueError, match="max_len must be a positive int, got 0"):
         bert.best_span(s, e, everywhere, 0)
-    with pytest.raises(ValueError, match="start_logits must be a floating-point tensor"):
+    with pytest.raises(
+        ValueError, match="start_logits must be a floating-point tensor"
+    ):
         bert.best_span(s.long(), e, everywhere, 3)
 
 
@@ -63,9 +74,17 @@ def test_span_head_and_loss():
     head, h = bert.SpanHead(8), torch.randn(3, 5, 8)
     start, end = head(h)
     W, b = head.linear.weight, head.linear.bias  # (2, d), (2,)
-    assert torch.allclose(start, h @ W[0] + b[0]) and torch.allclose(end, h @ W[1] + b[1])
+    assert torch.allclose(start, h @ W[0] + b[0]) and torch.allclose(
+        end, h @ W[1] + b[1]
+    )
     starts, ends = torch.tensor([0, 2, 4]), torch.tensor([1, 2, 4])
-    by_hand = sum(-F.log_softmax(start[k], 0)[starts[k]] - F.log_softmax(end[k], 0)[ends[k]] for k in range(3)) / 6
+    by_hand = (
+        sum(
+            -F.log_softmax(start[k], 0)[starts[k]] - F.log_softmax(end[k], 0)[ends[k]]
+            for k in range(3)
+        )
+        / 6
+    )
     assert torch.allclose(bert.span_loss(start, end, starts, ends), by_hand)
     with pytest.raises(TypeError, match="d_model must be a positive int"):
         bert.SpanHead(8.0)
@@ -81,12 +100,20 @@ class _WordTokenizer:
 
     def encode(self, text):
         words = text.replace(".", " .").replace(",", " ,").replace("?", " ?").split()
-        return [p for w in words for p in ([hash(w) % 97 + 3, 100] if w == "Buenos" else [hash(w) % 97 + 3])]
+        return [
+            p
+            for w in words
+            for p in ([hash(w) % 97 + 3, 100] if w == "Buenos" else [hash(w) % 97 + 3])
+        ]
 
 
 def test_span_examples_have_one_answer_and_disjoint_splits():
-    train, test = span_task.make_span_examples(300, 0, "train"), span_task.make_span_examples(300, 0, "test")
-    assert span_task.make_span_examples(5, 1) == span_task.make_span_examples(5, 1)  # deterministic
+    train, test = (
+        span_task.make_span_examples(300, 0, "train"),
+        span_task.make_span_examples(300, 0, "test"),
+    )
+    # deterministic
+    assert span_task.make_span_examples(5, 1) == span_task.make_span_examples(5, 1)
     for ex in train + test:
         assert ex.answer in ex.context and ex.context.count(ex.answer) == 1, ex
         assert ex.words.count(".") == 2
@@ -95,7 +122,9 @@ def test_span_examples_have_one_answer_and_disjoint_splits():
     assert not names & test_names - {"In"}
     kinds = [ex.answer.isdigit() for ex in train]
     assert 0.25 < np.mean(kinds) < 0.42  # about a third ask "when"
-    assert all(ex.words.count(".") == 4 for ex in span_task.make_span_examples(20, facts=4))
+    assert all(
+        ex.words.count(".") == 4 for ex in span_task.make_span_examples(20, facts=4)
+    )
     with pytest.raises(ValueError, match="facts must be at most 5"):
         span_task.make_span_examples(3, facts=6)
     with pytest.raises(ValueError, match="split must be 'train' or 'test'"):
@@ -114,7 +143,9 @@ def test_span_inputs_point_at_the_answer_tokens():
         assert ids[mask].tolist() == context
         assert (batch["token_type_ids"][k][mask] == 1).all()
         s, e = int(batch["starts"][k]), int(batch["ends"][k])
-        assert ids[s : e + 1].tolist() == [i for w in ex.answer.split() for i in tok.encode(w)]
+        assert ids[s : e + 1].tolist() == [
+            i for w in ex.answer.split() for i in tok.encode(w)
+        ]
         w = batch["word_of"][k]
         assert " ".join(ex.words[w[s] : w[e] + 1]) == ex.answer
     with pytest.raises(ValueError, match="more than max_len=20"):
@@ -154,7 +185,8 @@ def spans_window_then_start(start_logits, end_logits, context_mask, max_len):
     B, n = start_logits.shape
     neg = torch.finfo(end_logits.dtype).min
     end = torch.where(context_mask, end_logits, neg)
-    windows = F.pad(end, (0, max_len - 1), value=neg).unfold(1, max_len, 1)  # (B, n, max_len): end[i + k]
+    # (B, n, max_len): end[i + k]
+    windows = F.pad(end, (0, max_len - 1), value=neg).unfold(1, max_len, 1)
     best_k = windows.argmax(dim=2)
     total = torch.where(context_mask, start_logits + windows.max(dim=2).values, neg)
     total = torch.where(windows.max(dim=2).values > neg, total, neg)
@@ -202,13 +234,17 @@ def wrong_end_before_start(start_logits, end_logits, context_mask, max_len):
 
 
 def wrong_no_mask(start_logits, end_logits, context_mask, max_len):
-    return spans_by_loops(start_logits, end_logits, torch.ones_like(context_mask), max_len)
+    return spans_by_loops(
+        start_logits, end_logits, torch.ones_like(context_mask), max_len
+    )
 
 
 def wrong_start_mask_only(start_logits, end_logits, context_mask, max_len):
     n = start_logits.shape[1]
     scores = start_logits[:, :, None] + end_logits[:, None, :]
-    ok = torch.triu(torch.ones(n, n, dtype=torch.bool)) & ~torch.triu(torch.ones(n, n, dtype=torch.bool), max_len)
+    ok = torch.triu(torch.ones(n, n, dtype=torch.bool)) & ~torch.triu(
+        torch.ones(n, n, dtype=torch.bool), max_len
+    )
     ok = ok & context_mask[:, :, None]
     flat = scores.masked_fill(~ok, -torch.inf).flatten(1).argmax(1)
     return torch.stack([flat // n, flat % n], 1)
@@ -225,7 +261,9 @@ def wrong_length_off_by_one(start_logits, end_logits, context_mask, max_len):
 
 
 def wrong_no_max_len(start_logits, end_logits, context_mask, max_len):
-    return spans_with_triu(start_logits, end_logits, context_mask, start_logits.shape[1])
+    return spans_with_triu(
+        start_logits, end_logits, context_mask, start_logits.shape[1]
+    )
 
 
 def wrong_relative_to_context(start_logits, end_logits, context_mask, max_len):
@@ -240,7 +278,11 @@ def wrong_last_tie(start_logits, end_logits, context_mask, max_len):
         best, span = -float("inf"), None
         for i in range(start_logits.shape[1]):
             for j in range(i, min(i + max_len, start_logits.shape[1])):
-                if context_mask[b, i] and context_mask[b, j] and start_logits[b, i] + end_logits[b, j] >= best:
+                if (
+                    context_mask[b, i]
+                    and context_mask[b, j]
+                    and start_logits[b, i] + end_logits[b, j] >= best
+                ):
                     best, span = float(start_logits[b, i] + end_logits[b, j]), [i, j]
         rows.append(span)
     return torch.tensor(rows)
@@ -276,7 +318,9 @@ def wrong_table_of_shown_answers(start_logits, end_logits, context_mask, max_len
         with torch.random.fork_rng():
             torch.manual_seed(0)
             for c in _best_span_cases():
-                _SHOWN[(tuple(c.args[0].flatten().tolist()), c.args[3])] = spans_by_loops(*c.args)
+                _SHOWN[(tuple(c.args[0].flatten().tolist()), c.args[3])] = (
+                    spans_by_loops(*c.args)
+                )
     if key in _SHOWN:
         return _SHOWN[key]
     first = context_mask.long().argmax(1)
@@ -286,14 +330,26 @@ def wrong_table_of_shown_answers(start_logits, end_logits, context_mask, max_len
 @pytest.mark.parametrize(
     ("student", "fragments"),
     [
-        (wrong_end_before_start, ["largest end logit lies before", "only spans with i <= j"]),
-        (wrong_no_mask, ["the answer lies in the context", "both i and j must be positions where context_mask"]),
+        (
+            wrong_end_before_start,
+            ["largest end logit lies before", "only spans with i <= j"],
+        ),
+        (
+            wrong_no_mask,
+            [
+                "the answer lies in the context",
+                "both i and j must be positions where context_mask",
+            ],
+        ),
         (wrong_start_mask_only, ["The spans", "require context_mask[j] as well"]),
         (wrong_separate_argmax, ["Taking the best start and the best end separately"]),
         (wrong_length_off_by_one, ["(2, 6) has 5 and is not", "Off by one"]),
         (wrong_no_max_len, ["max_len = 4", "A span has at most max_len tokens"]),
         (wrong_relative_to_context, ["not counted from the first context token"]),
-        (wrong_last_tie, ["ties: (2, 3), (2, 5) and (4, 5)", "On a tie keep the first best pair"]),
+        (
+            wrong_last_tie,
+            ["ties: (2, 3), (2, 5) and (4, 5)", "On a tie keep the first best pair"],
+        ),
         (wrong_end_first, ["Each row is [start, end]"]),
         (wrong_float_result, ["should be an integer tensor"]),
         (wrong_in_place, ["changed its argument `start_logits` in place"]),
@@ -308,9 +364,13 @@ def test_wrong_answers_are_rejected_with_their_message(student, fragments):
 def test_a_named_mistake_is_not_given_to_an_unrelated_error():
     """A wrong answer that agrees with 'separately' on the first case only does not get that hint."""
 
-    def first_case_separate_else_garbage(start_logits, end_logits, context_mask, max_len):
+    def first_case_separate_else_garbage(
+        start_logits, end_logits, context_mask, max_len
+    ):
         if start_logits.shape == (1, 9):
-            return wrong_separate_argmax(start_logits, end_logits, context_mask, max_len)
+            return wrong_separate_argmax(
+                start_logits, end_logits, context_mask, max_len
+            )
         return torch.zeros(start_logits.shape[0], 2, dtype=torch.long)
 
     verdict = check_best_span.verdict(first_case_separate_else_garbage)
@@ -330,25 +390,43 @@ def test_the_grader_passes_a_right_best_span_and_fails_a_wrong_one(tmp_path):
 
     from grading_support import gradebook, run_grader
 
-    homework = json.loads((Path(__file__).resolve().parents[1] / "book/homework/07_bert.ipynb").read_text())
+    homework = json.loads(
+        (
+            Path(__file__).resolve().parents[1] / "book/homework/07_bert.ipynb"
+        ).read_text()
+    )
     stub = next(
         k
         for k, c in enumerate(homework["cells"])
-        if "exercise-stub" in c["metadata"].get("tags", []) and "def best_span(" in "".join(c["source"])
+        if "exercise-stub" in c["metadata"].get("tags", [])
+        and "def best_span(" in "".join(c["source"])
     )
     answers = {
-        "right": inspect.getsource(spans_by_loops).replace("spans_by_loops", "best_span"),
-        "wrong": inspect.getsource(wrong_separate_argmax).replace("wrong_separate_argmax", "best_span"),
+        "right": inspect.getsource(spans_by_loops).replace(
+            "spans_by_loops", "best_span"
+        ),
+        "wrong": inspect.getsource(wrong_separate_argmax).replace(
+            "wrong_separate_argmax", "best_span"
+        ),
     }
     (tmp_path / "class").mkdir()
     for student, code in answers.items():
         nb = json.loads(json.dumps(homework))
         nb["cells"][stub]["source"] = "import torch\n\n\n" + textwrap.dedent(code)
         (tmp_path / "class" / f"{student}.ipynb").write_text(json.dumps(nb))
-    run_grader(tmp_path / "class", tmp_path / "out", "--chapter", "7", "--timeout", "60", timeout=600)
+    run_grader(
+        tmp_path / "class",
+        tmp_path / "out",
+        "--chapter",
+        "7",
+        "--timeout",
+        "60",
+        timeout=600,
+    )
     book = gradebook(tmp_path / "out")
     assert book["right"]["best_span"] == "passed", book["right"]
     assert book["wrong"]["best_span"] == "wrong", book["wrong"]
     feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
     assert "Taking the best start and the best end separately" in feedback
-    assert book["right"]["wordpiece"] == "not attempted"  # the other exercises are left as stubs
+    # the other exercises are left as stubs
+    assert book["right"]["wordpiece"] == "not attempted"

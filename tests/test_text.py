@@ -7,7 +7,15 @@ from companion.text import UNK, Vocabulary, tokenize
 
 
 def test_tokenize_splits_words_and_punctuation():
-    assert tokenize("The dog barks. It's LOUD!") == ["the", "dog", "barks", ".", "it's", "loud", "!"]
+    assert tokenize("The dog barks. It's LOUD!") == [
+        "the",
+        "dog",
+        "barks",
+        ".",
+        "it's",
+        "loud",
+        "!",
+    ]
     assert tokenize("") == []
     assert tokenize("a,b") == ["a", ",", "b"]
 
@@ -61,7 +69,9 @@ def test_decode_bad_ids():
     vocab = Vocabulary(["a", "b"])
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 2\], got 7"):
         vocab.decode([7])
-    with pytest.raises(TypeError, match="ids must be integers, got dtype torch.float32"):
+    with pytest.raises(
+        TypeError, match="ids must be integers, got dtype torch.float32"
+    ):
         vocab.decode(torch.tensor([1.0]))
     with pytest.raises(TypeError, match="encode takes a list of tokens"):
         vocab.encode("a b")
@@ -73,28 +83,58 @@ def test_decode_bad_ids():
 def test_special_tokens_come_first_and_have_named_ids():
     from companion.text import BOS, CLS, EOS, MASK, PAD, SEP
 
-    vocab = Vocabulary(tokenize("the cat saw the dog"), specials=(PAD, UNK, CLS, SEP, MASK))
+    vocab = Vocabulary(
+        tokenize("the cat saw the dog"), specials=(PAD, UNK, CLS, SEP, MASK)
+    )
     assert vocab.itos == [PAD, UNK, CLS, SEP, MASK, "the", "cat", "dog", "saw"]
-    assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (0, 1, 2, 3, 4)
-    assert vocab.bos_id is None and vocab.eos_id is None and BOS not in vocab and EOS not in vocab
+    assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
+    assert (
+        vocab.bos_id is None
+        and vocab.eos_id is None
+        and BOS not in vocab
+        and EOS not in vocab
+    )
     assert vocab.encode(["the", "zebra"]).tolist() == [5, 1]
     assert vocab.counts.tolist() == [0, 0, 0, 0, 0, 2, 1, 1, 1] and vocab.total == 5
 
 
 def test_orders_and_ties():
     tokens = ["b", "c", "a", "c", "a", "d"]
-    assert Vocabulary(tokens).itos == [UNK, "a", "c", "b", "d"]  # frequency, ties alphabetical
-    assert Vocabulary(tokens, ties="appearance").itos == [UNK, "c", "a", "b", "d"]  # ties by first appearance
-    assert Vocabulary(tokens, order="appearance", specials=()).itos == ["b", "c", "a", "d"]
-    with pytest.raises(ValueError, match="order must be one of 'frequency' or 'appearance', got 'alphabetical'"):
+    # frequency, ties alphabetical
+    assert Vocabulary(tokens).itos == [UNK, "a", "c", "b", "d"]
+    # ties by first appearance
+    assert Vocabulary(tokens, ties="appearance").itos == [UNK, "c", "a", "b", "d"]
+    assert Vocabulary(tokens, order="appearance", specials=()).itos == [
+        "b",
+        "c",
+        "a",
+        "d",
+    ]
+    with pytest.raises(
+        ValueError,
+        match="order must be one of 'frequency' or 'appearance', got 'alphabetical'",
+    ):
         Vocabulary(tokens, order="alphabetical")
 
 
 def test_a_vocabulary_is_also_the_list_of_its_tokens():
     vocab = Vocabulary(["x", "y", "y"], specials=())
-    assert list(vocab) == ["y", "x"] and vocab[0] == "y" and vocab["x"] == 1 and vocab.index("x") == 1
+    assert (
+        list(vocab) == ["y", "x"]
+        and vocab[0] == "y"
+        and vocab["x"] == 1
+        and vocab.index("x") == 1
+    )
     assert vocab.words == ("y", "x")
-    with pytest.raises(KeyError, match=r"'z' is not in the vocabulary \(2 tokens, min_count=1\)"):
+    with pytest.raises(
+        KeyError, match=r"'z' is not in the vocabulary \(2 tokens, min_count=1\)"
+    ):
         vocab["z"]
     with pytest.raises(KeyError, match="'z' is not in the vocabulary"):
         vocab.encode(["z"])  # no <unk> to fall back on

@@ -35,17 +35,24 @@ def test_deterministic_with_a_seed():
     def run(advance, seed=7):
         torch.manual_seed(123)  # the same initial weights in every run
         model = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.3), nn.Linear(8, 1))
-        torch.rand(advance)  # the global generator in a different state: only train's seed can make dropout repeat
-        return train(model, lambda step: (x, y), mse, steps=20, seed=seed, progress=False)
+        # the global generator in a different state: only train's seed can make dropout repeat
+        torch.rand(advance)
+        return train(
+            model, lambda step: (x, y), mse, steps=20, seed=seed, progress=False
+        )
 
     assert run(1) == run(5)
-    assert run(1, seed=None) != run(5, seed=None)  # without the seed dropout differs, so the line above has power
+    # without the seed dropout differs, so the line above has power
+    assert run(1, seed=None) != run(5, seed=None)
 
 
 def test_batches_restart_and_dataloader_works():
     x, y = regression_problem()
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
-    history = train(nn.Linear(3, 1), loader, mse, steps=10, progress=False)  # 4 batches per epoch
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(x, y), batch_size=16
+    )
+    # 4 batches per epoch
+    history = train(nn.Linear(3, 1), loader, mse, steps=10, progress=False)
     assert len(history) == 10
 
 
@@ -74,7 +81,13 @@ def test_model_mode_is_restored():
     x, y = regression_problem()
     model = nn.Linear(3, 1).eval()
     modes = []
-    train(model, [(x, y)], lambda m, b: (modes.append(m.training), mse(m, b))[1], steps=2, progress=False)
+    train(
+        model,
+        [(x, y)],
+        lambda m, b: (modes.append(m.training), mse(m, b))[1],
+        steps=2,
+        progress=False,
+    )
     assert modes == [True, True] and not model.training
 
 
@@ -87,15 +100,27 @@ def test_progress_bar_writes_to_stderr(capsys):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        (dict(model="not a model"), TypeError, "model must be a torch.nn.Module, got a str"),
+        (
+            dict(model="not a model"),
+            TypeError,
+            "model must be a torch.nn.Module, got a str",
+        ),
         (dict(steps=0), ValueError, "steps must be a positive int, got 0"),
-        (dict(loss_fn=lambda m, b: torch.ones(2)), TypeError, "loss_fn must return a scalar tensor"),
+        (
+            dict(loss_fn=lambda m, b: torch.ones(2)),
+            TypeError,
+            "loss_fn must return a scalar tensor",
+        ),
         (
             dict(loss_fn=lambda m, b: m(b[0]).sum() * float("nan")),
             FloatingPointError,
             "the loss became nan at step 0",
         ),
-        (dict(batches=42), TypeError, "batches must be an iterable of batches or a function"),
+        (
+            dict(batches=42),
+            TypeError,
+            "batches must be an iterable of batches or a function",
+        ),
     ],
 )
 def test_bad_input(kwargs, error, match):
@@ -103,7 +128,13 @@ def test_bad_input(kwargs, error, match):
     args = dict(model=nn.Linear(3, 1), batches=[(x, y)], loss_fn=mse, steps=2)
     args.update(kwargs)
     with pytest.raises(error, match=match):
-        train(args.pop("model"), args.pop("batches"), args.pop("loss_fn"), progress=False, **args)
+        train(
+            args.pop("model"),
+            args.pop("batches"),
+            args.pop("loss_fn"),
+            progress=False,
+            **args,
+        )
 
 
 # --- the paper's schedule and one step (added with chapter 5's training section) ---------------------------
@@ -125,17 +156,26 @@ def test_transformer_schedule_is_equation_3_of_the_paper():
     peak (d_model · warmup)^(-1/2) there, then 1/sqrt(step)."""
     parameter = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.Adam([parameter], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    rates = _rates(transformer_schedule(optimizer, d_model=512, warmup_steps=4000), optimizer, 12000)
+    rates = _rates(
+        transformer_schedule(optimizer, d_model=512, warmup_steps=4000),
+        optimizer,
+        12000,
+    )
     for step in (1, 10, 3999, 4000, 4001, 11999):
         expected = 512**-0.5 * (step / 4000**1.5 if step <= 4000 else step**-0.5)
         assert math.isclose(rates[step - 1], expected, rel_tol=1e-12), step
     assert max(rates) == rates[3999] and math.isclose(max(rates), (512 * 4000) ** -0.5)
     assert math.isclose(rates[1999] / rates[999], 2.0)  # linear during the warm-up
-    assert math.isclose(rates[3999] / rates[11999], 3**0.5)  # then 1/sqrt(s): steps 4000 and 12000
+    # then 1/sqrt(s): steps 4000 and 12000
+    assert math.isclose(rates[3999] / rates[11999], 3**0.5)
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"), [({"d_model": 0}, "d_model"), ({"d_model": 512, "warmup_steps": 0}, "warmup_steps")]
+    ("kwargs", "match"),
+    [
+        ({"d_model": 0}, "d_model"),
+        ({"d_model": 512, "warmup_steps": 0}, "warmup_steps"),
+    ],
 )
 def test_transformer_schedule_bad_input(kwargs, match):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
@@ -150,10 +190,18 @@ def test_train_step_is_one_gradient_step():
         model.weight.copy_(torch.tensor([[1.0, -2.0, 0.5]]))
     x, y = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[2.0]])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loss = train_step(model, (x, y), lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), optimizer, grad_clip=None)
+    loss = train_step(
+        model,
+        (x, y),
+        lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(),
+        optimizer,
+        grad_clip=None,
+    )
     # prediction 1 - 4 + 1.5 = -1.5, error -3.5, loss 12.25, gradient 2 * (-3.5) * x
     assert loss == 12.25
-    assert torch.allclose(model.weight, torch.tensor([[1.0, -2.0, 0.5]]) - 0.1 * 2 * -3.5 * x)
+    assert torch.allclose(
+        model.weight, torch.tensor([[1.0, -2.0, 0.5]]) - 0.1 * 2 * -3.5 * x
+    )
 
 
 def test_train_step_clips_the_gradient_norm():
@@ -161,7 +209,14 @@ def test_train_step_clips_the_gradient_norm():
     with torch.no_grad():
         model.weight.zero_()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    train_step(model, None, lambda m, b: (m.weight * torch.tensor([[30.0, 40.0]])).sum(), optimizer, grad_clip=1.0)
-    assert torch.allclose(model.weight, -torch.tensor([[0.6, 0.8]]))  # gradient (30, 40) rescaled to norm 1
+    train_step(
+        model,
+        None,
+        lambda m, b: (m.weight * torch.tensor([[30.0, 40.0]])).sum(),
+        optimizer,
+        grad_clip=1.0,
+    )
+    # gradient (30, 40) rescaled to norm 1
+    assert torch.allclose(model.weight, -torch.tensor([[0.6, 0.8]]))
     with pytest.raises(TypeError, match="scalar tensor"):
         train_step(model, None, lambda m, b: m.weight, optimizer)

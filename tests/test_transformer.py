@@ -14,7 +14,11 @@ from companion.interop import (
     layer_norm_from_torch,
     to_torch_mha_mask,
 )
-from companion.masks import causal_mask, padding_mask_from_lengths, padding_to_attention_mask
+from companion.masks import (
+    causal_mask,
+    padding_mask_from_lengths,
+    padding_to_attention_mask,
+)
 from companion.training import train
 from companion.transformer import (
     CausalBlock,
@@ -44,14 +48,19 @@ def test_layer_norm_equals_torch():
     x = 5 * randn(3, 4, 6, seed=1) + 2
     torch.testing.assert_close(ours(x), theirs(x), rtol=1e-12, atol=1e-12)
     constant = torch.full((2, 6), 3.0, dtype=F64)
-    torch.testing.assert_close(ours(constant), theirs(constant))  # variance 0: the output is the bias
+    # variance 0: the output is the bias
+    torch.testing.assert_close(ours(constant), theirs(constant))
 
 
 def test_layer_norm_formula_and_statistics():
     norm = LayerNorm(8).double()
     y = norm(randn(5, 8, seed=2) * 10 - 4)
-    torch.testing.assert_close(y.mean(-1), torch.zeros(5, dtype=F64), atol=1e-12, rtol=0)
-    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(5, dtype=F64), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        y.mean(-1), torch.zeros(5, dtype=F64), atol=1e-12, rtol=0
+    )
+    torch.testing.assert_close(
+        y.var(-1, unbiased=False), torch.ones(5, dtype=F64), atol=1e-5, rtol=0
+    )
     x = randn(
         2,
         8,
@@ -65,7 +74,10 @@ def test_feed_forward(activation):
     ff = FeedForward(4, 16, activation=activation).double()
     x = randn(2, 3, 4, seed=4)
     act = F.relu if activation == "relu" else F.gelu
-    expected = act(x @ ff.linear1.weight.T + ff.linear1.bias) @ ff.linear2.weight.T + ff.linear2.bias
+    expected = (
+        act(x @ ff.linear1.weight.T + ff.linear1.bias) @ ff.linear2.weight.T
+        + ff.linear2.bias
+    )
     torch.testing.assert_close(ff(x), expected)
 
 
@@ -78,7 +90,13 @@ def test_encoder_block_equals_torch(norm_first, activation):
     torch.manual_seed(0)
     theirs = (
         nn.TransformerEncoderLayer(
-            12, 3, 24, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+            12,
+            3,
+            24,
+            dropout=0.0,
+            activation=activation,
+            batch_first=True,
+            norm_first=norm_first,
         )
         .double()
         .eval()
@@ -95,27 +113,41 @@ def test_encoder_block_equals_torch(norm_first, activation):
         atol=1e-10,
     )
     mask = causal_mask(5)
-    torch.testing.assert_close(ours(x, mask=mask), theirs(x, src_mask=to_torch_mha_mask(mask)), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        ours(x, mask=mask),
+        theirs(x, src_mask=to_torch_mha_mask(mask)),
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_causal_block_equals_torch_encoder_layer_with_causal_mask(norm_first):
     """GPT's block is PyTorch's encoder layer with the causal mask; same weights, same numbers."""
     torch.manual_seed(0)
-    theirs = nn.TransformerEncoderLayer(12, 3, 24, dropout=0.0, batch_first=True, norm_first=norm_first)
+    theirs = nn.TransformerEncoderLayer(
+        12, 3, 24, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
     theirs = theirs.double().eval()
     ours = CausalBlock(12, 3, 24, norm_first=norm_first).double().eval()
     ours.load_state_dict(encoder_block_from_torch(theirs).state_dict())
     x = randn(2, 5, 12, seed=1)
     expected = theirs(x, src_mask=to_torch_mha_mask(causal_mask(5)))
     torch.testing.assert_close(ours(x), expected, rtol=1e-10, atol=1e-10)
-    assert not torch.allclose(ours(x), theirs(x))  # and it is not the bidirectional encoder block
+    # and it is not the bidirectional encoder block
+    assert not torch.allclose(ours(x), theirs(x))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_block_equals_torch(norm_first):
     torch.manual_seed(0)
-    theirs = nn.TransformerDecoderLayer(12, 4, 20, dropout=0.0, batch_first=True, norm_first=norm_first).double().eval()
+    theirs = (
+        nn.TransformerDecoderLayer(
+            12, 4, 20, dropout=0.0, batch_first=True, norm_first=norm_first
+        )
+        .double()
+        .eval()
+    )
     ours = decoder_block_from_torch(theirs).eval()
     x, memory = randn(2, 5, 12, seed=1), randn(2, 7, 12, seed=2)
     tgt_pad = padding_mask_from_lengths(torch.tensor([5, 4]), 5)
@@ -126,7 +158,9 @@ def test_decoder_block_equals_torch(norm_first):
         tgt_key_padding_mask=to_torch_mha_mask(tgt_pad),
         memory_key_padding_mask=to_torch_mha_mask(mem_pad),
     )  # fmt: skip
-    tgt_mask, memory_mask = (padding_to_attention_mask(pad, heads=True) for pad in (tgt_pad, mem_pad))
+    tgt_mask, memory_mask = (
+        padding_to_attention_mask(pad, heads=True) for pad in (tgt_pad, mem_pad)
+    )
     got = ours(x, memory, tgt_mask, memory_mask)
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
     # without padding, too
@@ -139,7 +173,11 @@ def test_every_block_is_told_where_the_norm_goes(block):
     """No default for ``norm_first``: post-norm (the paper, BERT) and pre-norm (GPT) are both the book's."""
     with pytest.raises(TypeError, match="norm_first"):
         block(8) if block is Residual else block(8, 2, 16)
-    assert block(8, norm_first=True) if block is Residual else block(8, 2, 16, norm_first=True)
+    assert (
+        block(8, norm_first=True)
+        if block is Residual
+        else block(8, 2, 16, norm_first=True)
+    )
 
 
 def test_blocks_train_with_dropout_and_differ_from_eval():
@@ -177,7 +215,11 @@ def small_config(**overrides):
 def test_encoder_decoder_shapes_and_padding_invariance(norm_first, positional):
     """Padding changes nothing: a padded batch gives the same logits as each sequence on its own."""
     torch.manual_seed(0)
-    model = EncoderDecoder(small_config(norm_first=norm_first, positional=positional)).double().eval()
+    model = (
+        EncoderDecoder(small_config(norm_first=norm_first, positional=positional))
+        .double()
+        .eval()
+    )
     src = torch.tensor([[5, 6, 7, 8], [9, 4, 0, 0]])
     tgt = torch.tensor([[1, 3, 4], [1, 5, 0]])
     logits = model(src, tgt)
@@ -202,16 +244,26 @@ def test_encoder_decoder_matches_torch_transformer_pre_norm():
     torch.manual_seed(0)
     config = small_config(norm_first=True)
     ours = EncoderDecoder(config).double().eval()
-    theirs = nn.Transformer(32, 4, 2, 2, 64, dropout=0.0, batch_first=True, norm_first=True).double().eval()
-    ours.encoder = nn.ModuleList(encoder_block_from_torch(layer) for layer in theirs.encoder.layers)
-    ours.decoder = nn.ModuleList(decoder_block_from_torch(layer) for layer in theirs.decoder.layers)
+    theirs = (
+        nn.Transformer(32, 4, 2, 2, 64, dropout=0.0, batch_first=True, norm_first=True)
+        .double()
+        .eval()
+    )
+    ours.encoder = nn.ModuleList(
+        encoder_block_from_torch(layer) for layer in theirs.encoder.layers
+    )
+    ours.decoder = nn.ModuleList(
+        decoder_block_from_torch(layer) for layer in theirs.decoder.layers
+    )
     ours.encoder_norm = layer_norm_from_torch(theirs.encoder.norm)
     ours.decoder_norm = layer_norm_from_torch(theirs.decoder.norm)
     src, tgt = torch.randint(1, 12, (2, 5)), torch.randint(1, 12, (2, 4))
     embed = lambda ids, table, pos: pos(table(ids) * 32**0.5)
     hidden = theirs(embed(src, ours.src_embed, ours.src_pos), embed(tgt, ours.tgt_embed, ours.tgt_pos),
                     tgt_mask=to_torch_mha_mask(causal_mask(4)))  # fmt: skip
-    torch.testing.assert_close(ours(src, tgt), ours.lm_head(hidden), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(
+        ours(src, tgt), ours.lm_head(hidden), rtol=1e-10, atol=1e-10
+    )
 
 
 def test_seq2seq_loss_ignores_padding():
@@ -220,7 +272,9 @@ def test_seq2seq_loss_ignores_padding():
     src = torch.tensor([[4, 5, 6]])
     tgt = torch.tensor([[1, 7, 8, 2]])
     padded = torch.tensor([[1, 7, 8, 2, 0, 0]])
-    torch.testing.assert_close(seq2seq_loss(model, (src, tgt)), seq2seq_loss(model, (src, padded)))
+    torch.testing.assert_close(
+        seq2seq_loss(model, (src, tgt)), seq2seq_loss(model, (src, padded))
+    )
 
 
 def smoothed_loss_by_loop(logits, y, epsilon, ignore_index=-100):
@@ -232,7 +286,10 @@ def smoothed_loss_by_loop(logits, y, epsilon, ignore_index=-100):
         top = max(row)
         log_z = top + math.log(sum(math.exp(v - top) for v in row))
         n = len(row)
-        total -= sum(((1 - epsilon) * (v == target) + epsilon / n) * (row[v] - log_z) for v in range(n))
+        total -= sum(
+            ((1 - epsilon) * (v == target) + epsilon / n) * (row[v] - log_z)
+            for v in range(n)
+        )
         kept += 1
     return total / kept
 
@@ -243,34 +300,58 @@ def test_label_smoothed_cross_entropy_equals_torch_and_a_loop(epsilon):
     y = torch.randint(0, 7, (20,), generator=torch.Generator().manual_seed(2))
     y[[3, 8, 9]] = 0  # <pad>, left out below
     ours = label_smoothed_cross_entropy(logits, y, epsilon, ignore_index=0)
-    torch.testing.assert_close(ours, F.cross_entropy(logits, y, ignore_index=0, label_smoothing=epsilon))
-    assert abs(ours.item() - smoothed_loss_by_loop(logits, y, epsilon, ignore_index=0)) < 1e-12
-    everything = label_smoothed_cross_entropy(logits, y, epsilon)  # the default ignores -100 only
-    torch.testing.assert_close(everything, F.cross_entropy(logits, y, label_smoothing=epsilon))
-    assert abs(everything.item() - ours.item()) > 1e-6  # the padded rows did count there
+    torch.testing.assert_close(
+        ours, F.cross_entropy(logits, y, ignore_index=0, label_smoothing=epsilon)
+    )
+    assert (
+        abs(ours.item() - smoothed_loss_by_loop(logits, y, epsilon, ignore_index=0))
+        < 1e-12
+    )
+    # the default ignores -100 only
+    everything = label_smoothed_cross_entropy(logits, y, epsilon)
+    torch.testing.assert_close(
+        everything, F.cross_entropy(logits, y, label_smoothing=epsilon)
+    )
+    # the padded rows did count there
+    assert abs(everything.item() - ours.item()) > 1e-6
 
 
 def test_smoothed_targets_and_their_floor():
     y = torch.tensor([2, 0])
     q = smoothed_targets(y, 5, 0.1, F64)
     torch.testing.assert_close(q.sum(dim=1), torch.ones(2, dtype=F64))
-    assert q[0, 2].item() == pytest.approx(0.9 + 0.02) and q[0, 0].item() == q[1, 4].item() == pytest.approx(0.02)
+    assert q[0, 2].item() == pytest.approx(0.9 + 0.02) and q[0, 0].item() == q[
+        1, 4
+    ].item() == pytest.approx(0.02)
     assert smoothed_targets(y, 5, 0.1).dtype == torch.get_default_dtype()
     # the loss is smallest, at the entropy of q, when softmax(logits) = q; a sure one-hot guess pays ε/V · 100
     best = label_smoothed_cross_entropy(q.log(), y, 0.1)
     torch.testing.assert_close(best, -(q * q.log()).sum(dim=1).mean())
     for noise in (0.1, 1.0):
-        assert label_smoothed_cross_entropy(q.log() + noise * randn(2, 5, seed=3), y, 0.1) > best
-    assert label_smoothed_cross_entropy(100 * F.one_hot(y, 5).double(), y, 0.1) > 4 * 0.02 * 100 - 1e-9
+        assert (
+            label_smoothed_cross_entropy(q.log() + noise * randn(2, 5, seed=3), y, 0.1)
+            > best
+        )
+    assert (
+        label_smoothed_cross_entropy(100 * F.one_hot(y, 5).double(), y, 0.1)
+        > 4 * 0.02 * 100 - 1e-9
+    )
 
 
 def test_seq2seq_loss_with_label_smoothing_is_the_companion_loss():
     torch.manual_seed(0)
     model = EncoderDecoder(small_config(pad_id=0)).eval()
-    src, tgt = torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([[1, 7, 8, 2, 0], [1, 9, 2, 0, 0]])
+    src, tgt = (
+        torch.tensor([[4, 5, 6], [7, 8, 0]]),
+        torch.tensor([[1, 7, 8, 2, 0], [1, 9, 2, 0, 0]]),
+    )
     logits = model(src, tgt[:, :-1]).flatten(0, 1)
-    ours = label_smoothed_cross_entropy(logits, tgt[:, 1:].flatten(), 0.1, ignore_index=0)
-    torch.testing.assert_close(seq2seq_loss(model, (src, tgt), label_smoothing=0.1), ours)
+    ours = label_smoothed_cross_entropy(
+        logits, tgt[:, 1:].flatten(), 0.1, ignore_index=0
+    )
+    torch.testing.assert_close(
+        seq2seq_loss(model, (src, tgt), label_smoothing=0.1), ours
+    )
 
 
 @pytest.mark.slow
@@ -278,15 +359,21 @@ def test_copy_task_learns_and_greedy_decode_has_the_right_shape():
     """A few dozen steps on copying 4 random tokens: the loss falls, and decoding has shape (batch, 1 + 5)."""
     torch.manual_seed(0)
     bos, eos = 1, 2
-    config = small_config(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0)
+    config = small_config(
+        d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0
+    )
     model = EncoderDecoder(config)
 
     def batch(step):
         src = torch.randint(3, 12, (32, 4))
-        tgt = torch.cat([torch.full((32, 1), bos), src, torch.full((32, 1), eos)], dim=1)
+        tgt = torch.cat(
+            [torch.full((32, 1), bos), src, torch.full((32, 1), eos)], dim=1
+        )
         return src, tgt
 
-    history = train(model, batch, seq2seq_loss, steps=60, lr=3e-3, seed=0, progress=False)
+    history = train(
+        model, batch, seq2seq_loss, steps=60, lr=3e-3, seed=0, progress=False
+    )
     assert len(history) == 60
     first, last = sum(history[:5]) / 5, sum(history[-5:]) / 5
     assert last < 0.6 * first, (first, last)
@@ -303,7 +390,9 @@ def test_greedy_decode_stops_at_eos_and_pads():
         model.lm_head.weight.zero_()
         model.lm_head.bias.zero_()
         model.lm_head.bias[2] = 10.0
-    out = greedy_decode(model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=8)
+    out = greedy_decode(
+        model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=8
+    )
     assert out.tolist() == [[1, 2], [1, 2]]
 
     def fake_decode(tgt, memory, src=None):
@@ -314,8 +403,11 @@ def test_greedy_decode_stops_at_eos_and_pads():
         return logits
 
     model.decode = fake_decode
-    out = greedy_decode(model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=4)
-    assert out.tolist() == [[1, 2, 0, 0, 0], [1, 7, 7, 7, 7]]  # padded with pad_id = 0 after EOS
+    out = greedy_decode(
+        model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=4
+    )
+    # padded with pad_id = 0 after EOS
+    assert out.tolist() == [[1, 2, 0, 0, 0], [1, 7, 7, 7, 7]]
 
 
 @pytest.mark.parametrize(
@@ -326,30 +418,46 @@ def test_greedy_decode_stops_at_eos_and_pads():
             ValueError,
             "d_model = 30 must be divisible by n_heads = 4",
         ),
-        (lambda: TransformerConfig(10, 10, positional="rope"), ValueError, "positional must be"),
-        (lambda: TransformerConfig(10, 10, pad_id=10), ValueError, "pad_id must lie in"),
+        (
+            lambda: TransformerConfig(10, 10, positional="rope"),
+            ValueError,
+            "positional must be",
+        ),
+        (
+            lambda: TransformerConfig(10, 10, pad_id=10),
+            ValueError,
+            "pad_id must lie in",
+        ),
         (
             lambda: TransformerConfig(10, 10, dropout=1.0),
             ValueError,
             r"dropout must be a probability in \[0, 1\)",
         ),
         (
-            lambda: EncoderDecoder(small_config())(torch.randint(0, 12, (2, 20)), torch.zeros(2, 3, dtype=torch.long)),
+            lambda: EncoderDecoder(small_config())(
+                torch.randint(0, 12, (2, 20)), torch.zeros(2, 3, dtype=torch.long)
+            ),
             ValueError,
             r"src has 20 positions \(shape \(2, 20\)\), more than the context length T = 16",
         ),
         (
-            lambda: EncoderDecoder(small_config())(torch.tensor([[1, 12]]), torch.zeros(1, 3, dtype=torch.long)),
+            lambda: EncoderDecoder(small_config())(
+                torch.tensor([[1, 12]]), torch.zeros(1, 3, dtype=torch.long)
+            ),
             ValueError,
             r"src must lie in \[0, 11\]",
         ),
         (
-            lambda: EncoderDecoder(small_config())(torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.long)),
+            lambda: EncoderDecoder(small_config())(
+                torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.long)
+            ),
             TypeError,
             "src must hold integer token ids",
         ),
         (
-            lambda: EncoderDecoder(small_config())(torch.tensor([1, 2]), torch.zeros(2, 3, dtype=torch.long)),
+            lambda: EncoderDecoder(small_config())(
+                torch.tensor([1, 2]), torch.zeros(2, 3, dtype=torch.long)
+            ),
             ValueError,
             r"src must have 2 dimensions \(batch, seq\), got shape \(2,\)",
         ),
@@ -359,12 +467,18 @@ def test_greedy_decode_stops_at_eos_and_pads():
             r"query must have last dimension d_model = 8, got shape \(2, 3, 6\)",
         ),
         (
-            lambda: DecoderBlock(8, 2, 16, norm_first=True)(torch.randn(2, 3, 8), torch.randn(3, 3, 8)),
+            lambda: DecoderBlock(8, 2, 16, norm_first=True)(
+                torch.randn(2, 3, 8), torch.randn(3, 3, 8)
+            ),
             ValueError,
             r"key and value must have shape \(2, n_k, 8\) .* got shapes \(3, 3, 8\)",
         ),
         (lambda: LayerNorm(0), ValueError, "d_model must be a positive int, got 0"),
-        (lambda: FeedForward(4, 8, activation="tanh"), ValueError, "activation must be one of"),
+        (
+            lambda: FeedForward(4, 8, activation="tanh"),
+            ValueError,
+            "activation must be one of",
+        ),
         (
             lambda: greedy_decode(
                 EncoderDecoder(small_config()),

@@ -8,7 +8,9 @@ from companion.training import gpt_pretraining
 from companion.training.windows import NextTokenWindows, sliding_windows
 
 
-def loop_windows(stream: list[int], n: int, s: int) -> list[tuple[list[int], list[int]]]:
+def loop_windows(
+    stream: list[int], n: int, s: int
+) -> list[tuple[list[int], list[int]]]:
     """Every (input, target) pair by hand: start at 0 and step by s while a window of n + 1 ids fits."""
     pairs, i = [], 0
     while i + n + 1 <= len(stream):
@@ -17,22 +19,32 @@ def loop_windows(stream: list[int], n: int, s: int) -> list[tuple[list[int], lis
     return pairs
 
 
-@pytest.mark.parametrize(("size", "n", "s"), [(12, 4, 2), (12, 4, 4), (13, 4, 4), (10, 9, 1), (10, 9, 3), (50, 7, 5)])
+@pytest.mark.parametrize(
+    ("size", "n", "s"),
+    [(12, 4, 2), (12, 4, 4), (13, 4, 4), (10, 9, 1), (10, 9, 3), (50, 7, 5)],
+)
 def test_windows_match_a_loop(size, n, s):
-    stream = torch.randperm(1000, generator=torch.Generator().manual_seed(size + n + s))[:size]
+    stream = torch.randperm(
+        1000, generator=torch.Generator().manual_seed(size + n + s)
+    )[:size]
     dataset = NextTokenWindows(stream, n, s)
     expected = loop_windows(stream.tolist(), n, s)
     assert len(dataset) == len(expected) == (size - n - 1) // s + 1
     for k, (x, y) in enumerate(expected):
         inputs, targets = dataset[k]
         assert inputs.tolist() == x and targets.tolist() == y
-        assert inputs[1:].tolist() == targets[:-1].tolist()  # the target is the input shifted by one
+        # the target is the input shifted by one
+        assert inputs[1:].tolist() == targets[:-1].tolist()
         assert dataset.windows([k]).tolist() == [x + y[-1:]]
     starts = [stream.tolist().index(x[0]) for x, _ in expected]  # the ids are distinct
-    assert starts == list(range(0, len(expected) * s, s))  # stride s from the start of the stream
-    assert starts[-1] + n + 1 > size - s  # one more stride would not fit: the windows cover the stream
+    # stride s from the start of the stream
+    assert starts == list(range(0, len(expected) * s, s))
+    # one more stride would not fit: the windows cover the stream
+    assert starts[-1] + n + 1 > size - s
     inputs, targets = sliding_windows(stream, n, s)  # all at once, by unfold
-    assert inputs.tolist() == [x for x, _ in expected] and targets.tolist() == [y for _, y in expected]
+    assert inputs.tolist() == [x for x, _ in expected] and targets.tolist() == [
+        y for _, y in expected
+    ]
 
 
 def test_a_dataloader_batches_inputs_and_targets_of_shape_b_by_n():
@@ -47,12 +59,17 @@ def test_pretraining_draws_the_same_windows_as_before():
     checkpoint came from the loops they replaced, written out here."""
     ids = torch.randint(0, 50, (300,), generator=torch.Generator().manual_seed(1))
     got = gpt_pretraining.random_windows(ids, 6, 16, torch.Generator().manual_seed(3))
-    starts = torch.randint(0, len(ids) - 16, (6,), generator=torch.Generator().manual_seed(3))
+    starts = torch.randint(
+        0, len(ids) - 16, (6,), generator=torch.Generator().manual_seed(3)
+    )
     assert torch.equal(got, torch.stack([ids[s : s + 17] for s in starts.tolist()]))
     disjoint = NextTokenWindows(ids, 16, 16)
     n = (len(ids) - 1) // 16
     assert len(disjoint) == n
-    assert torch.equal(disjoint.windows(range(n)), torch.stack([ids[i * 16 : i * 16 + 17] for i in range(n)]))
+    assert torch.equal(
+        disjoint.windows(range(n)),
+        torch.stack([ids[i * 16 : i * 16 + 17] for i in range(n)]),
+    )
 
 
 def test_bad_arguments():

@@ -11,7 +11,11 @@ from scipy import stats
 from companion import word2vec as w2v
 from companion.data.corpus import load_lee
 
-TOY = [["the", "cat", "sat", "on", "the", "mat"], ["the", "dog", "sat"], ["a", "cat", "and", "a", "dog"]]
+TOY = [
+    ["the", "cat", "sat", "on", "the", "mat"],
+    ["the", "dog", "sat"],
+    ["a", "cat", "and", "a", "dog"],
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +34,8 @@ def lee_model(lee):
 
 def test_vocabulary_order_counts_and_min_count():
     vocab = w2v.build_vocab(TOY, min_count=2)
-    assert vocab.words == ("the", "cat", "sat", "dog", "a")  # by count, ties by first appearance
+    # by count, ties by first appearance
+    assert vocab.words == ("the", "cat", "sat", "dog", "a")
     assert vocab.counts.tolist() == [3, 2, 2, 2, 2] and vocab.total == 11
     assert vocab["dog"] == 3 and "mat" not in vocab
     with pytest.raises(KeyError, match="'mat' is not in the vocabulary"):
@@ -42,7 +47,10 @@ def test_empty_corpus_and_min_count_removing_everything_are_clear_errors():
         w2v.build_vocab([[], []])
     with pytest.raises(ValueError, match="the corpus is empty"):
         w2v.train_word2vec([], progress=False)
-    with pytest.raises(ValueError, match=r"min_count=4 removes every word: the most frequent word occurs 3 times"):
+    with pytest.raises(
+        ValueError,
+        match=r"min_count=4 removes every word: the most frequent word occurs 3 times",
+    ):
         w2v.build_vocab(TOY, min_count=4)
     with pytest.raises(ValueError, match="removes every word"):
         w2v.train_word2vec(TOY, w2v.Word2VecConfig(min_count=10), progress=False)
@@ -77,17 +85,25 @@ def test_keep_probabilities_follow_the_reference_formula():
     t, total = 1e-3, 6111
     keep = w2v.keep_probabilities(counts, t)
     for c, k in zip(counts.tolist(), keep.tolist(), strict=True):
-        assert k == pytest.approx(min(1.0, (math.sqrt(c / (t * total)) + 1) * (t * total) / c), rel=1e-12)
+        assert k == pytest.approx(
+            min(1.0, (math.sqrt(c / (t * total)) + 1) * (t * total) / c), rel=1e-12
+        )
     paper = w2v.keep_probabilities(counts, t, formula="paper")
-    assert paper.tolist() == pytest.approx([min(1.0, math.sqrt(t / (c / total))) for c in counts.tolist()])
-    assert torch.equal(w2v.keep_probabilities(counts, 0), torch.ones(5, dtype=torch.float64))
+    assert paper.tolist() == pytest.approx(
+        [min(1.0, math.sqrt(t / (c / total))) for c in counts.tolist()]
+    )
+    assert torch.equal(
+        w2v.keep_probabilities(counts, 0), torch.ones(5, dtype=torch.float64)
+    )
     with pytest.raises(ValueError, match="sample"):
         w2v.keep_probabilities(counts, 1.5)
     with pytest.raises(ValueError, match="positive"):
         w2v.keep_probabilities(torch.tensor([3, 0]))
 
 
-def test_vocabulary_has_gensims_words_and_counts_with_ties_in_first_appearance_order(lee):
+def test_vocabulary_has_gensims_words_and_counts_with_ties_in_first_appearance_order(
+    lee,
+):
     from gensim.models import Word2Vec
 
     model = Word2Vec(vector_size=8, min_count=5)
@@ -96,13 +112,21 @@ def test_vocabulary_has_gensims_words_and_counts_with_ties_in_first_appearance_o
     gensim_words = list(model.wv.index_to_key)
     gensim_counts = [model.wv.get_vecattr(w, "count") for w in gensim_words]
     assert set(gensim_words) == set(vocab.words)
-    assert gensim_counts == vocab.counts.tolist()  # the same counts in the same (decreasing) order
-    assert all(vocab.counts[vocab[w]] == c for w, c in zip(gensim_words, gensim_counts, strict=True))
+    # the same counts in the same (decreasing) order
+    assert gensim_counts == vocab.counts.tolist()
+    assert all(
+        vocab.counts[vocab[w]] == c
+        for w, c in zip(gensim_words, gensim_counts, strict=True)
+    )
     # ties: ours by first appearance, gensim's the other way round
     first_seen = {}
     for word in (w for sentence in lee for w in sentence):
         first_seen.setdefault(word, len(first_seen))
-    tied = [w for w, c in zip(vocab.words, vocab.counts.tolist(), strict=True) if c == vocab.counts[-1]]
+    tied = [
+        w
+        for w, c in zip(vocab.words, vocab.counts.tolist(), strict=True)
+        if c == vocab.counts[-1]
+    ]
     assert len(tied) > 1
     assert tied == sorted(tied, key=first_seen.get)
     assert [w for w in gensim_words if w in set(tied)] == tied[::-1]
@@ -115,7 +139,9 @@ def test_keep_probabilities_equal_gensims(lee):
     model.build_vocab(lee)
     vocab = w2v.build_vocab(lee, 5)
     keep = w2v.keep_probabilities(vocab.counts, 1e-3)
-    gensim_keep = np.array([model.wv.get_vecattr(w, "sample_int") for w in vocab.words]) / (2**32 - 1)
+    gensim_keep = np.array(
+        [model.wv.get_vecattr(w, "sample_int") for w in vocab.words]
+    ) / (2**32 - 1)
     assert np.allclose(keep.numpy(), gensim_keep, atol=1e-8)
 
 
@@ -131,7 +157,9 @@ def test_subsampling_keeps_tokens_at_the_right_rate():
 def test_negatives_follow_the_unigram_distribution_to_the_three_quarters():
     counts = torch.tensor([400, 100, 50, 25, 10, 5, 1])
     noise = w2v.noise_distribution(counts)
-    assert torch.allclose(noise, counts.double() ** 0.75 / (counts.double() ** 0.75).sum())
+    assert torch.allclose(
+        noise, counts.double() ** 0.75 / (counts.double() ** 0.75).sum()
+    )
     g = torch.Generator().manual_seed(1)
     n = 200_000
     draws = w2v.sample_negatives(noise, (n // 5, 5), g)
@@ -200,8 +228,12 @@ def test_negative_sampling_loss_by_hand():
     u_neg = torch.tensor([[[0.0, 1.0], [-1.0, 0.0]]])
     log_sigmoid = lambda x: -math.log1p(math.exp(-x))
     by_hand = -log_sigmoid(2.0) - log_sigmoid(-0.0) - log_sigmoid(1.0)
-    assert float(w2v.negative_sampling_loss(v, u_pos, u_neg)) == pytest.approx(by_hand, rel=1e-6)
-    two = w2v.negative_sampling_loss(v.repeat(2, 1), u_pos.repeat(2, 1), u_neg.repeat(2, 1, 1), reduction="none")
+    assert float(w2v.negative_sampling_loss(v, u_pos, u_neg)) == pytest.approx(
+        by_hand, rel=1e-6
+    )
+    two = w2v.negative_sampling_loss(
+        v.repeat(2, 1), u_pos.repeat(2, 1), u_neg.repeat(2, 1, 1), reduction="none"
+    )
     assert two.shape == (2,)
     with pytest.raises(ValueError, match=r"u_neg must have shape \(1, K, 2\)"):
         w2v.negative_sampling_loss(v, u_pos, torch.zeros(1, 3, 4))
@@ -215,14 +247,18 @@ def test_hand_derived_gradients_equal_autograd():
     cmask = torch.rand(G, C, generator=g) < 0.7
     omask = torch.rand(G, 1 + K, generator=g) < 0.8
     omask[:, 0] = True
-    grad_v, grad_u, loss = w2v.skipgram_window_gradients(v.detach(), u.detach(), cmask, omask)
+    grad_v, grad_u, loss = w2v.skipgram_window_gradients(
+        v.detach(), u.detach(), cmask, omask
+    )
     # the same loss written pair by pair with negative_sampling_loss
     total = 0
     for gi in range(G):
         for ci in range(C):
             if cmask[gi, ci]:
                 negs = u[gi, 1:][omask[gi, 1:]].unsqueeze(0)
-                total = total + w2v.negative_sampling_loss(v[gi, ci : ci + 1], u[gi, 0:1], negs, reduction="sum")
+                total = total + w2v.negative_sampling_loss(
+                    v[gi, ci : ci + 1], u[gi, 0:1], negs, reduction="sum"
+                )
     total.backward()
     assert float(loss) == pytest.approx(float(total.detach()), rel=1e-10)
     assert torch.allclose(grad_v, v.grad) and torch.allclose(grad_u, u.grad)
@@ -230,7 +266,10 @@ def test_hand_derived_gradients_equal_autograd():
 
 def test_teaching_module_trains_with_autograd():
     model = w2v.SkipGramNegativeSampling(10, 4, seed=0)
-    assert torch.equal(model.output.weight, torch.zeros(10, 4)) and model.input.weight.abs().max() <= 0.125
+    assert (
+        torch.equal(model.output.weight, torch.zeros(10, 4))
+        and model.input.weight.abs().max() <= 0.125
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     centres, contexts = torch.tensor([1, 2, 3]), torch.tensor([2, 3, 1])
     negatives = torch.tensor([[5, 6], [7, 8], [9, 5]])
@@ -250,22 +289,38 @@ def test_teaching_module_trains_with_autograd():
 @pytest.mark.slow
 def test_training_is_deterministic_and_thread_count_independent(lee, lee_model):
     again = w2v.train_word2vec(lee, lee_model.config, progress=False)
-    assert torch.equal(again.vectors, lee_model.vectors) and again.loss_history == lee_model.loss_history
-    two = w2v.train_word2vec(lee, w2v.Word2VecConfig(**{**lee_model.config.__dict__, "threads": 2}), progress=False)
+    assert (
+        torch.equal(again.vectors, lee_model.vectors)
+        and again.loss_history == lee_model.loss_history
+    )
+    two = w2v.train_word2vec(
+        lee,
+        w2v.Word2VecConfig(**{**lee_model.config.__dict__, "threads": 2}),
+        progress=False,
+    )
     assert torch.equal(two.vectors, lee_model.vectors)
-    other = w2v.train_word2vec(lee, w2v.Word2VecConfig(**{**lee_model.config.__dict__, "seed": 1}), progress=False)
+    other = w2v.train_word2vec(
+        lee,
+        w2v.Word2VecConfig(**{**lee_model.config.__dict__, "seed": 1}),
+        progress=False,
+    )
     assert not torch.equal(other.vectors, lee_model.vectors)
 
 
 def test_training_restores_the_thread_setting(lee, three_threads):
-    w2v.train_word2vec(lee[:20], w2v.Word2VecConfig(vector_size=8, epochs=1, threads=2), progress=False)
+    w2v.train_word2vec(
+        lee[:20], w2v.Word2VecConfig(vector_size=8, epochs=1, threads=2), progress=False
+    )
     assert torch.get_num_threads() == three_threads
 
 
 @pytest.mark.slow
 def test_skipgram_learns(lee_model):
     m = lee_model
-    assert m.vectors.shape == (len(m.vocab), 32) and m.output_vectors.shape == m.vectors.shape
+    assert (
+        m.vectors.shape == (len(m.vocab), 32)
+        and m.output_vectors.shape == m.vectors.shape
+    )
     assert m.epoch_losses[-1] < m.epoch_losses[0] < 4.2  # 6 log 2 = 4.16 at the start
     assert m.pairs_trained > 100_000 and len(m.loss_history) > 50
     assert torch.isfinite(m.vectors).all()
@@ -275,8 +330,12 @@ def test_skipgram_learns(lee_model):
 def test_cbow_and_per_pair_negatives_learn(lee):
     small = lee[:100]
     for cfg in (
-        w2v.Word2VecConfig(architecture="cbow", vector_size=16, epochs=3, min_count=3, threads=1),
-        w2v.Word2VecConfig(vector_size=16, epochs=3, min_count=3, shared_negatives=False, threads=1),
+        w2v.Word2VecConfig(
+            architecture="cbow", vector_size=16, epochs=3, min_count=3, threads=1
+        ),
+        w2v.Word2VecConfig(
+            vector_size=16, epochs=3, min_count=3, shared_negatives=False, threads=1
+        ),
     ):
         m = w2v.train_word2vec(small, cfg, progress=False)
         assert m.epoch_losses[-1] < m.epoch_losses[0], cfg

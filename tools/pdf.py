@@ -51,7 +51,9 @@ def toc_files() -> list[str]:
 
 def chapters() -> list[str]:
     """The documents that are notebooks (a MyST source with a jupytext header), in reading order."""
-    return [f for f in toc_files() if "jupytext:" in (ROOT / f"{f}.md").read_text()[:400]]
+    return [
+        f for f in toc_files() if "jupytext:" in (ROOT / f"{f}.md").read_text()[:400]
+    ]
 
 
 def executed_notebook(doc: str) -> Path:
@@ -70,9 +72,13 @@ def built_pages() -> list[Path]:
     stale = [
         p.name
         for p in pages
-        if p.exists() and p.stat().st_mtime < (ROOT / p.relative_to(HTML)).with_suffix(".md").stat().st_mtime
+        if p.exists()
+        and p.stat().st_mtime
+        < (ROOT / p.relative_to(HTML)).with_suffix(".md").stat().st_mtime
     ]
-    stale += [f"{Path(d).name}.ipynb" for d in chapters() if not executed_notebook(d).exists()]
+    stale += [
+        f"{Path(d).name}.ipynb" for d in chapters() if not executed_notebook(d).exists()
+    ]
     if missing or stale:
         fail(
             f"the HTML build is missing or older than its sources ({', '.join(missing + stale)}); "
@@ -134,7 +140,9 @@ def build() -> None:
 def cover_page() -> str:
     """The title page: the book's title and author (_config.yml), the release, the licences and the address."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    version = re.search(r'__version__ = "([^"]+)"', (ROOT / "companion" / "__init__.py").read_text())
+    version = re.search(
+        r'__version__ = "([^"]+)"', (ROOT / "companion" / "__init__.py").read_text()
+    )
     release = f"v{version.group(1)}" if version else ""
     site = config.get("html", {}).get("baseurl", "")
     return f"""<!doctype html><html><head><meta charset="utf-8"><style>
@@ -190,7 +198,8 @@ def read_pdf(path: Path) -> tuple[int, collections.Counter, str]:
     from pypdf import PdfReader
 
     reader = PdfReader(path)
-    sizes: dict[int, tuple[int, int]] = {}  # image object number -> size (pages may share one resource dict)
+    # image object number -> size (pages may share one resource dict)
+    sizes: dict[int, tuple[int, int]] = {}
     text = []
     for page in reader.pages:
         text.append(page.extract_text() or "")
@@ -198,7 +207,10 @@ def read_pdf(path: Path) -> tuple[int, collections.Counter, str]:
         for ref in xobjects.values():
             obj = ref.get_object()
             if obj.get("/Subtype") == "/Image":
-                sizes[getattr(ref, "idnum", id(obj))] = (int(obj["/Width"]), int(obj["/Height"]))
+                sizes[getattr(ref, "idnum", id(obj))] = (
+                    int(obj["/Width"]),
+                    int(obj["/Height"]),
+                )
     return len(reader.pages), collections.Counter(sizes.values()), "\n".join(text)
 
 
@@ -219,10 +231,13 @@ def problems(
         found.append("the executed notebooks hold no figures at all")
     if missing := figures - images:
         lost = f"{sum(missing.values())} of {sum(figures.values())}"
-        found.append(f"{lost} figures are not in the PDF (width, height: count): {dict(missing)}")
+        found.append(
+            f"{lost} figures are not in the PDF (width, height: count): {dict(missing)}"
+        )
     if tex := sorted(set(re.findall(r"\\(?:frac|sum|mathbb|begin)\b|\$\$", text))):
         found.append(f"TeX source left in the text (MathJax did not finish?): {tex}")
-    letters = re.sub(r"\W+", "", unicodedata.normalize("NFKC", text))  # NFKC: the ligature "ﬁ" reads "fi"
+    # NFKC: the ligature "ﬁ" reads "fi"
+    letters = re.sub(r"\W+", "", unicodedata.normalize("NFKC", text))
     for doc, title in titles.items():
         if re.sub(r"\W+", "", title) not in letters:
             found.append(f"the title of {doc} ({title!r}) is not in the PDF's text")
@@ -235,8 +250,12 @@ def check() -> None:
     pages, images, text = read_pdf(PDF)
     figures = notebook_figures()
     titles = {doc: chapter_title(doc) for doc in chapters()}
-    found = problems(pages, images, text, figures, titles, MIN_PAGES_PER_CHAPTER * len(titles))
-    print(f"{PDF}: {pages} pages, {sum(images.values())} images; {sum(figures.values())} chapter figures")
+    found = problems(
+        pages, images, text, figures, titles, MIN_PAGES_PER_CHAPTER * len(titles)
+    )
+    print(
+        f"{PDF}: {pages} pages, {sum(images.values())} images; {sum(figures.values())} chapter figures"
+    )
     if found:
         fail("; ".join(found))
     print("every figure and chapter title is in it, and no TeX was left unrendered")

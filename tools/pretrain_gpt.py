@@ -55,8 +55,12 @@ def main() -> None:
     )  # fmt: skip
     digest = hashlib.sha256(args.out.read_bytes()).hexdigest()
     Path(str(args.out) + ".sha256").write_text(f"{digest}  {args.out.name}\n")
-    print(f"{args.out}: {args.out.stat().st_size / 1e6:.1f} MB, sha256 {digest}, {seconds:.0f} s")
-    print(f"validation loss {history['val_loss'][0]:.3f} -> {history['val_loss'][-1]:.3f} nats/token")
+    print(
+        f"{args.out}: {args.out.stat().st_size / 1e6:.1f} MB, sha256 {digest}, {seconds:.0f} s"
+    )
+    print(
+        f"validation loss {history['val_loss'][0]:.3f} -> {history['val_loss'][-1]:.3f} nats/token"
+    )
 
 
 if __name__ == "__main__":

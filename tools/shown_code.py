@@ -60,8 +60,13 @@ class Listing:
 
     @property
     def name(self) -> str:
-        sliced = any(k in self.options for k in ("start-at", "start-after", "end-before", "end-at", "lines"))
-        return f"{self.path.name}:{self.options['pyobject']}" + (" (slice)" if sliced else "")
+        sliced = any(
+            k in self.options
+            for k in ("start-at", "start-after", "end-before", "end-at", "lines")
+        )
+        return f"{self.path.name}:{self.options['pyobject']}" + (
+            " (slice)" if sliced else ""
+        )
 
     def count(self, kind: str) -> int:
         return self.kinds.count(kind)
@@ -99,7 +104,15 @@ def listings(book: Path = BOOK) -> list[Listing]:
 def _read(listing: Listing) -> list[str]:
     from sphinx.directives.code import LiteralIncludeReader
 
-    keep = ("pyobject", "start-at", "start-after", "end-before", "end-at", "lines", "dedent")
+    keep = (
+        "pyobject",
+        "start-at",
+        "start-after",
+        "end-before",
+        "end-at",
+        "lines",
+        "dedent",
+    )
     options: dict[str, object] = {k: v for k, v in listing.options.items() if k in keep}
     if "dedent" in options:
         options["dedent"] = int(str(options["dedent"])) if options["dedent"] else None
@@ -112,7 +125,13 @@ def _calls_checker(node: ast.AST) -> bool:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
             f = sub.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            name = (
+                f.id
+                if isinstance(f, ast.Name)
+                else f.attr
+                if isinstance(f, ast.Attribute)
+                else ""
+            )
             if _CHECK_NAME.match(name):
                 return True
     return False
@@ -121,7 +140,11 @@ def _calls_checker(node: ast.AST) -> bool:
 def _is_validation(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.Raise | ast.Assert):
         return True
-    if isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.body[-1], ast.Raise):
+    if (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and isinstance(stmt.body[-1], ast.Raise)
+    ):
         return True
     if isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign | ast.For):
         return _calls_checker(stmt)
@@ -146,9 +169,13 @@ def classify(code: str) -> list[str]:
                 mark(start, stmt.body[0].lineno - 1, "signature")
                 inner = stmt.body
                 first = inner[0]
-                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first, ast.Expr) and isinstance(
+                    first.value, ast.Constant
+                ):
                     if isinstance(first.value.value, str):
-                        mark(first.lineno, first.end_lineno or first.lineno, "docstring")
+                        mark(
+                            first.lineno, first.end_lineno or first.lineno, "docstring"
+                        )
                         inner = inner[1:]
                 visit(inner)
             elif _is_validation(stmt):
@@ -177,14 +204,18 @@ def problems(found: list[Listing]) -> list[str]:
     computation = sum(x.count("computation") for x in found)
     if not read or computation / read < MIN_SHARE:
         share = computation / read if read else 0.0
-        out.append(f"the computation is {share:.0%} of the shown lines, under {MIN_SHARE:.0%}")
+        out.append(
+            f"the computation is {share:.0%} of the shown lines, under {MIN_SHARE:.0%}"
+        )
     for x in found:
         where = f"{x.page}:{x.line} {x.name}"
         if len(x.lines) > MAX_LINES:
             out.append(f"{where} shows {len(x.lines)} lines, over {MAX_LINES}")
         for n, line in enumerate(x.lines, 1):
             if len(line) > MAX_COLUMNS:
-                out.append(f"{where} line {n} is {len(line)} columns wide, over {MAX_COLUMNS}")
+                out.append(
+                    f"{where} line {n} is {len(line)} columns wide, over {MAX_COLUMNS}"
+                )
             if any(p in line for p in PRAGMAS):
                 out.append(f"{where} line {n} carries a tool pragma: {line.strip()}")
     return out
@@ -196,7 +227,9 @@ def table(found: list[Listing]) -> str:
     rows = [head, "|" + "---|" * (len(CLASSES) + 4)]
     for x in found:
         counts = " | ".join(str(x.count(k)) for k in CLASSES)
-        rows.append(f"| {x.page}:{x.line} | `{x.name}` | {len(x.lines)} | {counts} | {x.share:.0%} |")
+        rows.append(
+            f"| {x.page}:{x.line} | `{x.name}` | {len(x.lines)} | {counts} | {x.share:.0%} |"
+        )
     total = sum(len(x.lines) for x in found)
     sums = {k: sum(x.count(k) for x in found) for k in CLASSES}
     read = total - sums["blank"]
@@ -211,7 +244,9 @@ def main() -> int:
     print(table(found))
     issues = problems(found)
     wide = sum(len(line) > MAX_COLUMNS for x in found for line in x.lines)
-    print(f"\n{wide} of {sum(len(x.lines) for x in found)} shown lines are wider than {MAX_COLUMNS} columns")
+    print(
+        f"\n{wide} of {sum(len(x.lines) for x in found)} shown lines are wider than {MAX_COLUMNS} columns"
+    )
     if issues:
         print(f"\n{len(issues)} problems:")
         print("\n".join(f"- {p}" for p in issues))

@@ -34,9 +34,19 @@ from companion.training.gpt_pretraining import pydoc_text, random_windows  # noq
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=8, help="the global batch, split over the processes")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=8,
+        help="the global batch, split over the processes",
+    )
     parser.add_argument("--length", type=int, default=64)
-    parser.add_argument("--out", type=Path, required=True, help="where process 0 saves the final state dict")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="where process 0 saves the final state dict",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -45,24 +55,42 @@ def main() -> None:
         dist.init_process_group("gloo")  # CPU; "nccl" on GPUs
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     if args.batch_size % world:
-        raise ValueError(f"--batch-size {args.batch_size} must be divisible by the {world} processes")
+        raise ValueError(
+            f"--batch-size {args.batch_size} must be divisible by the {world} processes"
+        )
     share = args.batch_size // world
 
-    torch.manual_seed(0)  # the same initial weights in every process (DDP also broadcasts rank 0's)
-    config = GPTConfig(vocab_size=256, context_length=args.length, n_layers=2, n_heads=4, d_model=64)
-    model = GPT(config)  # dropout 0: with dropout every process would draw its own masks
+    # the same initial weights in every process (DDP also broadcasts rank 0's)
+    torch.manual_seed(0)
+    config = GPTConfig(
+        vocab_size=256, context_length=args.length, n_layers=2, n_heads=4, d_model=64
+    )
+    # dropout 0: with dropout every process would draw its own masks
+    model = GPT(config)
     ids = torch.tensor(list(pydoc_text().encode("utf-8")[:200_000]))
-    generator = torch.Generator().manual_seed(1)  # the same global batches in every process
+    # the same global batches in every process
+    generator = torch.Generator().manual_seed(1)
 
     def my_slice(step: int) -> torch.Tensor:
-        batch = random_windows(ids, args.batch_size, args.length, generator)  # (batch_size, length + 1)
+        # (batch_size, length + 1)
+        batch = random_windows(ids, args.batch_size, args.length, generator)
         return batch[rank * share : (rank + 1) * share]
 
     wrapped = DistributedDataParallel(model) if distributed else model
-    losses = train(wrapped, my_slice, next_token_loss, steps=args.steps, lr=1e-3, progress=False, seed=0)
+    losses = train(
+        wrapped,
+        my_slice,
+        next_token_loss,
+        steps=args.steps,
+        lr=1e-3,
+        progress=False,
+        seed=0,
+    )
     if rank == 0:
         torch.save(model.state_dict(), args.out)
-        print(f"{world} process(es), {share} windows each: losses {[round(x, 4) for x in losses]}")
+        print(
+            f"{world} process(es), {share} windows each: losses {[round(x, 4) for x in losses]}"
+        )
     if distributed:
         dist.destroy_process_group()
 

@@ -41,7 +41,12 @@ __all__ = [
 
 
 def _kv_cache_step(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, position: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    position: int,
 ) -> torch.Tensor:
     """Write k, v (..., d) at ``position`` of the caches (..., L, d), attend with q (..., d) to keys 0…position."""
     k_cache[..., position, :] = k
@@ -100,19 +105,32 @@ def measure_generation(
     generator = torch.Generator().manual_seed(seed)
     rows: list[GenerationMeasurement] = []
     for length in lengths:
-        k_past, v_past = (torch.randn(batch, heads, length, d, generator=generator) for _ in range(2))
+        k_past, v_past = (
+            torch.randn(batch, heads, length, d, generator=generator) for _ in range(2)
+        )
         q, k, v = (torch.randn(batch, heads, d, generator=generator) for _ in range(3))
         state = linear_attention_state(k_past, v_past, feature_map=feature_map)
         seconds = time_call(
-            partial(linear_attention_step, feature_map=feature_map), q, k, v, state, min_run_time=min_run_time
+            partial(linear_attention_step, feature_map=feature_map),
+            q,
+            k,
+            v,
+            state,
+            min_run_time=min_run_time,
         )
-        rows.append(GenerationMeasurement("linear (state)", length, seconds, state.nbytes))
+        rows.append(
+            GenerationMeasurement("linear (state)", length, seconds, state.nbytes)
+        )
 
         k_cache = torch.cat([k_past, torch.empty(batch, heads, 1, d)], dim=-2)
         v_cache = torch.cat([v_past, torch.empty(batch, heads, 1, d)], dim=-2)
-        seconds = time_call(_kv_cache_step, q, k, v, k_cache, v_cache, length, min_run_time=min_run_time)
+        seconds = time_call(
+            _kv_cache_step, q, k, v, k_cache, v_cache, length, min_run_time=min_run_time
+        )
         cache_bytes = (k_cache.numel() + v_cache.numel()) * k_cache.element_size()
-        rows.append(GenerationMeasurement("softmax (KV cache)", length, seconds, cache_bytes))
+        rows.append(
+            GenerationMeasurement("softmax (KV cache)", length, seconds, cache_bytes)
+        )
     return rows
 
 
@@ -124,7 +142,9 @@ def _sdpa(causal: bool) -> Callable[..., torch.Tensor]:
     return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callable[..., torch.Tensor]]:
+def linear_attention_implementations(
+    *, causal: bool = True
+) -> dict[str, Callable[..., torch.Tensor]]:
     """``name → fn(q, k, v)`` for :func:`~companion.benchmarking.measure_attention`: PyTorch's fused softmax
     attention and our forms.
 
@@ -137,9 +157,15 @@ def linear_attention_implementations(*, causal: bool = True) -> dict[str, Callab
             "chunked": causal_linear_attention_chunked,
             "cumsum": causal_linear_attention_cumsum,
             "recurrent": causal_linear_attention_recurrent,
-            "quadratic": lambda q, k, v: quadratic_linear_attention(q, k, v, causal=True),
+            "quadratic": lambda q, k, v: quadratic_linear_attention(
+                q, k, v, causal=True
+            ),
         }
-    return {"sdpa": _sdpa(False), "linear": linear_attention, "quadratic": quadratic_linear_attention}
+    return {
+        "sdpa": _sdpa(False),
+        "linear": linear_attention,
+        "quadratic": quadratic_linear_attention,
+    }
 
 
 DEFAULT_MAX_N = {"quadratic": 4096, "cumsum": 16384, "recurrent": 2048}

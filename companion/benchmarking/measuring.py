@@ -65,7 +65,9 @@ class MemoryTracker(TorchDispatchMode):
         self.own = self.own_max = self.python_peak = 0
         self._own: dict[int, int] = {}
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         tracing = tracemalloc.is_tracing()
         entry = tracemalloc.get_traced_memory()[0] if tracing else 0
         if tracing:
@@ -91,7 +93,9 @@ class MemoryTracker(TorchDispatchMode):
             weakref.finalize(storage, self._release, key, size)
             new.append(key)
         # a view's share is released with the storage it views
-        owner = new[0] if new else next((key for key in inputs if key in self._seen), None)
+        owner = (
+            new[0] if new else next((key for key in inputs if key in self._seen), None)
+        )
         del inputs
         if tracing:
             # What Python holds now that it did not before the operation is this tracker's: the Python objects
@@ -112,7 +116,8 @@ class MemoryTracker(TorchDispatchMode):
 def measured_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
     """``(fn(*args, **kwargs), peak bytes it allocated)``: PyTorch's tensors (:class:`MemoryTracker`) plus what
     ``tracemalloc`` sees (NumPy arrays, Python lists), added up, so that an n × n matrix built in either counts."""
-    with MemoryTracker():  # the first use of a dispatch mode imports and caches (megabytes): not fn's
+    # the first use of a dispatch mode imports and caches (megabytes): not fn's
+    with MemoryTracker():
         torch.zeros(1).add_(1)
     running = tracemalloc.is_tracing()
     if not running:
@@ -139,7 +144,12 @@ def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         return measured_call(fn, *args, **kwargs)[1]
 
 
-def time_call(fn: Callable[..., Any], *args: Any, min_run_time: float = 0.2, num_threads: int | None = None) -> float:
+def time_call(
+    fn: Callable[..., Any],
+    *args: Any,
+    min_run_time: float = 0.2,
+    num_threads: int | None = None,
+) -> float:
     """Median seconds per call of ``fn(*args)``, measured with :class:`torch.utils.benchmark.Timer`.
 
     ``blocked_autorange`` repeats the call in blocks until ``min_run_time`` seconds have passed, and
@@ -190,11 +200,15 @@ def _pytorch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 Implementation = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
 
 
-def _companion_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _companion_blocked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     return blocked_attention(q, k, v)
 
 
-def default_attention_implementations(*, blocked: bool = False) -> dict[str, Implementation]:
+def default_attention_implementations(
+    *, blocked: bool = False
+) -> dict[str, Implementation]:
     """The implementations :func:`measure_attention` compares by default.
 
     ``"companion"`` is :func:`companion.attention.scaled_dot_product_attention` (the matrix form, which
@@ -254,48 +268,78 @@ def measure_attention(
     """
     require_positive_ints(d=d, batch=batch, heads=heads, rounds=rounds)
     ns = list(ns)
-    impls = default_attention_implementations() if implementations is None else implementations
+    impls = (
+        default_attention_implementations()
+        if implementations is None
+        else implementations
+    )
     limits = {} if max_n is None else max_n
     for n in ns:
         require_positive_int(n, "each n")
-    if not isinstance(impls, Mapping) or not impls or not all(callable(f) for f in impls.values()):
-        raise TypeError(f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}")
+    if (
+        not isinstance(impls, Mapping)
+        or not impls
+        or not all(callable(f) for f in impls.values())
+    ):
+        raise TypeError(
+            f"implementations must map names to functions (q, k, v) -> out, got {describe(impls)}"
+        )
     if not isinstance(limits, Mapping):
-        raise TypeError(f"max_n must map implementation names to the longest n, got {describe(limits)}")
+        raise TypeError(
+            f"max_n must map implementation names to the longest n, got {describe(limits)}"
+        )
     for name, limit in limits.items():
         require_positive_int(limit, f"max_n[{name!r}]")
     if reference is not None and reference not in impls:
-        raise ValueError(f"reference must be one of the implementations {list(impls)}, got {reference!r}")
+        raise ValueError(
+            f"reference must be one of the implementations {list(impls)}, got {reference!r}"
+        )
     require_positive_number(qk_std, "qk_std")
     generator = torch.Generator().manual_seed(seed)
     rows: list[AttentionMeasurement] = []
     for n in ns:
-        q, k, v = (torch.randn(batch, heads, n, d, generator=generator, dtype=dtype).to(device) for _ in range(3))
+        q, k, v = (
+            torch.randn(batch, heads, n, d, generator=generator, dtype=dtype).to(device)
+            for _ in range(3)
+        )
         q, k = qk_std * q, qk_std * k
         running = {name: fn for name, fn in impls.items() if n <= limits.get(name, n)}
         best = dict.fromkeys(running, math.inf)
         for _ in range(rounds):
             for name, fn in running.items():
-                best[name] = min(best[name], time_call(fn, q, k, v, min_run_time=min_run_time))
+                best[name] = min(
+                    best[name], time_call(fn, q, k, v, min_run_time=min_run_time)
+                )
         with torch.no_grad():
             ref = None if reference is None else impls[reference](q, k, v)
             for name, fn in running.items():
-                out, peak = measured_call(fn, q, k, v) if memory else (fn(q, k, v) if ref is not None else None, 0)
+                out, peak = (
+                    measured_call(fn, q, k, v)
+                    if memory
+                    else (fn(q, k, v) if ref is not None else None, 0)
+                )
                 error = None if ref is None else float((out - ref).norm() / ref.norm())
                 del out
                 rows.append(AttentionMeasurement(name, n, best[name], peak, error))
                 if progress:
-                    print(f"n={n:>6}  {name:<12} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB", flush=True)
+                    print(
+                        f"n={n:>6}  {name:<12} {1e3 * best[name]:10.2f} ms  {peak / 2**20:10.1f} MiB",
+                        flush=True,
+                    )
         del q, k, v, ref
     return rows
 
 
-def format_table(rows: Sequence[AttentionMeasurement], *, baseline: str = "pytorch") -> str:
+def format_table(
+    rows: Sequence[AttentionMeasurement], *, baseline: str = "pytorch"
+) -> str:
     """A text table: one line per n, each implementation's time and peak memory, and time / ``baseline``."""
     names = list(dict.fromkeys(r.name for r in rows))
     by_key = {(r.name, r.n): r for r in rows}
     ns = sorted({r.n for r in rows})
-    head = f"{'n':>6}" + "".join(f" | {name + ' ms':>14} {name + ' MiB':>14}" for name in names)
+    head = f"{'n':>6}" + "".join(
+        f" | {name + ' ms':>14} {name + ' MiB':>14}" for name in names
+    )
     others = [name for name in names if name != baseline]
     if baseline in names:
         head += "".join(f" | {name + '/' + baseline:>20}" for name in others)
@@ -304,7 +348,11 @@ def format_table(rows: Sequence[AttentionMeasurement], *, baseline: str = "pytor
         line = f"{n:>6}"
         for name in names:
             r = by_key.get((name, n))
-            line += f" | {r.milliseconds:14.2f} {r.peak_mib:14.1f}" if r else f" | {'-':>14} {'-':>14}"
+            line += (
+                f" | {r.milliseconds:14.2f} {r.peak_mib:14.1f}"
+                if r
+                else f" | {'-':>14} {'-':>14}"
+            )
         if baseline in names:
             base = by_key.get((baseline, n))
             for name in others:
@@ -323,7 +371,9 @@ class LogLogFit(NamedTuple):
     slope_se: float
 
 
-def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) -> LogLogFit:
+def fit_loglog_slope(
+    xs: Sequence[float], ys: Sequence[float] | torch.Tensor
+) -> LogLogFit:
     """Fit y ∝ x^p: least squares log y = a + p log x over every point; ``ys`` is (len(xs),) or (len(xs), seeds).
 
     p = 1 is linear growth, p = 2 quadratic, p = -1/2 a Monte Carlo error. With several seeds per x every
@@ -335,7 +385,8 @@ def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) ->
     rule = f"need at least 2 positive x and positive y of shape (len(xs), seeds), got {list(xs)} and {describe(ys)}"
     if x.ndim != 1 or y.ndim != 2 or y.shape[0] != len(x) or len(x) < 2:
         raise ValueError(rule)
-    require_entries(x, "xs", low=0, low_open=True)  # the logarithms need positive numbers
+    # the logarithms need positive numbers
+    require_entries(x, "xs", low=0, low_open=True)
     require_entries(y, "ys", low=0, low_open=True)
     log_x = x.log()[:, None].expand_as(y).reshape(-1)
     log_y = y.log().reshape(-1)
@@ -343,5 +394,11 @@ def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float] | torch.Tensor) ->
     coef = torch.linalg.lstsq(a, log_y[:, None]).solution[:, 0]
     residual = log_y - a @ coef
     dof = len(log_y) - 2
-    se = math.sqrt(float(residual @ residual) / dof * float(torch.linalg.inv(a.T @ a)[1, 1])) if dof else math.nan
+    se = (
+        math.sqrt(
+            float(residual @ residual) / dof * float(torch.linalg.inv(a.T @ a)[1, 1])
+        )
+        if dof
+        else math.nan
+    )
     return LogLogFit(float(coef[1]), float(coef[0]), se)

@@ -51,6 +51,19 @@ def measure_nbody(
         exact = direct_potential(x, m)
         approx = cell_potential(x, m, order=order)
         t_direct = time_call(direct_potential, x, m, min_run_time=min_run_time)
-        t_cell = time_call(lambda x, m: cell_potential(x, m, order=order), x, m, min_run_time=min_run_time)
-        rows.append(NBodyMeasurement(n, default_n_cells(n, dim), t_direct, t_cell, relative_error(approx, exact)))
+        t_cell = time_call(
+            lambda x, m: cell_potential(x, m, order=order),
+            x,
+            m,
+            min_run_time=min_run_time,
+        )
+        rows.append(
+            NBodyMeasurement(
+                n,
+                default_n_cells(n, dim),
+                t_direct,
+                t_cell,
+                relative_error(approx, exact),
+            )
+        )
     return rows

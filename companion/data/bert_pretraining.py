@@ -23,7 +23,13 @@ import torch
 from torch import Tensor
 
 from ..bert import IGNORE_INDEX
-from ..validation import describe, require_index, require_integer_tensor, require_number, require_positive_int
+from ..validation import (
+    describe,
+    require_index,
+    require_integer_tensor,
+    require_number,
+    require_positive_int,
+)
 
 __all__ = ["IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs"]
 
@@ -56,27 +62,47 @@ def mask_tokens(
     special = sorted({int(i) for i in special_ids} | {mask_id})
     for i in special:
         require_index(i, "mask_id and special_ids", vocab_size, predicate="lie")
-    if input_ids.numel() and not (0 <= int(input_ids.min()) and int(input_ids.max()) < vocab_size):
+    if input_ids.numel() and not (
+        0 <= int(input_ids.min()) and int(input_ids.max()) < vocab_size
+    ):
         raise ValueError(
             f"input_ids must lie in [0, {vocab_size}), got values from {int(input_ids.min())} to {int(input_ids.max())}"
         )
-    mlm_probability = require_number(mlm_probability, "mlm_probability", low=0, high=1, why="a probability")
-    mask_fraction = require_number(mask_fraction, "mask_fraction", low=0, high=1, why="a probability")
-    random_fraction = require_number(random_fraction, "random_fraction", low=0, high=1, why="a probability")
+    mlm_probability = require_number(
+        mlm_probability, "mlm_probability", low=0, high=1, why="a probability"
+    )
+    mask_fraction = require_number(
+        mask_fraction, "mask_fraction", low=0, high=1, why="a probability"
+    )
+    random_fraction = require_number(
+        random_fraction, "random_fraction", low=0, high=1, why="a probability"
+    )
     if mask_fraction + random_fraction > 1:
-        raise ValueError(f"mask_fraction + random_fraction must be <= 1, got {mask_fraction} + {random_fraction}")
+        raise ValueError(
+            f"mask_fraction + random_fraction must be <= 1, got {mask_fraction} + {random_fraction}"
+        )
     is_candidate = torch.ones(vocab_size, dtype=torch.bool)
     is_candidate[special] = False
-    candidates = is_candidate.nonzero().squeeze(1)  # the ids a random replacement may take
+    # the ids a random replacement may take
+    candidates = is_candidate.nonzero().squeeze(1)
     if random_fraction > 0 and len(candidates) == 0:
-        raise ValueError("every id is special: there is no token to use as a random replacement")
+        raise ValueError(
+            "every id is special: there is no token to use as a random replacement"
+        )
 
     is_special = torch.isin(input_ids, torch.tensor(special, dtype=input_ids.dtype))
-    chosen = (torch.rand(input_ids.shape, generator=generator) < mlm_probability) & ~is_special
-    action = torch.rand(input_ids.shape, generator=generator)  # one uniform draw per position decides what happens
+    chosen = (
+        torch.rand(input_ids.shape, generator=generator) < mlm_probability
+    ) & ~is_special
+    # one uniform draw per position decides what happens
+    action = torch.rand(input_ids.shape, generator=generator)
     to_mask = chosen & (action < mask_fraction)
-    to_random = chosen & (action >= mask_fraction) & (action < mask_fraction + random_fraction)
-    random_ids = candidates[torch.randint(len(candidates), input_ids.shape, generator=generator)]
+    to_random = (
+        chosen & (action >= mask_fraction) & (action < mask_fraction + random_fraction)
+    )
+    random_ids = candidates[
+        torch.randint(len(candidates), input_ids.shape, generator=generator)
+    ]
 
     inputs = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
     inputs = torch.where(to_random, random_ids.to(input_ids.dtype), inputs)
@@ -85,19 +111,27 @@ def mask_tokens(
 
 
 def next_sentence_pairs(
-    documents: Sequence[Sequence[S]], generator: torch.Generator | None = None, p_next: float = 0.5
+    documents: Sequence[Sequence[S]],
+    generator: torch.Generator | None = None,
+    p_next: float = 0.5,
 ) -> list[tuple[S, S, int]]:
     """``(A, B, label)`` for every sentence A that has a successor: B the next sentence (label 0) with
     probability ``p_next``, else a uniformly drawn sentence of a uniformly drawn *other* document (label 1)."""
     if isinstance(documents, str) or not isinstance(documents, Sequence):
-        raise TypeError(f"documents must be a list of documents, each a list of sentences, got {describe(documents)}")
+        raise TypeError(
+            f"documents must be a list of documents, each a list of sentences, got {describe(documents)}"
+        )
     for d, doc in enumerate(documents):
         if isinstance(doc, str) or not isinstance(doc, Sequence):
-            raise TypeError(f"document {d} must be a list of sentences, got {describe(doc)}")
+            raise TypeError(
+                f"document {d} must be a list of sentences, got {describe(doc)}"
+            )
     p_next = require_number(p_next, "p_next", low=0, high=1, why="a probability")
     non_empty = [d for d, doc in enumerate(documents) if len(doc) > 0]
     if len(non_empty) < 2:
-        raise ValueError(f"need at least 2 non-empty documents to draw random sentences from, got {len(non_empty)}")
+        raise ValueError(
+            f"need at least 2 non-empty documents to draw random sentences from, got {len(non_empty)}"
+        )
 
     def draw(n: int) -> int:
         return int(torch.randint(n, (1,), generator=generator))

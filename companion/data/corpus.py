@@ -93,10 +93,14 @@ def gensim_data_path(name: str) -> Path:
 
     path = Path(datapath(name))
     if not path.is_file():
-        raise FileNotFoundError(f"gensim's test data has no file {name!r} (looked for {path})")
+        raise FileNotFoundError(
+            f"gensim's test data has no file {name!r} (looked for {path})"
+        )
     expected = GENSIM_DATA_SHA256.get(name)
     if expected is not None and (got := sha256sum(path)) != expected:
-        raise ValueError(f"{path}: SHA-256 mismatch, expected {expected} (gensim 4.4.0's file), got {got}")
+        raise ValueError(
+            f"{path}: SHA-256 mismatch, expected {expected} (gensim 4.4.0's file), got {got}"
+        )
     return path
 
 
@@ -107,7 +111,9 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
         if env:
             path = env
         else:
-            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+                os.path.expanduser("~"), ".cache"
+            )
             path = os.path.join(base, "companion")
     d = Path(path)
     d.mkdir(parents=True, exist_ok=True)
@@ -125,7 +131,9 @@ def sha256sum(path: str | os.PathLike[str]) -> str:
 
 def _write_sentences(path: Path, sentences: list[list[str]]) -> None:
     """Write one sentence per line, tokens separated by single spaces, atomically."""
-    tmp = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp")
+    tmp = tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
+    )
     try:
         with tmp:
             for s in sentences:
@@ -171,7 +179,9 @@ def load_wikipedia(
     if cache:
         digest = sha256sum(path)[:16]
         n = "all" if max_articles is None else str(max_articles)
-        target = cache_dir(cache_path) / f"wikicorpus-{digest}-{n}-v{_CACHE_VERSION}.txt"
+        target = (
+            cache_dir(cache_path) / f"wikicorpus-{digest}-{n}-v{_CACHE_VERSION}.txt"
+        )
         if target.is_file():
             return _read_sentences(target)
     from gensim.corpora import WikiCorpus
@@ -179,7 +189,10 @@ def load_wikipedia(
     wiki = WikiCorpus(str(path), dictionary={}, processes=1)
     texts = wiki.get_texts()
     try:
-        articles = [list(t) for t in (texts if max_articles is None else islice(texts, max_articles))]
+        articles = [
+            list(t)
+            for t in (texts if max_articles is None else islice(texts, max_articles))
+        ]
     finally:
         texts.close()
     if target is not None:
@@ -199,7 +212,9 @@ def load_lee(path: str | os.PathLike[str] | None = None) -> list[list[str]]:
         return [simple_preprocess(line) for line in f if line.strip()]
 
 
-def load_wordsim353(path: str | os.PathLike[str] | None = None) -> list[tuple[str, str, float]]:
+def load_wordsim353(
+    path: str | os.PathLike[str] | None = None,
+) -> list[tuple[str, str, float]]:
     """WordSim-353 as ``(word1, word2, mean human score)`` triples, in file order.
 
     Parsed as gensim's ``KeyedVectors.evaluate_word_pairs`` does: lines starting with ``#`` are comments,
@@ -237,7 +252,9 @@ def load_analogies(path: str | os.PathLike[str] | None = None) -> list[AnalogyQu
                 section = line.lstrip(": ").strip()
                 continue
             if section is None:
-                raise ValueError(f"{p}: line {line_no} comes before any ': section' header")
+                raise ValueError(
+                    f"{p}: line {line_no} comes before any ': section' header"
+                )
             words = line.split()
             if len(words) != 4:
                 continue
@@ -317,7 +334,9 @@ def fetch(
                     bar.update(len(block))
         got = sha256sum(tmp)
         if got != sha256.lower():
-            raise ValueError(f"{url}: SHA-256 mismatch, expected {sha256.lower()}, got {got}; nothing was cached")
+            raise ValueError(
+                f"{url}: SHA-256 mismatch, expected {sha256.lower()}, got {got}; nothing was cached"
+            )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -355,14 +374,28 @@ def load_text8(
     if max_tokens is not None:
         require_int(max_tokens, "max_tokens", low=1, why="or None")
     require_int(sentence_length, "sentence_length", low=1)
-    archive = fetch(remote.url, remote.sha256, filename=remote.filename, cache_path=cache_path, progress=progress)
+    archive = fetch(
+        remote.url,
+        remote.sha256,
+        filename=remote.filename,
+        cache_path=cache_path,
+        progress=progress,
+    )
     extracted = archive.with_name(archive.name + "." + member)
-    if not extracted.is_file() or (member_sha256 is not None and sha256sum(extracted) != member_sha256):
-        with zipfile.ZipFile(archive) as z, z.open(member) as src, open(extracted, "wb") as dst:
+    if not extracted.is_file() or (
+        member_sha256 is not None and sha256sum(extracted) != member_sha256
+    ):
+        with (
+            zipfile.ZipFile(archive) as z,
+            z.open(member) as src,
+            open(extracted, "wb") as dst,
+        ):
             shutil.copyfileobj(src, dst)
         if member_sha256 is not None and (got := sha256sum(extracted)) != member_sha256:
             extracted.unlink()
-            raise ValueError(f"{member} in {archive}: SHA-256 mismatch, expected {member_sha256}, got {got}")
+            raise ValueError(
+                f"{member} in {archive}: SHA-256 mismatch, expected {member_sha256}, got {got}"
+            )
     with open(extracted, encoding="utf-8") as f:
         tokens = f.read().split()
     if max_tokens is not None:

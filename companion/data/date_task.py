@@ -49,8 +49,30 @@ _TEENS = (
     "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
     "nineteen",
 )  # fmt: skip
-_TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
-_ORDINAL_ONES = ("", "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+_TENS = (
+    "",
+    "",
+    "twenty",
+    "thirty",
+    "forty",
+    "fifty",
+    "sixty",
+    "seventy",
+    "eighty",
+    "ninety",
+)
+_ORDINAL_ONES = (
+    "",
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+)
 _ORDINAL_TEENS = (
     "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
     "eighteenth", "nineteenth",
@@ -109,7 +131,9 @@ def _require_date(date: object) -> dt.date:
     if not isinstance(date, dt.date) or isinstance(date, dt.datetime):
         raise TypeError(f"date must be a datetime.date, got {describe(date)}")
     if not FIRST_DATE <= date <= LAST_DATE:
-        raise ValueError(f"date must lie between {FIRST_DATE} and {LAST_DATE}, got {date}")
+        raise ValueError(
+            f"date must lie between {FIRST_DATE} and {LAST_DATE}, got {date}"
+        )
     return date
 
 
@@ -120,7 +144,11 @@ def date_to_words(date: dt.date, template: int = 0) -> str:
     """
     _require_date(date)
     require_index(template, "template", len(TEMPLATES))
-    return TEMPLATES[template].format(day=_ordinal(date.day), month=MONTHS[date.month - 1], year=_year_words(date.year))
+    return TEMPLATES[template].format(
+        day=_ordinal(date.day),
+        month=MONTHS[date.month - 1],
+        year=_year_words(date.year),
+    )
 
 
 def date_to_iso(date: dt.date) -> str:
@@ -138,7 +166,8 @@ class Vocab(Vocabulary):
     order of first appearance; it also turns text into ids and back, by ``level`` ``"word"`` (split on spaces,
     a comma is its own token) or ``"char"``."""
 
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3  # the same in every Vocab, so readable from the class
+    # the same in every Vocab, so readable from the class
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
 
     def __init__(self, tokens: Sequence[str], level: str = "char") -> None:
         if level not in ("word", "char"):
@@ -150,7 +179,9 @@ class Vocab(Vocabulary):
         """``text`` → its tokens (words or characters)."""
         return _words(text) if self.level == "word" else list(text)
 
-    def encode_text(self, text: str, *, bos: bool = False, eos: bool = False) -> list[int]:
+    def encode_text(
+        self, text: str, *, bos: bool = False, eos: bool = False
+    ) -> list[int]:
         """``text`` → ids, optionally framed by ``<bos>``/``<eos>``; unknown tokens become ``<unk>``."""
         ids = [self.stoi.get(t, self.unk_id) for t in self.tokenize(text)]
         return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
@@ -175,7 +206,9 @@ class Vocab(Vocabulary):
 
 def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
     width = max(len(r) for r in rows)
-    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+    return torch.tensor(
+        [r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long
+    )
 
 
 @dataclass
@@ -204,13 +237,19 @@ class DateDataset:
 
     def encode_source(self, texts: Sequence[str]) -> torch.Tensor:
         """Source ids ``(len(texts), n)`` for new phrases, padded with 0."""
-        return _pad([self.src_vocab.encode_text(t) for t in texts], self.src_vocab.pad_id)
+        return _pad(
+            [self.src_vocab.encode_text(t) for t in texts], self.src_vocab.pad_id
+        )
 
 
 def _all_source_tokens(level: str) -> list[str]:
     """Every token any date in any template can produce (so the vocabulary does not depend on the seed)."""
     texts = [" ".join(TEMPLATES)]
-    texts += list(MONTHS) + [_ordinal(d) for d in range(1, 32)] + [_year_words(y) for y in range(1900, 2100)]
+    texts += (
+        list(MONTHS)
+        + [_ordinal(d) for d in range(1, 32)]
+        + [_year_words(y) for y in range(1900, 2100)]
+    )
     tokens: list[str] = []
     for text in texts:
         text = text.replace("{day}", "").replace("{month}", "").replace("{year}", "")
@@ -228,7 +267,9 @@ def target_vocab() -> Vocab:
     return Vocab(list("0123456789-"), "char")
 
 
-def make_date_dataset(n_train: int = 20000, n_test: int = 1000, *, seed: int = 0, level: str = "word") -> DateDataset:
+def make_date_dataset(
+    n_train: int = 20000, n_test: int = 1000, *, seed: int = 0, level: str = "word"
+) -> DateDataset:
     """Generate the dates task: ``n_train`` training and ``n_test`` held-out pairs.
 
     Dates are drawn uniformly from 1900-01-01 … 2099-12-31 with ``random.Random(seed)``; the held-out dates
@@ -247,7 +288,9 @@ def make_date_dataset(n_train: int = 20000, n_test: int = 1000, *, seed: int = 0
     require_positive_int(n_test, "n_test")
     n_days = (LAST_DATE - FIRST_DATE).days + 1
     if n_train + n_test > n_days:
-        raise ValueError(f"n_train + n_test must be at most {n_days} (the number of dates), got {n_train + n_test}")
+        raise ValueError(
+            f"n_train + n_test must be at most {n_days} (the number of dates), got {n_train + n_test}"
+        )
     if level not in ("word", "char"):
         raise ValueError(f"level must be 'word' or 'char', got {level!r}")
     rng = random.Random(seed)
@@ -255,19 +298,33 @@ def make_date_dataset(n_train: int = 20000, n_test: int = 1000, *, seed: int = 0
     dates = [FIRST_DATE + dt.timedelta(days=o) for o in offsets]
 
     def pairs(chunk: list[dt.date]) -> list[tuple[str, str]]:
-        return [(date_to_words(d, rng.randrange(len(TEMPLATES))), date_to_iso(d)) for d in chunk]
+        return [
+            (date_to_words(d, rng.randrange(len(TEMPLATES))), date_to_iso(d))
+            for d in chunk
+        ]
 
     train_pairs, test_pairs = pairs(dates[n_test:]), pairs(dates[:n_test])
     src_vocab, tgt_vocab = source_vocab(level), target_vocab()
 
     def tensors(ps: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor]:
         src = _pad([src_vocab.encode_text(s) for s, _ in ps], Vocab.pad_id)
-        tgt = _pad([tgt_vocab.encode_text(t, bos=True, eos=True) for _, t in ps], Vocab.pad_id)
+        tgt = _pad(
+            [tgt_vocab.encode_text(t, bos=True, eos=True) for _, t in ps], Vocab.pad_id
+        )
         return src, tgt
 
     train_src, train_tgt = tensors(train_pairs)
     test_src, test_tgt = tensors(test_pairs)
-    return DateDataset(train_pairs, test_pairs, src_vocab, tgt_vocab, train_src, train_tgt, test_src, test_tgt)
+    return DateDataset(
+        train_pairs,
+        test_pairs,
+        src_vocab,
+        tgt_vocab,
+        train_src,
+        train_tgt,
+        test_src,
+        test_tgt,
+    )
 
 
 def date_batches(

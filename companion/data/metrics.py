@@ -49,9 +49,17 @@ def normalize_answer(s: str) -> str:
 
 
 def _gold_list(gold: str | Sequence[str]) -> list[str]:
-    golds = [gold] if isinstance(gold, str) else list(gold) if isinstance(gold, Sequence) else None
+    golds = (
+        [gold]
+        if isinstance(gold, str)
+        else list(gold)
+        if isinstance(gold, Sequence)
+        else None
+    )
     if not golds:
-        raise ValueError(f"gold answers must be a str or a non-empty list of str, got {gold!r}")
+        raise ValueError(
+            f"gold answers must be a str or a non-empty list of str, got {gold!r}"
+        )
     return golds
 
 
@@ -62,8 +70,10 @@ def _exact_match(prediction: str, gold: str) -> float:
 def _f1(prediction: str, gold: str) -> float:
     pred, true = normalize_answer(prediction).split(), normalize_answer(gold).split()
     if not pred or not true:
-        return float(pred == true)  # both empty: 1; one empty: 0 (SQuAD 2.0's rule for "no answer")
-    same = sum((Counter(pred) & Counter(true)).values())  # tokens in common, with multiplicity
+        # both empty: 1; one empty: 0 (SQuAD 2.0's rule for "no answer")
+        return float(pred == true)
+    # tokens in common, with multiplicity
+    same = sum((Counter(pred) & Counter(true)).values())
     if same == 0:
         return 0.0
     precision, recall = same / len(pred), same / len(true)
@@ -87,7 +97,9 @@ def _as_pair(y_true: object, y_pred: object) -> tuple[np.ndarray, np.ndarray]:
     arrays = []
     for name, y in (("y_true", y_true), ("y_pred", y_pred)):
         if isinstance(y, (str, bytes)):
-            raise TypeError(f"{name} must be a sequence of labels or numbers, got a str")
+            raise TypeError(
+                f"{name} must be a sequence of labels or numbers, got a str"
+            )
         if hasattr(y, "detach"):  # a torch tensor
             y = y.detach().cpu().numpy()
         a = np.asarray(y)
@@ -95,7 +107,9 @@ def _as_pair(y_true: object, y_pred: object) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
         arrays.append(a)
     if len(arrays[0]) != len(arrays[1]):
-        raise ValueError(f"y_true and y_pred must have the same length, got {len(arrays[0])} and {len(arrays[1])}")
+        raise ValueError(
+            f"y_true and y_pred must have the same length, got {len(arrays[0])} and {len(arrays[1])}"
+        )
     if len(arrays[0]) == 0:
         raise ValueError("y_true and y_pred are empty")
     return arrays[0], arrays[1]
@@ -119,8 +133,12 @@ def matthews_corrcoef(y_true: Sequence, y_pred: Sequence) -> float:
     t_counts = np.array([np.sum(t == k) for k in classes], dtype=float)
     p_counts = np.array([np.sum(p == k) for k in classes], dtype=float)
     c, s = float(np.sum(t == p)), float(len(t))
-    denominator = math.sqrt((s * s - p_counts @ p_counts) * (s * s - t_counts @ t_counts))
-    return 0.0 if denominator == 0 else float((c * s - t_counts @ p_counts) / denominator)
+    denominator = math.sqrt(
+        (s * s - p_counts @ p_counts) * (s * s - t_counts @ t_counts)
+    )
+    return (
+        0.0 if denominator == 0 else float((c * s - t_counts @ p_counts) / denominator)
+    )
 
 
 def f1_binary(y_true: Sequence, y_pred: Sequence, positive: object = 1) -> float:
@@ -137,7 +155,9 @@ def _correlation(name: str, x: Sequence[float], y: Sequence[float]) -> float:
 
     x, y = _as_pair(x, y)
     if np.all(x == x[0]) or np.all(y == y[0]):
-        raise ValueError(f"{name} correlation is undefined when one of the inputs is constant")
+        raise ValueError(
+            f"{name} correlation is undefined when one of the inputs is constant"
+        )
     test = stats.pearsonr if name == "Pearson" else stats.spearmanr
     return float(test(x.astype(float), y.astype(float))[0])
 
@@ -172,16 +192,27 @@ GLUE_TASKS: dict[str, tuple[str, ...]] = {
 def glue_score(scores: Mapping[str, float | Sequence[float]]) -> float:
     """The GLUE score: the mean over the nine tasks of each task's mean metric."""
     if not isinstance(scores, Mapping):
-        raise TypeError(f"scores must be a dict {{task: score or (score, score)}}, got {describe(scores)}")
+        raise TypeError(
+            f"scores must be a dict {{task: score or (score, score)}}, got {describe(scores)}"
+        )
     if set(scores) != set(GLUE_TASKS):
-        missing, unknown = sorted(set(GLUE_TASKS) - set(scores)), sorted(set(scores) - set(GLUE_TASKS))
-        raise ValueError(f"scores must have the nine GLUE tasks; missing {missing}, unknown {unknown}")
+        missing, unknown = (
+            sorted(set(GLUE_TASKS) - set(scores)),
+            sorted(set(scores) - set(GLUE_TASKS)),
+        )
+        raise ValueError(
+            f"scores must have the nine GLUE tasks; missing {missing}, unknown {unknown}"
+        )
     task_means = []
     for task, metrics in GLUE_TASKS.items():
         values = scores[task]
         values = [values] if isinstance(values, (int, float)) else list(values)
         if len(values) != len(metrics):
-            raise ValueError(f"{task} needs {len(metrics)} number(s) ({', '.join(metrics)}), got {scores[task]!r}")
-        values = [require_number(v, f"the scores of {task}", finite=False) for v in values]
+            raise ValueError(
+                f"{task} needs {len(metrics)} number(s) ({', '.join(metrics)}), got {scores[task]!r}"
+            )
+        values = [
+            require_number(v, f"the scores of {task}", finite=False) for v in values
+        ]
         task_means.append(sum(values) / len(values))
     return sum(task_means) / len(task_means)

@@ -33,7 +33,9 @@ def topics() -> dict[str, str]:
     blob = PATH.read_bytes()
     digest = hashlib.sha256(blob).hexdigest()
     if digest != SHA256:
-        raise ValueError(f"{PATH}: SHA-256 mismatch, expected {SHA256}, got {digest}; reinstall the package")
+        raise ValueError(
+            f"{PATH}: SHA-256 mismatch, expected {SHA256}, got {digest}; reinstall the package"
+        )
     return json.loads(lzma.decompress(blob).decode("utf-8"))
 
 

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..validation import describe, require_integer_tensor, require_positive_int, require_tensor
+from ..validation import (
+    describe,
+    require_integer_tensor,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = [
     "RecallTask",
@@ -43,7 +48,9 @@ class RecallTask:
         for name in ("n_pairs", "n_keys", "n_values"):
             require_positive_int(getattr(self, name), name)
         if self.n_pairs > self.n_keys:
-            raise ValueError(f"n_pairs must be at most n_keys = {self.n_keys} (keys differ), got {self.n_pairs}")
+            raise ValueError(
+                f"n_pairs must be at most n_keys = {self.n_keys} (keys differ), got {self.n_pairs}"
+            )
 
     @property
     def query_token(self) -> int:
@@ -72,31 +79,42 @@ def make_recall_batch(
         raise TypeError(f"task must be a RecallTask, got {describe(task)}")
     g = torch.Generator().manual_seed(seed)
     m = task.n_pairs
-    keys = torch.rand(n_examples, task.n_keys, generator=g).argsort(dim=-1)[:, :m]  # (B, m), distinct
-    values = task.n_keys + torch.randint(task.n_values, (n_examples, m), generator=g)  # (B, m)
-    asked = torch.randint(m, (n_examples, 1), generator=g)  # (B, 1): which pair is queried
+    # (B, m), distinct
+    keys = torch.rand(n_examples, task.n_keys, generator=g).argsort(dim=-1)[:, :m]
+    # (B, m)
+    values = task.n_keys + torch.randint(task.n_values, (n_examples, m), generator=g)
+    # (B, 1): which pair is queried
+    asked = torch.randint(m, (n_examples, 1), generator=g)
     pairs = torch.stack([keys, values], dim=-1).flatten(-2)  # k_1 v_1 k_2 v_2 …
     query = torch.full((n_examples, 1), task.query_token)
     tokens = torch.cat([pairs, query, keys.gather(1, asked)], dim=1)
     return tokens, values.gather(1, asked).squeeze(1)
 
 
-def recall_answers(tokens: torch.Tensor, task: RecallTask = RecallTask()) -> torch.Tensor:
+def recall_answers(
+    tokens: torch.Tensor, task: RecallTask = RecallTask()
+) -> torch.Tensor:
     """The answer of each sequence (B, 2m + 2) → (B,), found by reading the pairs one by one (a reference)."""
     require_integer_tensor(tokens, "tokens")
     if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
-        raise ValueError(f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}")
+        raise ValueError(
+            f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}"
+        )
     answers = []
     for row in tokens.tolist():
         query = row[-1]
         found = [row[2 * i + 1] for i in range(task.n_pairs) if row[2 * i] == query]
         if len(found) != 1 or row[-2] != task.query_token:
-            raise ValueError(f"not a recall sequence (query {query} found {len(found)} times): {row}")
+            raise ValueError(
+                f"not a recall sequence (query {query} found {len(found)} times): {row}"
+            )
         answers.append(found[0])
     return torch.tensor(answers, dtype=torch.long)
 
 
-def recall_lm_targets(tokens: torch.Tensor, answers: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+def recall_lm_targets(
+    tokens: torch.Tensor, answers: torch.Tensor, ignore_index: int = -100
+) -> torch.Tensor:
     """Next-token targets (B, T) for a language model: the answer at the last position, ``ignore_index`` elsewhere.
 
     Use with ``F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)``.
@@ -127,16 +145,21 @@ def recall_accuracy(logits: torch.Tensor, answers: torch.Tensor) -> float:
     return float((logits.argmax(dim=-1) == answers).float().mean())
 
 
-def no_lookup_accuracy(tokens: torch.Tensor, task: RecallTask = RecallTask()) -> tuple[float, float]:
+def no_lookup_accuracy(
+    tokens: torch.Tensor, task: RecallTask = RecallTask()
+) -> tuple[float, float]:
     """The exact expected accuracy of two answers that ignore the query, averaged over sequences (B, 2m + 2).
 
     Returns (a uniform choice among the distinct values of the sequence, its most frequent value).
     """
     require_integer_tensor(tokens, "tokens")
     if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
-        raise ValueError(f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}")
+        raise ValueError(
+            f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}"
+        )
     values = tokens[:, 1 : 2 * task.n_pairs : 2]  # (B, m)
-    counts = F.one_hot(values, task.vocab_size).sum(1)  # (B, V): how often each value occurs
+    # (B, V): how often each value occurs
+    counts = F.one_hot(values, task.vocab_size).sum(1)
     uniform = (1 / (counts > 0).sum(-1).double()).mean()
     most_frequent = (counts.max(-1).values / task.n_pairs).double().mean()
     return float(uniform), float(most_frequent)

@@ -75,25 +75,43 @@ def _halves(items: Sequence[str], split: str) -> tuple[str, ...]:
     return tuple(items[0::2] if split == "train" else items[1::2])
 
 
-def make_span_examples(n: int, seed: int = 0, split: str = "train", facts: int = 2) -> list[SpanExample]:
+def make_span_examples(
+    n: int, seed: int = 0, split: str = "train", facts: int = 2
+) -> list[SpanExample]:
     """``n`` examples drawn with ``random.Random(seed)`` from the people and cities of ``split`` ("train" or
     "test"), each context ``facts`` sentences long (at most 5); the question asks where, when or who, each a third
     of the time."""
     require_positive_int(n, "n")
     if require_positive_int(facts, "facts") > len(EVENTS):
-        raise ValueError(f"facts must be at most {len(EVENTS)} (one event each), got {facts}")
+        raise ValueError(
+            f"facts must be at most {len(EVENTS)} (one event each), got {facts}"
+        )
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     rng = random.Random(f"{split}-{seed}")
-    first, last, cities = _halves(FIRST, split), _halves(LAST, split), _halves(CITIES, split)
+    first, last, cities = (
+        _halves(FIRST, split),
+        _halves(LAST, split),
+        _halves(CITIES, split),
+    )
     out = []
     for _ in range(n):
         events = rng.sample(EVENTS, facts)
-        people = [f"{f} {s}" for f, s in zip(rng.sample(first, facts), rng.sample(last, facts), strict=True)]
-        places, years = rng.sample(cities, facts), [str(y) for y in rng.sample(range(1900, 2021), facts)]
+        people = [
+            f"{f} {s}"
+            for f, s in zip(
+                rng.sample(first, facts), rng.sample(last, facts), strict=True
+            )
+        ]
+        places, years = (
+            rng.sample(cities, facts),
+            [str(y) for y in rng.sample(range(1900, 2021), facts)],
+        )
         words: list[str] = []
         spans = []  # (person, city, year) word spans of each sentence
-        for event, person, city, year in zip(events, people, places, years, strict=True):
+        for event, person, city, year in zip(
+            events, people, places, years, strict=True
+        ):
             p, c, y = person.split(), city.split(), [year]
             if rng.random() < 0.5:  # "P <event> C in Y ."
                 sentence = [*p, *event[0].split(), *c, "in", *y, "."]
@@ -108,14 +126,17 @@ def make_span_examples(n: int, seed: int = 0, split: str = "train", facts: int =
                           (offset + where[1], offset + where[1] + len(c) - 1),
                           (offset + when, offset + when)))  # fmt: skip
             words.extend(sentence)
-        k, kind = rng.randrange(facts), rng.randrange(3)  # which sentence, and where (0), when (1) or who (2)
+        # which sentence, and where (0), when (1) or who (2)
+        k, kind = rng.randrange(facts), rng.randrange(3)
         question = events[k][1 + kind].format(p=people[k], c=places[k])
         start, end = spans[k][(1, 2, 0)[kind]]
         out.append(SpanExample(question, tuple(words), start, end))
     return out
 
 
-def span_inputs(examples: Sequence[SpanExample], tokenizer: object, max_len: int = 128) -> dict[str, torch.Tensor]:
+def span_inputs(
+    examples: Sequence[SpanExample], tokenizer: object, max_len: int = 128
+) -> dict[str, torch.Tensor]:
     """BERT's inputs ``[CLS] question [SEP] context [SEP]`` for a list of examples, and what a span head needs.
 
     Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` (B, n) as
@@ -125,22 +146,35 @@ def span_inputs(examples: Sequence[SpanExample], tokenizer: object, max_len: int
     :class:`~companion.wordpiece.WordPieceTokenizer`.
     """
     if isinstance(examples, str) or not isinstance(examples, Sequence) or not examples:
-        raise TypeError(f"examples must be a non-empty list of SpanExample, got {describe(examples)}")
+        raise TypeError(
+            f"examples must be a non-empty list of SpanExample, got {describe(examples)}"
+        )
     pairs, word_lists, answers = [], [], []
     for ex in examples:
         if not isinstance(ex, SpanExample):
-            raise TypeError(f"examples must hold SpanExample objects, got {describe(ex)}")
+            raise TypeError(
+                f"examples must hold SpanExample objects, got {describe(ex)}"
+            )
         pieces = [tokenizer.encode(w) for w in ex.words]
         context = [i for p in pieces for i in p]
         word = [w for w, p in enumerate(pieces) for _ in p]
         question = tokenizer.encode(ex.question)
         if len(question) + len(context) + 3 > max_len:
-            raise ValueError(f"an example needs {len(question) + len(context) + 3} tokens, more than max_len={max_len}")
+            raise ValueError(
+                f"an example needs {len(question) + len(context) + 3} tokens, more than max_len={max_len}"
+            )
         first = len(question) + 2  # [CLS] question [SEP], then the context
-        answers.append((first + word.index(ex.start), first + len(word) - 1 - word[::-1].index(ex.end)))
+        answers.append(
+            (
+                first + word.index(ex.start),
+                first + len(word) - 1 - word[::-1].index(ex.end),
+            )
+        )
         pairs.append((question, context))
         word_lists.append((first, word))
-    batch = bert_inputs(pairs, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, max_len)
+    batch = bert_inputs(
+        pairs, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, max_len
+    )
     word_of = torch.full_like(batch["input_ids"], -1)
     for b, (first, word) in enumerate(word_lists):
         word_of[b, first : first + len(word)] = torch.tensor(word)

@@ -42,7 +42,10 @@ def _tokens(r: int, d: int, g: torch.Generator) -> torch.Tensor:
 def _cases(seed: int) -> list:
     g = torch.Generator().manual_seed(seed)
     sizes = [(2, 2), (3, 5), (4, 4), (4, 9), (6, 8)]
-    shown = [case(_tokens(r, d, g), why=f"r = {r} tokens in d = {d} dimensions") for r, d in sizes]
+    shown = [
+        case(_tokens(r, d, g), why=f"r = {r} tokens in d = {d} dimensions")
+        for r, d in sizes
+    ]
     return shown
 
 
@@ -52,25 +55,41 @@ def _read_back(x: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor) -> torch.Ten
 
 
 def _check(student) -> tuple[int, int]:  # noqa: ANN001
-    seed = int.from_bytes(os.urandom(4), "little") % 2**31  # hidden cases new on every run
+    # hidden cases new on every run
+    seed = int.from_bytes(os.urandom(4), "little") % 2**31
     trials = [(c, False) for c in _cases(0)] + [(c, True) for c in _cases(seed)]
     for c, hidden in trials:
         (x,) = c.args
         r, d = x.shape
-        label = f"x of shape ({r}, {d}): {c.why}" + (f"  [a hidden random case, seed {seed}]" if hidden else "")
+        label = f"x of shape ({r}, {d}): {c.why}" + (
+            f"  [a hidden random case, seed {seed}]" if hidden else ""
+        )
         w_k = call(student, x.clone(), input=label)
-        if not isinstance(w_k, torch.Tensor) or w_k.shape != (r, d) or not w_k.is_floating_point():
-            transposed = isinstance(w_k, torch.Tensor) and w_k.shape == (d, r) and d != r
+        if (
+            not isinstance(w_k, torch.Tensor)
+            or w_k.shape != (r, d)
+            or not w_k.is_floating_point()
+        ):
+            transposed = (
+                isinstance(w_k, torch.Tensor) and w_k.shape == (d, r) and d != r
+            )
             raise Mismatch(
                 "W_K has the wrong shape or type.",
                 input=label,
                 expected=f"a floating-point tensor of shape (r, d) = ({r}, {d}): keys are x @ W_K.T",
                 got=show(w_k, 200),
-                hint="Transpose it: W_K maps a token x (d) to its key W_K x (r)." if transposed else _HINT,
+                hint="Transpose it: W_K maps a token x (d) to its key W_K x (r)."
+                if transposed
+                else _HINT,
             )
         w_k = w_k.detach().to(torch.float64)
         if not bool(torch.isfinite(w_k).all()):
-            raise Mismatch("W_K contains NaN or infinity.", input=label, got=show(w_k, 300), hint=_HINT)
+            raise Mismatch(
+                "W_K contains NaN or infinity.",
+                input=label,
+                got=show(w_k, 300),
+                hint=_HINT,
+            )
         g = torch.Generator().manual_seed(seed + r * 100 + d)
         v = torch.randn(r, 3, generator=g, dtype=torch.float64)  # the values to store
         got = _read_back(x, w_k, v)
@@ -81,9 +100,11 @@ def _check(student) -> tuple[int, int]:  # noqa: ANN001
                 "Reading the memory back does not return the values stored in it.",
                 input=f"{label}; values v of shape ({r}, 3), read with queries = keys = x @ W_K.T and ReLU features",
                 expected=show(v, 400),
-                got=show(got, 400) + f"\nthe keys' features φ(x W_Kᵀ), one row per token:\n{show(features, 600)}",
+                got=show(got, 400)
+                + f"\nthe keys' features φ(x W_Kᵀ), one row per token:\n{show(features, 600)}",
                 hint="Key j's features overlap those of key i, so query i reads a mixture of their values: the "
-                "features of different keys must be orthogonal (one-hot does it). " + _HINT
+                "features of different keys must be orthogonal (one-hot does it). "
+                + _HINT
                 if bool(mixed)
                 else "The features are orthogonal but too small: ε = 1e-6 in the normaliser then outweighs them. "
                 + _HINT,

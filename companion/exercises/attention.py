@@ -52,9 +52,15 @@ _ATTENTION_FAMILY = (
 )
 
 
-def _attend(q, k, v, mask=None, *, scale=None, dim=-1, fill=float("-inf"), weights_only=False):
+def _attend(
+    q, k, v, mask=None, *, scale=None, dim=-1, fill=float("-inf"), weights_only=False
+):
     """softmax(q kᵀ · scale, dim) v with scores at mask == False set to ``fill``: the answer and its variants."""
-    scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    scores = (
+        q
+        @ k.transpose(-2, -1)
+        * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    )
     if mask is not None:
         scores = scores.masked_fill(~mask, fill)
     weights = torch.softmax(scores, dim=dim)
@@ -74,12 +80,17 @@ check_weightless_self_attention = compare(
         case(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), why="two orthogonal unit vectors"),
         case(torch.randn(3, 4), why="3 vectors of width 4"),
         case(torch.randn(1, 5), why="one vector: it can only attend to itself"),
-        case(torch.randn(2, 4, 3), why="a batch of 2 sequences of 4 vectors of width 3"),
+        case(
+            torch.randn(2, 4, 3), why="a batch of 2 sequences of 4 vectors of width 3"
+        ),
         case(
             torch.tensor([[10.0, 0.0], [0.0, 10.0], [7.0, 7.0]]),
             why="scores up to 100: exp(100) overflows float32 unless the largest score is subtracted first",
         ),
-        case(8 * torch.randn(4, 3), why="long vectors: scores far above 88, where exp overflows float32"),
+        case(
+            8 * torch.randn(4, 3),
+            why="long vectors: scores far above 88, where exp overflows float32",
+        ),
     ],
     mistakes=[
         (
@@ -95,7 +106,10 @@ check_weightless_self_attention = compare(
             lambda x: _attend(x, x, x),
             "The weightless version has no scaling: w_ij = softmax_j(x_iᵀ x_j), no division by √d.",
         ),
-        (lambda x: x @ x.transpose(-2, -1) @ x, "The raw scores x_iᵀ x_j go through a softmax before weighting."),
+        (
+            lambda x: x @ x.transpose(-2, -1) @ x,
+            "The raw scores x_iᵀ x_j go through a softmax before weighting.",
+        ),
         (
             lambda x: _attend(x, x, x, scale=1.0, weights_only=True),
             "That is the weight matrix w; the output is y = w x, the weighted sum of the vectors.",
@@ -114,7 +128,8 @@ def _thinking_machines() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Queries and keys of width 64 whose scores are q₁·k₁ = 112 and q₁·k₂ = 96, as in the worked example."""
     q, k = torch.zeros(2, 64), torch.zeros(2, 64)
     q[0, :2], q[1, :2] = torch.tensor([8.0, 8.0]), torch.tensor([4.0, 2.0])
-    k[0, :2], k[1, :2] = torch.tensor([7.0, 7.0]), torch.tensor([6.0, 6.0])  # 8·7 + 8·7 = 112, 8·6 + 8·6 = 96
+    # 8·7 + 8·7 = 112, 8·6 + 8·6 = 96
+    k[0, :2], k[1, :2] = torch.tensor([7.0, 7.0]), torch.tensor([6.0, 6.0])
     return q, k, torch.tensor([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]])
 
 
@@ -123,12 +138,31 @@ def _sdpa_cases() -> list[Case]:
     pad[:, 4:] = False  # the last two keys are padding
     r = torch.randn
     return [
-        case(*_thinking_machines(), why="the Thinking Machines example: scores 112 and 96, d_k = 64"),
+        case(
+            *_thinking_machines(),
+            why="the Thinking Machines example: scores 112 and 96, d_k = 64",
+        ),
         case(r(3, 4), r(5, 4), r(5, 2), why="3 queries, 5 keys, d_k = 4, d_v = 2"),
-        case(r(2, 3, 4, 8), r(2, 3, 4, 8), r(2, 3, 4, 8), why="a batch (2, 3) of 4 queries and 4 keys"),
+        case(
+            r(2, 3, 4, 8),
+            r(2, 3, 4, 8),
+            r(2, 3, 4, 8),
+            why="a batch (2, 3) of 4 queries and 4 keys",
+        ),
         case(r(4, 8), r(4, 8), r(4, 3), _causal_mask(4), why="a causal mask"),
-        case(r(4, 8), r(6, 8), r(6, 3), pad, why="a padding mask: the last two keys may not be attended"),
-        case(100 * r(3, 4), 100 * r(3, 4), r(3, 2), why="scores as large as 1e4 (exp would overflow)"),
+        case(
+            r(4, 8),
+            r(6, 8),
+            r(6, 3),
+            pad,
+            why="a padding mask: the last two keys may not be attended",
+        ),
+        case(
+            100 * r(3, 4),
+            100 * r(3, 4),
+            r(3, 2),
+            why="scores as large as 1e4 (exp would overflow)",
+        ),
         case(r(2, 4), r(1, 4), r(1, 3), why="a single key"),
     ]
 
@@ -138,8 +172,14 @@ check_scaled_dot_product_attention = compare(
     ref.scaled_dot_product_attention,
     _sdpa_cases,
     mistakes=[
-        (lambda q, k, v, m=None: _attend(q, k, v, m, scale=1.0), "Divide the scores by √d_k before the softmax."),
-        (lambda q, k, v, m=None: _attend(q, k, v, m, scale=1 / q.shape[-1]), "Divide by √d_k, not by d_k."),
+        (
+            lambda q, k, v, m=None: _attend(q, k, v, m, scale=1.0),
+            "Divide the scores by √d_k before the softmax.",
+        ),
+        (
+            lambda q, k, v, m=None: _attend(q, k, v, m, scale=1 / q.shape[-1]),
+            "Divide by √d_k, not by d_k.",
+        ),
         (
             lambda q, k, v, m=None: _attend(q, k, v, m, dim=-2),
             "The softmax runs over the keys (dim=-1), so that each query's weights sum to one.",
@@ -148,7 +188,10 @@ check_scaled_dot_product_attention = compare(
             lambda q, k, v, m: _attend(q, k, v, ~m),
             "The mask is inverted: True means 'may attend', so hide the scores where the mask is False.",
         ),
-        (lambda q, k, v, m: _attend(q, k, v), "The mask was ignored: the scores where mask is False must not count."),
+        (
+            lambda q, k, v, m: _attend(q, k, v),
+            "The mask was ignored: the scores where mask is False must not count.",
+        ),
         (
             lambda q, k, v, m: _attend(q, k, v, m, fill=0.0),
             "A score of 0 does not hide a key, since exp(0) = 1: the forbidden scores must become -inf.",
@@ -193,7 +236,10 @@ check_causal_mask = compare(
             lambda n: torch.ones(n, n, dtype=torch.bool).tril(1),
             "Off by one: query i may see keys j <= i, not j <= i + 1.",
         ),
-        (lambda n: torch.ones(n, n).tril(), "Masks are boolean tensors (True = may attend), not numbers."),
+        (
+            lambda n: torch.ones(n, n).tril(),
+            "Masks are boolean tensors (True = may attend), not numbers.",
+        ),
     ],
     hidden=lambda: [case(int(torch.randint(3, 40, ()))) for _ in range(3)],
     hint="mask[i, j] is True exactly when j <= i.",
@@ -215,8 +261,17 @@ def _random_splits() -> list[Case]:
     """Hidden cases: random values, at least 2 positions and 2 heads (where a wrong axis order shows)."""
     out = []
     for _ in range(3):
-        b, n, h, d_head = (int(torch.randint(low, high, ())) for low, high in ((1, 4), (2, 7), (2, 6), (1, 5)))
-        out.append(case(torch.randn(b, n, h * d_head), h, why=f"random values, {h} heads of width {d_head}"))
+        b, n, h, d_head = (
+            int(torch.randint(low, high, ()))
+            for low, high in ((1, 4), (2, 7), (2, 6), (1, 5))
+        )
+        out.append(
+            case(
+                torch.randn(b, n, h * d_head),
+                h,
+                why=f"random values, {h} heads of width {d_head}",
+            )
+        )
     return out
 
 
@@ -225,7 +280,13 @@ check_split_heads = compare(
     ref.split_heads,
     [
         case(_arange(b, n, d), h)
-        for b, n, d, h in [(1, 3, 4, 2), (2, 3, 8, 2), (1, 5, 12, 3), (2, 4, 6, 1), (1, 2, 4, 4)]
+        for b, n, d, h in [
+            (1, 3, 4, 2),
+            (2, 3, 8, 2),
+            (1, 5, 12, 3),
+            (2, 4, 6, 1),
+            (1, 2, 4, 4),
+        ]
     ],
     mistakes=[
         (
@@ -253,7 +314,13 @@ check_merge_heads = compare(
     ref.merge_heads,
     [
         case(_arange(b, h, n, dh))
-        for b, h, n, dh in [(1, 2, 3, 2), (2, 2, 3, 4), (1, 3, 5, 4), (2, 1, 4, 6), (1, 4, 2, 1)]
+        for b, h, n, dh in [
+            (1, 2, 3, 2),
+            (2, 2, 3, 4),
+            (1, 3, 5, 4),
+            (2, 1, 4, 6),
+            (1, 4, 2, 1),
+        ]
     ],
     mistakes=[
         (
@@ -290,15 +357,27 @@ def _mha_mistakes(
 ) -> list[tuple[Callable[[], torch.Tensor], str]]:
     d_model, n_heads = reference.d_model, reference.n_heads
 
-    def variant(scale_by: int | None = None, out_proj: bool = True, head_split: str = "right") -> torch.Tensor:
-        q, k, v = reference.q_proj(query), reference.k_proj(key), reference.v_proj(value)
+    def variant(
+        scale_by: int | None = None, out_proj: bool = True, head_split: str = "right"
+    ) -> torch.Tensor:
+        q, k, v = (
+            reference.q_proj(query),
+            reference.k_proj(key),
+            reference.v_proj(value),
+        )
         if head_split == "right":
             q, k, v = (ref.split_heads(t, n_heads) for t in (q, k, v))
         else:  # reshape without the transpose
-            q, k, v = (t.reshape(t.shape[0], n_heads, t.shape[1], -1) for t in (q, k, v))
+            q, k, v = (
+                t.reshape(t.shape[0], n_heads, t.shape[1], -1) for t in (q, k, v)
+            )
         scale = None if scale_by is None else 1.0 / math.sqrt(scale_by)
         heads = _attend(q, k, v, mask, scale=scale)
-        merged = ref.merge_heads(heads) if head_split == "right" else heads.reshape(query.shape)
+        merged = (
+            ref.merge_heads(heads)
+            if head_split == "right"
+            else heads.reshape(query.shape)
+        )
         return reference.out_proj(merged) if out_proj else merged
 
     return [
@@ -307,7 +386,10 @@ def _mha_mistakes(
             f"Scale by √d_head = √(d_model / n_heads) = √{d_model // n_heads}, not √d_model: each head is an "
             "attention of width d_head.",
         ),
-        (lambda: variant(scale_by=1), "Divide each head's scores by √d_head before the softmax."),
+        (
+            lambda: variant(scale_by=1),
+            "Divide each head's scores by √d_head before the softmax.",
+        ),
         (
             lambda: variant(out_proj=False),
             "The concatenated heads still go through the output projection out_proj (W_O).",
@@ -333,7 +415,10 @@ def _mha_cases(MultiHeadAttention) -> int:
         )
     for name in _MHA_LAYERS:
         linear = getattr(layer, name, None)
-        if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != (d_model, d_model):
+        if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != (
+            d_model,
+            d_model,
+        ):
             raise Mismatch(
                 f"The layer needs an attribute `{name}` that is an nn.Linear({d_model}, {d_model}).",
                 input=label,
@@ -370,7 +455,14 @@ def _mha_cases(MultiHeadAttention) -> int:
     for description, query, key, value, mask in cases:
         kwargs = {} if mask is None else {"mask": mask.clone()}
         with torch.no_grad():
-            got = call(layer, query.clone(), key.clone(), value.clone(), input=description, **kwargs)
+            got = call(
+                layer,
+                query.clone(),
+                key.clone(),
+                value.clone(),
+                input=description,
+                **kwargs,
+            )
             expected = reference(query, key, value, mask=mask)
         if isinstance(got, tuple) and got and isinstance(got[0], torch.Tensor):
             got = got[0]  # (output, weights) is accepted as well
@@ -406,19 +498,34 @@ _SELF_ATTENTION_LAYERS = (("W_Q", "d_k"), ("W_K", "d_k"), ("W_V", "d_v"))
 
 
 def _self_attention_reference(
-    wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None
+    wq: torch.Tensor,
+    wk: torch.Tensor,
+    wv: torch.Tensor,
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
 ) -> torch.Tensor:
     q, k, v = x @ wq.T, x @ wk.T, x @ wv.T
     return ref.scaled_dot_product_attention(q, k, v, mask)
 
 
 def _self_attention_mistakes(
-    wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None
+    wq: torch.Tensor,
+    wk: torch.Tensor,
+    wv: torch.Tensor,
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
 ) -> list[tuple[Callable[[], torch.Tensor], str]]:
     q, k, v = x @ wq.T, x @ wk.T, x @ wv.T
     d_in, d_k = x.shape[-1], q.shape[-1]
 
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dim: int = -1, hide=None):
+    def attend(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        scale: float,
+        dim: int = -1,
+        hide=None,
+    ):
         scores = q @ k.transpose(-2, -1) * scale
         hide = None if mask is None else ~mask if hide is None else hide
         if hide is not None:
@@ -462,7 +569,9 @@ def _expect_own_matrices(layer: nn.Module, label: str) -> None:
         seen[key] = name
 
 
-def _built_layer(SelfAttention, d_in: int, d_k: int, d_v: int, note: str = "") -> tuple[nn.Module, list]:
+def _built_layer(
+    SelfAttention, d_in: int, d_k: int, d_v: int, note: str = ""
+) -> tuple[nn.Module, list]:
     """The student's layer of these sizes, its three projections checked, in float64, with its weights."""
     label = f"SelfAttention(d_in={d_in}, d_k={d_k}, d_v={d_v}){note}"
     layer = call(SelfAttention, d_in, d_k, d_v, input=label)
@@ -477,7 +586,11 @@ def _built_layer(SelfAttention, d_in: int, d_k: int, d_v: int, note: str = "") -
     for name, width in _SELF_ATTENTION_LAYERS:
         linear = getattr(layer, name, None)
         shape = (widths[width], d_in)
-        if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != shape or linear.bias is not None:
+        if (
+            not isinstance(linear, nn.Linear)
+            or tuple(linear.weight.shape) != shape
+            or linear.bias is not None
+        ):
             raise Mismatch(
                 f"The layer needs an attribute `{name}` that is an nn.Linear(d_in, {width}, bias=False), whose "
                 f"weight has shape {shape}.",
@@ -485,12 +598,17 @@ def _built_layer(SelfAttention, d_in: int, d_k: int, d_v: int, note: str = "") -
                 hint=f"self.{name} = nn.Linear(d_in, {width}, bias=False)",
             )  # fmt: skip
     _expect_own_matrices(layer, label)
-    weights = [getattr(layer, name).weight.detach().clone().double() for name, _ in _SELF_ATTENTION_LAYERS]
+    weights = [
+        getattr(layer, name).weight.detach().clone().double()
+        for name, _ in _SELF_ATTENTION_LAYERS
+    ]
     layer.double()
     return layer, weights
 
 
-def _expect_attends(layer: nn.Module, weights: list, description: str, inputs: torch.Tensor, mask) -> None:
+def _expect_attends(
+    layer: nn.Module, weights: list, description: str, inputs: torch.Tensor, mask
+) -> None:
     args = (inputs.clone(),) + (() if mask is None else (mask.clone(),))
     with torch.no_grad():
         got = call(layer, *args, input=description)
@@ -511,15 +629,22 @@ def _self_attention_cases(SelfAttention) -> tuple[int, int]:
     x = torch.randn(5, d_in, dtype=torch.float64)
     cases = [
         ("one sequence x of shape (5, 6)", x, None),
-        ("a batch x of shape (2, 4, 6)", torch.randn(2, 4, d_in, dtype=torch.float64), None),
+        (
+            "a batch x of shape (2, 4, 6)",
+            torch.randn(2, 4, d_in, dtype=torch.float64),
+            None,
+        ),
         ("x of shape (5, 6) with mask = causal_mask(5)", x, _causal_mask(5)),
     ]
     for description, inputs, mask in cases:
         _expect_attends(layer, weights, description, inputs, mask)
     with (
         hidden_inputs() as seed
-    ):  # new on every run: sizes (d_k not the shown 4), input, a mask leaving each query a key
-        d_in, d_v, n = (int(torch.randint(low, high, ())) for low, high in ((2, 9), (1, 6), (2, 8)))
+        # new on every run: sizes (d_k not the shown 4), input, a mask leaving each query a key
+    ):
+        d_in, d_v, n = (
+            int(torch.randint(low, high, ())) for low, high in ((2, 9), (1, 6), (2, 8))
+        )
         d_k = (1, 2, 3, 5, 6)[int(torch.randint(5, ()))]
         x_hidden = torch.randn(n, d_in, dtype=torch.float64)
         hidden_mask = (torch.rand(n, n) < 0.6) | torch.eye(n, dtype=torch.bool)
@@ -542,7 +667,10 @@ def _self_attention_cases(SelfAttention) -> tuple[int, int]:
     try:
         (out * torch.randn_like(out)).sum().backward()
     except Exception as e:
-        raise Mismatch(f"Backpropagating through your output raised {type(e).__name__}: {e}", input=label) from e
+        raise Mismatch(
+            f"Backpropagating through your output raised {type(e).__name__}: {e}",
+            input=label,
+        ) from e
     for name, _ in _SELF_ATTENTION_LAYERS:
         grad = getattr(layer, name).weight.grad
         if grad is None or not torch.any(grad != 0):

@@ -30,30 +30,51 @@ class Bigram:
     """``next_logits`` of a bigram model, ids ``(k, t)`` → ``table[ids[:, -1]]``, ``(k, V)``, plus ``position[t - 1]``
     if given: without it, two outputs that make the same transitions in another order would tie."""
 
-    def __init__(self, table: torch.Tensor, position: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, table: torch.Tensor, position: torch.Tensor | None = None
+    ) -> None:
         self.table, self.position = table, position
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         logits = self.table[ids[:, -1]]
-        return logits if self.position is None else logits + self.position[ids.shape[1] - 1]
+        return (
+            logits
+            if self.position is None
+            else logits + self.position[ids.shape[1] - 1]
+        )
 
     def __eq__(self, other: object) -> bool:
-        same = lambda a, b: (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))  # noqa: E731
-        return isinstance(other, Bigram) and same(self.table, other.table) and same(self.position, other.position)
+        same = lambda a, b: (
+            (a is None and b is None)
+            or (a is not None and b is not None and torch.equal(a, b))
+        )  # noqa: E731
+        return (
+            isinstance(other, Bigram)
+            and same(self.table, other.table)
+            and same(self.position, other.position)
+        )
 
     __hash__ = None
 
     def __repr__(self) -> str:
         rows = lambda t: repr(t.tolist()).replace("], [", "],\n       [")  # noqa: E731
-        return f"Bigram({rows(self.table)}" + ("" if self.position is None else f", {rows(self.position)}") + ")"
+        return (
+            f"Bigram({rows(self.table)}"
+            + ("" if self.position is None else f", {rows(self.position)}")
+            + ")"
+        )
 
 
-def _beam(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mistake=""):
+def _beam(
+    next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mistake=""
+):
     """The beam search with one of the typical mistakes (``mistake=""``: none, the reference's answer)."""
     beams, scores, finished = ids, torch.zeros(1), []
     for _ in range(max_new_tokens):
         logits = next_logits(beams)
-        step = {"probs": torch.softmax(logits, -1), "raw": logits}.get(mistake, torch.log_softmax(logits, -1))
+        step = {"probs": torch.softmax(logits, -1), "raw": logits}.get(
+            mistake, torch.log_softmax(logits, -1)
+        )
         total = scores[:, None] + step  # (live, V)
         if mistake == "one_each":  # the best extension of each live beam
             rows = torch.arange(len(beams))
@@ -62,16 +83,25 @@ def _beam(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mis
             else:
                 tokens = total.argmax(-1)
         elif mistake == "best_beam_only":  # the top k of the first (best) beam alone
-            rows, tokens = torch.zeros(beam_size, dtype=torch.long), total[0].topk(beam_size).indices
+            rows, tokens = (
+                torch.zeros(beam_size, dtype=torch.long),
+                total[0].topk(beam_size).indices,
+            )
         else:
             top = total.flatten().topk(min(beam_size, total.numel())).indices
             rows, tokens = top // total.shape[1], top % total.shape[1]
-        beams, scores = torch.cat([beams[rows], tokens[:, None]], 1), total[rows, tokens]
+        beams, scores = (
+            torch.cat([beams[rows], tokens[:, None]], 1),
+            total[rows, tokens],
+        )
         ended = tokens == eos_id
         finished += zip(scores[ended].tolist(), beams[ended], strict=True)
         if mistake != "keep_finished":
             beams, scores = beams[~ended], scores[~ended]
-        if len(finished) >= (1 if mistake == "first_finished" else beam_size) or len(beams) == 0:
+        if (
+            len(finished) >= (1 if mistake == "first_finished" else beam_size)
+            or len(beams) == 0
+        ):
             break
     if mistake != "drop_unfinished" or not finished:
         finished += zip(scores.tolist(), beams, strict=True)
@@ -81,7 +111,11 @@ def _beam(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mis
         m = len(hyp[1]) - n
         return 1.0 if mistake == "no_penalty" else ((5 + m) / 6) ** alpha
 
-    key = (lambda h: h[0] * lp(h)) if mistake == "multiplied" else (lambda h: h[0] / lp(h))
+    key = (
+        (lambda h: h[0] * lp(h))
+        if mistake == "multiplied"
+        else (lambda h: h[0] / lp(h))
+    )
     score, best = max(finished, key=key)
     return best[None], score
 
@@ -93,15 +127,33 @@ def _model(v: int, *, eos_shift: float = 0.0) -> Bigram:
     return Bigram(table, torch.randn(12, v))
 
 
-def _differs(model, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mistake="") -> bool:
-    run = partial(_beam, model, ids, max_new_tokens, beam_size=beam_size, eos_id=eos_id, alpha=alpha)
+def _differs(
+    model, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mistake=""
+) -> bool:
+    run = partial(
+        _beam,
+        model,
+        ids,
+        max_new_tokens,
+        beam_size=beam_size,
+        eos_id=eos_id,
+        alpha=alpha,
+    )
     (right, right_p), (wrong, wrong_p) = run(), run(mistake=mistake)
-    return not torch.equal(right, wrong) or not math.isclose(right_p, wrong_p, abs_tol=1e-3)
+    return not torch.equal(right, wrong) or not math.isclose(
+        right_p, wrong_p, abs_tol=1e-3
+    )
 
 
-_TOY = [[0.0, 0.5, 0.4, 0.1], [0.0, 0.3, 0.3, 0.4], [0.0, 0.05, 0.05, 0.9], [0.0, 0.0, 0.0, 1.0]]
+_TOY = [
+    [0.0, 0.5, 0.4, 0.1],
+    [0.0, 0.3, 0.3, 0.4],
+    [0.0, 0.05, 0.05, 0.9],
+    [0.0, 0.0, 0.0, 1.0],
+]
 _PROMPT = [[0, 2]]
-_RANDOM = [  # (v, eos_shift, ids, max_new_tokens, beam_size, alpha, the mistakes it must catch, why)
+# (v, eos_shift, ids, max_new_tokens, beam_size, alpha, the mistakes it must catch, why)
+_RANDOM = [
     (6, 0.0, _PROMPT, 5, 3, 0.0, (), "raw logits, a prompt of 2 tokens, α = 0: the plain sum of log-probabilities"),
     (6, 0.0, [[0, 2, 1, 3]], 6, 3, 1.0, ("no_penalty", "prompt_counted"),
      "α = 1: the length penalty changes the winner; lp counts the m new tokens, <eos> included"),
@@ -129,7 +181,10 @@ def _cases():
                why="the chapter's toy model: greedy writes A <eos>, the beam B <eos>")  # fmt: skip
     for _ in range(100):
         cases = [toy] + [_drawn(*spec) for spec in _RANDOM]
-        if all(any(_differs(*c.args, **c.kwargs, mistake=m) for c in cases) for m, _ in _MISTAKES):
+        if all(
+            any(_differs(*c.args, **c.kwargs, mistake=m) for c in cases)
+            for m, _ in _MISTAKES
+        ):
             return cases
     raise RuntimeError("no tables met the cases' conditions")  # pragma: no cover
 

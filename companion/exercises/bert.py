@@ -28,7 +28,13 @@ from .. import wordpiece as wp
 from ..data import metrics
 from .checking import case, compare
 
-__all__ = ["check_wordpiece", "check_pair_inputs", "check_squad_f1", "check_span_head_loss", "check_best_span"]
+__all__ = [
+    "check_wordpiece",
+    "check_pair_inputs",
+    "check_squad_f1",
+    "check_span_head_loss",
+    "check_best_span",
+]
 
 
 # --- WordPiece ----------------------------------------------------------------------------------------------
@@ -41,12 +47,18 @@ def _wordpiece_reference(word: str, vocab: dict[str, int]) -> list[str]:
     return wp.wordpiece(word, vocab, "[UNK]")
 
 
-def _wordpiece_variant(word: str, vocab: dict[str, int], *, shortest=False, hashes=True, partial=False) -> list[str]:
+def _wordpiece_variant(
+    word: str, vocab: dict[str, int], *, shortest=False, hashes=True, partial=False
+) -> list[str]:
     pieces, start = [], 0
     while start < len(word):
-        ends = range(start + 1, len(word) + 1) if shortest else range(len(word), start, -1)
+        ends = (
+            range(start + 1, len(word) + 1) if shortest else range(len(word), start, -1)
+        )
         for end in ends:
-            piece = word[start:end] if start == 0 or not hashes else "##" + word[start:end]
+            piece = (
+                word[start:end] if start == 0 or not hashes else "##" + word[start:end]
+            )
             if piece in vocab:
                 break
         else:
@@ -66,7 +78,11 @@ def _wordpiece_cases() -> list:
         case("unaffable", _VOCAB, why="the classic example"),
         case("playing", _VOCAB),
         case("play", _VOCAB, why="a whole word in the vocabulary"),
-        case("unplayable", _VOCAB, why="no piece starts with 'unp' or '##p...': the whole word is unknown"),
+        case(
+            "unplayable",
+            _VOCAB,
+            why="no piece starts with 'unp' or '##p...': the whole word is unknown",
+        ),
         case("aaaaa", small, why="longest match: aa, ##aa, ##a"),
         case("ab", small, why="'b' exists only at the start of a word, not as '##b'"),
         case("the", _VOCAB),
@@ -75,12 +91,23 @@ def _wordpiece_cases() -> list:
 
 def _random_words() -> list:
     """Random words over the letters of the vocabularies: some split, some do not."""
-    small = {"[UNK]": 0, "a": 1, "##a": 2, "##aa": 3, "aa": 4, "b": 5, "##b": 6, "ab": 7}
+    small = {
+        "[UNK]": 0,
+        "a": 1,
+        "##a": 2,
+        "##aa": 3,
+        "aa": 4,
+        "b": 5,
+        "##b": 6,
+        "ab": 7,
+    }
     out = []
     for vocab, letters in ((_VOCAB, "unafbleping"), (small, "ab"), (small, "abc")):
         for _ in range(3):
             n = int(torch.randint(1, 9, ()))
-            word = "".join(letters[i] for i in torch.randint(len(letters), (n,)).tolist())
+            word = "".join(
+                letters[i] for i in torch.randint(len(letters), (n,)).tolist()
+            )
             out.append(case(word, vocab, why="a random word"))
     return out
 
@@ -121,7 +148,19 @@ def _pair_reference(a, b, cls_id, sep_id, max_len):
     return ids, types
 
 
-def _pair_variant(a, b, cls_id, sep_id, max_len, *, rule="longest", room=3, front=False, types="ab", second_sep=True):
+def _pair_variant(
+    a,
+    b,
+    cls_id,
+    sep_id,
+    max_len,
+    *,
+    rule="longest",
+    room=3,
+    front=False,
+    types="ab",
+    second_sep=True,
+):
     """The pair's input with one rule changed: the typical mistakes of :data:`check_pair_inputs`."""
     a, b = list(a), list(b)
     a_was_longer = len(a) > len(b)
@@ -137,12 +176,19 @@ def _pair_variant(a, b, cls_id, sep_id, max_len, *, rule="longest", room=3, fron
     tail = [sep_id] if second_sep else []
     ids = [cls_id, *a, sep_id, *b, *tail]
     n_a = len(a) + 2 if types == "ab" else len(a) + 1
-    return torch.tensor(ids, dtype=torch.long), torch.tensor([0] * n_a + [1] * (len(ids) - n_a), dtype=torch.long)
+    return torch.tensor(ids, dtype=torch.long), torch.tensor(
+        [0] * n_a + [1] * (len(ids) - n_a), dtype=torch.long
+    )
 
 
 def _pair_case(n_a, n_b, max_len, why=""):
-    a, b = torch.randint(5, 100, (n_a,)).tolist(), torch.randint(5, 100, (n_b,)).tolist()
-    return case(a, b, 1, 2, max_len, why=why or f"a of {n_a} ids, b of {n_b}, max_len {max_len}")
+    a, b = (
+        torch.randint(5, 100, (n_a,)).tolist(),
+        torch.randint(5, 100, (n_b,)).tolist(),
+    )
+    return case(
+        a, b, 1, 2, max_len, why=why or f"a of {n_a} ids, b of {n_b}, max_len {max_len}"
+    )
 
 
 def _pair_cases() -> list:
@@ -186,18 +232,27 @@ check_pair_inputs = compare(
             lambda *x: _pair_variant(*x, rule="a_on_tie"),
             "On a tie the part that was the shorter at the start loses the token (a only if a was not longer).",
         ),
-        (lambda *x: _pair_variant(*x, room=2), "Leave room for three special tokens: [CLS] and two [SEP]."),
+        (
+            lambda *x: _pair_variant(*x, room=2),
+            "Leave room for three special tokens: [CLS] and two [SEP].",
+        ),
         (
             lambda *x: _pair_variant(*x, room=0),
             "The whole input, [CLS] and both [SEP] included, has at most max_len tokens: truncate a and b to "
             "max_len - 3 together.",
         ),
-        (lambda *x: _pair_variant(*x, front=True), "Drop tokens from the end of a part, not from its start."),
+        (
+            lambda *x: _pair_variant(*x, front=True),
+            "Drop tokens from the end of a part, not from its start.",
+        ),
         (
             lambda *x: _pair_variant(*x, types="a_only"),
             "Token type 0 covers [CLS] a [SEP], the first [SEP] included; type 1 covers b [SEP].",
         ),
-        (lambda *x: _pair_variant(*x, second_sep=False), "End the input with a second [SEP] after b."),
+        (
+            lambda *x: _pair_variant(*x, second_sep=False),
+            "End the input with a second [SEP] after b.",
+        ),
     ],
     hint="While len(a) + len(b) > max_len - 3, pop the last token of the longer part (on a tie: of the part that "
     "was the shorter at the start, a if they started equal); ids = [cls] + a + [sep] + b + [sep], types 0 for "
@@ -211,18 +266,31 @@ check_pair_inputs = compare(
 # --- SQuAD F1 -----------------------------------------------------------------------------------------------
 
 
-def _squad_variant(prediction: str, gold: str, *, normalise=True, sets=False, score="f1") -> float:
+def _squad_variant(
+    prediction: str, gold: str, *, normalise=True, sets=False, score="f1"
+) -> float:
     if normalise:
-        pred, true = metrics.normalize_answer(prediction).split(), metrics.normalize_answer(gold).split()
+        pred, true = (
+            metrics.normalize_answer(prediction).split(),
+            metrics.normalize_answer(gold).split(),
+        )
     else:
         pred, true = prediction.split(), gold.split()
     if not pred or not true:
         return float(pred == true)
-    same = len(set(pred) & set(true)) if sets else sum((Counter(pred) & Counter(true)).values())
+    same = (
+        len(set(pred) & set(true))
+        if sets
+        else sum((Counter(pred) & Counter(true)).values())
+    )
     if same == 0:
         return 0.0
     precision, recall = same / len(pred), same / len(true)
-    return {"f1": 2 * precision * recall / (precision + recall), "precision": precision, "recall": recall}[score]
+    return {
+        "f1": 2 * precision * recall / (precision + recall),
+        "precision": precision,
+        "recall": recall,
+    }[score]
 
 
 def _no_articles_kept(prediction: str, gold: str) -> float:
@@ -247,8 +315,17 @@ def _random_answers() -> list:
     """Random pairs of answers over words with articles, capitals and punctuation inside and around them."""
     out = []
     for _ in range(8):
-        p, g = (torch.randint(len(_WORDS), (int(torch.randint(0, 5, ())),)).tolist() for _ in range(2))
-        out.append(case(" ".join(_WORDS[i] for i in p), " ".join(_WORDS[i] for i in g), why="random answers"))
+        p, g = (
+            torch.randint(len(_WORDS), (int(torch.randint(0, 5, ())),)).tolist()
+            for _ in range(2)
+        )
+        out.append(
+            case(
+                " ".join(_WORDS[i] for i in p),
+                " ".join(_WORDS[i] for i in g),
+                why="random answers",
+            )
+        )
     return out
 
 
@@ -262,7 +339,11 @@ check_squad_f1 = compare(
     [
         case("the Eiffel Tower", "Eiffel Tower", why="articles are dropped"),
         case("in Paris, France.", "Paris", why="punctuation and case are dropped"),
-        case("Denver Broncos", "The Denver Broncos!", why="an exact match after normalisation"),
+        case(
+            "Denver Broncos",
+            "The Denver Broncos!",
+            why="an exact match after normalisation",
+        ),
         case("one one two", "one two two three"),
         case("ha ha ha", "ha ha", why="tokens are counted with their multiplicity"),
         case("the cat sat", "a dog ran", why="nothing in common"),
@@ -270,11 +351,18 @@ check_squad_f1 = compare(
         case("The", "an", why="both empty after normalisation: 1"),
         case("The", "Paris", why="only the prediction is empty after normalisation: 0"),
         case("Paris", "a", why="only the gold answer is empty after normalisation: 0"),
-        case("don't stop", "dont stop", why="punctuation inside a word is removed, not split on: dont"),
+        case(
+            "don't stop",
+            "dont stop",
+            why="punctuation inside a word is removed, not split on: dont",
+        ),
         case("U.S. army", "the US Army", why="U.S. becomes us"),
     ],
     hidden=_random_answers,
-    withhold=["companion.data.metrics.squad_f1", "companion.data.metrics.normalize_answer"],
+    withhold=[
+        "companion.data.metrics.squad_f1",
+        "companion.data.metrics.normalize_answer",
+    ],
     mistakes=[
         (
             lambda p, g: _squad_variant(p, g, normalise=False),
@@ -288,8 +376,14 @@ check_squad_f1 = compare(
             lambda p, g: _squad_variant(p, g, sets=True),
             "Count common tokens with multiplicity (a Counter intersection), not as sets.",
         ),
-        (lambda p, g: _squad_variant(p, g, score="precision"), "F1 = 2PR/(P + R), not the precision alone."),
-        (lambda p, g: _squad_variant(p, g, score="recall"), "F1 = 2PR/(P + R), not the recall alone."),
+        (
+            lambda p, g: _squad_variant(p, g, score="precision"),
+            "F1 = 2PR/(P + R), not the precision alone.",
+        ),
+        (
+            lambda p, g: _squad_variant(p, g, score="recall"),
+            "F1 = 2PR/(P + R), not the recall alone.",
+        ),
     ],
     hint="Normalise (lower-case, drop punctuation and a/an/the, split on whitespace); common = size of the "
     "Counter intersection; P = common/len(pred), R = common/len(gold), F1 = 2PR/(P+R); 1 if both are empty.",
@@ -321,7 +415,9 @@ def _span_loss_reference(h, W, b, starts, ends, context_mask):
     return _span_loss_variant(h, W, b, starts, ends, context_mask)
 
 
-def _span_loss_case(batch, n_question, n_context, n_pad, d, *, dtype=torch.float32, why=""):
+def _span_loss_case(
+    batch, n_question, n_context, n_pad, d, *, dtype=torch.float32, why=""
+):
     """[CLS] question [SEP] context [SEP] padding rows: hidden states, a head, gold spans inside the context."""
     n = n_question + n_context + 3 + n_pad
     h = torch.randn(batch, n, d, dtype=dtype)
@@ -336,7 +432,9 @@ def _span_loss_case(batch, n_question, n_context, n_pad, d, *, dtype=torch.float
 
 
 def _span_loss_cases() -> list:
-    h = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, 1.0], [3.0, -1.0]]])
+    h = torch.tensor(
+        [[[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, 1.0], [3.0, -1.0]]]
+    )
     mask = torch.tensor([[False, False, True, True, True, False]])
     small = case(h, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.zeros(2), torch.tensor([2]), torch.tensor([3]),
                  mask, why="d = 2: start logit h[:, 0], end logit h[:, 1]; the context is positions 2-4, and the "
@@ -344,7 +442,9 @@ def _span_loss_cases() -> list:
     return [
         small,
         _span_loss_case(2, 3, 6, 0, 8),
-        _span_loss_case(3, 4, 5, 4, 6, why="3 rows with padding after the second [SEP]"),
+        _span_loss_case(
+            3, 4, 5, 4, 6, why="3 rows with padding after the second [SEP]"
+        ),
         _span_loss_case(1, 2, 1, 1, 4, why="a context of one token: the loss is 0"),
         _span_loss_case(2, 5, 7, 2, 5, dtype=torch.float64),
     ]
@@ -353,7 +453,10 @@ def _span_loss_cases() -> list:
 def _random_span_losses() -> list:
     out = []
     for _ in range(3):
-        q, c, pad, d = (int(torch.randint(low, high, ())) for low, high in ((1, 6), (1, 10), (0, 5), (2, 9)))
+        q, c, pad, d = (
+            int(torch.randint(low, high, ()))
+            for low, high in ((1, 6), (1, 10), (0, 5), (2, 9))
+        )
         out.append(_span_loss_case(int(torch.randint(1, 5, ())), q, c, pad, d))
     return out
 
@@ -387,7 +490,10 @@ check_span_head_loss = compare(
             lambda *a: _span_loss_variant(*a, rows=(1, 0)),
             "Row 0 of W (and b[0]) gives the start logits, row 1 the end logits.",
         ),
-        (lambda *a: _span_loss_variant(*a, pair="sum"), "Average the two cross-entropies, (L_start + L_end) / 2."),
+        (
+            lambda *a: _span_loss_variant(*a, pair="sum"),
+            "Average the two cross-entropies, (L_start + L_end) / 2.",
+        ),
         (
             lambda *a: _span_loss_variant(*a, batch="sum"),
             "Average over the batch (F.cross_entropy's default), do not sum.",
@@ -415,7 +521,9 @@ def _span_variant(start_logits, end_logits, context_mask, max_len, *, reverse=Fa
                   separate=False, relative=False, last_tie=False, swapped=False):  # fmt: skip
     """Loops over every (i, j), with one rule changed: the named mistakes of the exercise."""
     out = []
-    for s, e, m in zip(start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True):
+    for s, e, m in zip(
+        start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True
+    ):
         n, context = len(s), [t for t, inside in enumerate(m) if inside]
         if separate:  # the best start and the best end, each on its own
             i = max(context, key=lambda t: (s[t], -t))
@@ -427,9 +535,19 @@ def _span_variant(start_logits, end_logits, context_mask, max_len, *, reverse=Fa
                     if not reverse and b < a:
                         continue
                     gap = abs(b - a)
-                    if length == "<" and gap >= max_len or length == "<=" and gap > max_len:
+                    if (
+                        length == "<"
+                        and gap >= max_len
+                        or length == "<="
+                        and gap > max_len
+                    ):
                         continue
-                    if mask == "both" and not (m[a] and m[b]) or mask == "start" and not m[a]:
+                    if (
+                        mask == "both"
+                        and not (m[a] and m[b])
+                        or mask == "start"
+                        and not m[a]
+                    ):
                         continue
                     score = s[a] + e[b]
                     if best is None or score > best or last_tie and score == best:
@@ -440,7 +558,9 @@ def _span_variant(start_logits, end_logits, context_mask, max_len, *, reverse=Fa
     return torch.tensor(out, dtype=torch.long)
 
 
-def _span_case(n_question, n_context, n_pad, max_len, *, integers=False, batch=1, why=""):
+def _span_case(
+    n_question, n_context, n_pad, max_len, *, integers=False, batch=1, why=""
+):
     """A batch of [CLS] question [SEP] context [SEP] padding rows, with random logits everywhere."""
     n = n_question + n_context + 3 + n_pad
     if integers:  # small integers: many ties, summed exactly in any floating dtype
@@ -454,7 +574,8 @@ def _span_case(n_question, n_context, n_pad, max_len, *, integers=False, batch=1
 
 
 def _best_span_cases() -> list:
-    big = torch.tensor([[0.0, 0, 0, 0, 9, 0, 0, 0, 0]])  # a large start logit at 4, a large end logit at 2
+    # a large start logit at 4, a large end logit at 2
+    big = torch.tensor([[0.0, 0, 0, 0, 9, 0, 0, 0, 0]])
     reverse = case(big.clone(), torch.tensor([[0.0, 0, 9, 0, 0, 1, 0, 0, 0]]),
                    torch.tensor([[False, False, True, True, True, True, True, True, False]]), 4,
                    why="the largest end logit lies before the largest start logit")  # fmt: skip
@@ -478,9 +599,13 @@ def _best_span_cases() -> list:
 def _random_spans() -> list:
     out = []
     for _ in range(4):
-        q, c, pad = (int(torch.randint(low, high, ())) for low, high in ((1, 8), (1, 15), (0, 6)))
+        q, c, pad = (
+            int(torch.randint(low, high, ())) for low, high in ((1, 8), (1, 15), (0, 6))
+        )
         max_len = int(torch.randint(1, c + 2, ()))
-        out.append(_span_case(q, c, pad, max_len, integers=bool(torch.rand(()) < 0.5), batch=3))
+        out.append(
+            _span_case(q, c, pad, max_len, integers=bool(torch.rand(()) < 0.5), batch=3)
+        )
     return out
 
 
@@ -492,7 +617,10 @@ check_best_span = compare(
     withhold=["companion.bert.best_span"],
     ids=True,
     mistakes=[
-        (lambda *a: _span_variant(*a, reverse=True), "The end cannot come before the start: only spans with i <= j."),
+        (
+            lambda *a: _span_variant(*a, reverse=True),
+            "The end cannot come before the start: only spans with i <= j.",
+        ),
         (
             lambda *a: _span_variant(*a, mask="none"),
             "The answer lies in the context: both i and j must be positions where context_mask is True (not the "
@@ -511,7 +639,10 @@ check_best_span = compare(
             lambda *a: _span_variant(*a, length="<="),
             "Off by one: a span of max_len tokens has j - i = max_len - 1, so require j - i < max_len.",
         ),
-        (lambda *a: _span_variant(*a, length="none"), "A span has at most max_len tokens: require j - i < max_len."),
+        (
+            lambda *a: _span_variant(*a, length="none"),
+            "A span has at most max_len tokens: require j - i < max_len.",
+        ),
         (
             lambda *a: _span_variant(*a, relative=True),
             "Return positions in the whole input (indices into start_logits), not counted from the first context "
@@ -522,7 +653,10 @@ check_best_span = compare(
             "On a tie keep the first best pair (smallest i, then smallest j), as argmax does: replace the best only "
             "when a score is strictly larger.",
         ),
-        (lambda *a: _span_variant(*a, swapped=True), "Each row is [start, end], in that order."),
+        (
+            lambda *a: _span_variant(*a, swapped=True),
+            "Each row is [start, end], in that order.",
+        ),
     ],
     hint="For each row: among the pairs (i, j) with i <= j, j - i < max_len and context_mask True at i and at j, "
     "take the one with the largest start_logits[i] + end_logits[j] (the first in row-major order on a tie); "

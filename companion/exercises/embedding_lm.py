@@ -21,9 +21,15 @@ from .. import embedding_lm as ref
 from .checking import Checker, Mismatch, call, case, compare, show
 from .checking.random_state import hidden_inputs
 
-__all__ = ["check_next_token_probabilities", "check_bigram_counts", "check_bigram_probabilities"]
+__all__ = [
+    "check_next_token_probabilities",
+    "check_bigram_counts",
+    "check_bigram_probabilities",
+]
 
-_SEED_SCORES = torch.tensor([-0.823, 0.683, -6.376, 4.174, 4.860, -3.803, -7.149, 4.152])
+_SEED_SCORES = torch.tensor(
+    [-0.823, 0.683, -6.376, 4.174, 4.860, -3.803, -7.149, 4.152]
+)
 
 
 def _naive_softmax(scores: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -50,13 +56,37 @@ check_next_token_probabilities = compare(
         case(_SEED_SCORES, 1.0, why="the notes' scores for prev = 'the'"),
         case(_SEED_SCORES, 2.0, why="a higher temperature flattens the distribution"),
         case(_SEED_SCORES, 0.5, why="a lower temperature sharpens it"),
-        case(torch.randn(3, 5), 1.0, why="a batch of 3 rows: softmax over the last dimension"),
+        case(
+            torch.randn(3, 5),
+            1.0,
+            why="a batch of 3 rows: softmax over the last dimension",
+        ),
         case(torch.randn(2, 4, 6), 0.7, why="a (2, 4, 6) batch"),
-        case(torch.tensor([1.0, 3.0, 2.0]), 0.0, why="temperature 0 means: always the most likely token"),
-        case(torch.tensor([1.0, 3.0, 3.0, 2.0]), 0.0, why="a tie at temperature 0: the first maximum wins"),
-        case(torch.randn(3, 4), 0.0, why="a batch at temperature 0: one one-hot row per row"),
-        case(torch.tensor([100.0, 101.0, 99.5]), 1.0, why="scores around 100: exp(101) overflows float32"),
-        case(torch.tensor([[100.0, 90.0], [-100.0, -95.0]]), 0.5, why="large scores at a low temperature"),
+        case(
+            torch.tensor([1.0, 3.0, 2.0]),
+            0.0,
+            why="temperature 0 means: always the most likely token",
+        ),
+        case(
+            torch.tensor([1.0, 3.0, 3.0, 2.0]),
+            0.0,
+            why="a tie at temperature 0: the first maximum wins",
+        ),
+        case(
+            torch.randn(3, 4),
+            0.0,
+            why="a batch at temperature 0: one one-hot row per row",
+        ),
+        case(
+            torch.tensor([100.0, 101.0, 99.5]),
+            1.0,
+            why="scores around 100: exp(101) overflows float32",
+        ),
+        case(
+            torch.tensor([[100.0, 90.0], [-100.0, -95.0]]),
+            0.5,
+            why="large scores at a low temperature",
+        ),
     ],
     mistakes=[
         (
@@ -67,7 +97,10 @@ check_next_token_probabilities = compare(
             lambda s, t: torch.softmax(s, -1),
             "The temperature has no effect in your code: divide the scores by it before the softmax.",
         ),
-        (lambda s, t: torch.softmax(s * t, -1), "Divide the scores by the temperature; you multiplied."),
+        (
+            lambda s, t: torch.softmax(s * t, -1),
+            "Divide the scores by the temperature; you multiplied.",
+        ),
         (
             lambda s, t: torch.softmax(s / t, 0),
             "Take the softmax over the last dimension (the N candidate tokens), dim=-1.",
@@ -106,12 +139,23 @@ check_bigram_counts = compare(
     ref.bigram_counts,
     lambda: [
         case(torch.tensor([0, 1, 0, 1, 2]), 3, why="a short stream"),
-        case(torch.tensor([2, 2, 2]), 4, why="a token following itself; tokens 0, 1, 3 never occur"),
-        case(ref.encode(ref.toy_tokens(), ref.toy_vocabulary()), len(ref.toy_vocabulary()), why="the toy corpus"),
+        case(
+            torch.tensor([2, 2, 2]),
+            4,
+            why="a token following itself; tokens 0, 1, 3 never occur",
+        ),
+        case(
+            ref.encode(ref.toy_tokens(), ref.toy_vocabulary()),
+            len(ref.toy_vocabulary()),
+            why="the toy corpus",
+        ),
         case(torch.randint(0, 6, (40,)), 6, why="a random stream"),
     ],
     mistakes=[
-        (ref.bigram_probabilities, "You returned probabilities; this exercise asks for the raw counts."),
+        (
+            ref.bigram_probabilities,
+            "You returned probabilities; this exercise asks for the raw counts.",
+        ),
         (
             lambda ids, n: ref.bigram_counts(ids, n).T,
             "Rows are the previous token, columns the next: C[i, j] counts 'i then j'; yours is C.T.",
@@ -136,11 +180,18 @@ check_bigram_probabilities = compare(
     "bigram_probabilities",
     ref.bigram_probabilities,
     lambda: [
-        case(torch.tensor([0, 1, 0, 1, 2]), 3, why="token 2 only occurs last: its row stays 0"),
+        case(
+            torch.tensor([0, 1, 0, 1, 2]),
+            3,
+            why="token 2 only occurs last: its row stays 0",
+        ),
         case(torch.randint(0, 6, (40,)), 6, why="a random stream"),
     ],
     mistakes=[
-        (lambda ids, n: _counts(ids, n) / _counts(ids, n).sum(), "Divide each row by its own total."),
+        (
+            lambda ids, n: _counts(ids, n) / _counts(ids, n).sum(),
+            "Divide each row by its own total.",
+        ),
         (
             lambda ids, n: _counts(ids, n) / _counts(ids, n).sum(1, keepdim=True),
             "A token never followed by another has a row of zeros: 0 / 0 is NaN, so leave that row at 0.",
@@ -156,7 +207,14 @@ check_bigram_probabilities = compare(
 # ==========================================================================================================
 
 
-def _reference_history(model: ref.WordEmbeddingLM, ids: torch.Tensor, steps: int, lr: float, *, zero_grad: bool):
+def _reference_history(
+    model: ref.WordEmbeddingLM,
+    ids: torch.Tensor,
+    steps: int,
+    lr: float,
+    *,
+    zero_grad: bool,
+):
     """The reference loop, or the same loop without ``zero_grad`` (a common mistake), on ``model``."""
     prev, nxt = ids[:-1], ids[1:]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -172,11 +230,21 @@ def _reference_history(model: ref.WordEmbeddingLM, ids: torch.Tensor, steps: int
 
 
 def _as_floats(got: object, label: str, steps: int) -> list[float]:
-    tensors = [x for x in got if isinstance(x, torch.Tensor)] if isinstance(got, (list, tuple)) else []
+    tensors = (
+        [x for x in got if isinstance(x, torch.Tensor)]
+        if isinstance(got, (list, tuple))
+        else []
+    )
     if tensors:
-        held = "loss tensors that hold the computation graph" if tensors[0].requires_grad else "tensors"
+        held = (
+            "loss tensors that hold the computation graph"
+            if tensors[0].requires_grad
+            else "tensors"
+        )
         raise Mismatch(
-            "The losses should be Python floats, as the task states; your list holds " + held + ".",
+            "The losses should be Python floats, as the task states; your list holds "
+            + held
+            + ".",
             input=label,
             expected=f"a list of {steps} Python floats",
             got=show(got, 160),
@@ -208,27 +276,76 @@ def _train_loop_cases(train) -> int:
     toy_vocab = ref.toy_vocabulary()
     toy_ids = ref.encode(ref.toy_tokens(), toy_vocab)
     cases = [
-        (len(toy_vocab), 2, False, toy_ids, 30, 0.05, "the toy corpus, d = 2, 30 steps"),
-        (5, 3, False, torch.randint(0, 5, (40,), generator=g), 12, 0.1, "40 random ids of 5 tokens, d = 3"),
-        (6, 4, True, torch.randint(0, 6, (20,), generator=g), 8, 0.02, "a model with one tied table"),
+        (
+            len(toy_vocab),
+            2,
+            False,
+            toy_ids,
+            30,
+            0.05,
+            "the toy corpus, d = 2, 30 steps",
+        ),
+        (
+            5,
+            3,
+            False,
+            torch.randint(0, 5, (40,), generator=g),
+            12,
+            0.1,
+            "40 random ids of 5 tokens, d = 3",
+        ),
+        (
+            6,
+            4,
+            True,
+            torch.randint(0, 6, (20,), generator=g),
+            8,
+            0.02,
+            "a model with one tied table",
+        ),
     ]
     shown = len(cases)
-    with hidden_inputs() as seed:  # new on every run: sizes, stream, steps and learning rate
+    # new on every run: sizes, stream, steps and learning rate
+    with hidden_inputs() as seed:
         vocab_size, dim = int(torch.randint(3, 9, ())), int(torch.randint(2, 6, ()))
         ids = torch.randint(0, vocab_size, (int(torch.randint(8, 40, ())),))
-        steps, lr = int(torch.randint(2, 9, ())), round(float(torch.empty(()).uniform_(0.01, 0.2)), 3)
+        steps, lr = (
+            int(torch.randint(2, 9, ())),
+            round(float(torch.empty(()).uniform_(0.01, 0.2)), 3),
+        )
         tied = bool(torch.randint(0, 2, ()))
-        cases.append((vocab_size, dim, tied, ids, steps, lr, f"a hidden random case, seed {seed}"))
+        cases.append(
+            (
+                vocab_size,
+                dim,
+                tied,
+                ids,
+                steps,
+                lr,
+                f"a hidden random case, seed {seed}",
+            )
+        )
     for vocab_size, dim, tied, ids, steps, lr, why in cases:
         label = f"WordEmbeddingLM({vocab_size}, dim={dim}, tied={tied}), ids={show(ids, 120)}, steps={steps}, lr={lr}"
         label += f"  ({why})"
         student_model = ref.WordEmbeddingLM(vocab_size, dim, seed=7, tied=tied)
         before = [p.detach().clone() for p in student_model.parameters()]
-        got = call(train, student_model, ids.clone(), steps, lr, input=label, _changes_arguments=True)
+        got = call(
+            train,
+            student_model,
+            ids.clone(),
+            steps,
+            lr,
+            input=label,
+            _changes_arguments=True,
+        )
         values = _as_floats(got, label, steps)
         expected_model = ref.WordEmbeddingLM(vocab_size, dim, seed=7, tied=tied)
         expected = _reference_history(expected_model, ids, steps, lr, zero_grad=True)
-        unchanged = all(torch.equal(a, p.detach()) for a, p in zip(before, student_model.parameters(), strict=True))
+        unchanged = all(
+            torch.equal(a, p.detach())
+            for a, p in zip(before, student_model.parameters(), strict=True)
+        )
         if not math.isclose(values[0], expected[0], rel_tol=1e-5, abs_tol=1e-6):
             hint = (
                 "The first loss is the mean cross-entropy of model(ids[:-1]) against ids[1:], computed before any "
@@ -250,15 +367,26 @@ def _train_loop_cases(train) -> int:
                 "step() must belong to an optimiser built from model.parameters().",
             )
         no_zero = _reference_history(
-            ref.WordEmbeddingLM(vocab_size, dim, seed=7, tied=tied), ids, steps, lr, zero_grad=False
+            ref.WordEmbeddingLM(vocab_size, dim, seed=7, tied=tied),
+            ids,
+            steps,
+            lr,
+            zero_grad=False,
         )
-        close = all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) for a, b in zip(values, expected, strict=True))
+        close = all(
+            math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
+            for a, b in zip(values, expected, strict=True)
+        )
         if not close:
-            if all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) for a, b in zip(values, no_zero, strict=True)):
+            if all(
+                math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
+                for a, b in zip(values, no_zero, strict=True)
+            ):
                 hint = "Clear the gradients at every step (optimiser.zero_grad()): backward() adds to them."
             else:
                 hint = (
-                    "Create one torch.optim.Adam(model.parameters(), lr=lr) before the loop and step it once per loss."
+                    "Create one torch.optim.Adam(model.parameters(), lr=lr) before the loop "
+                    "and step it once per loss."
                 )
             worst = max(range(steps), key=lambda t: abs(values[t] - expected[t]))
             raise Mismatch(
@@ -268,7 +396,9 @@ def _train_loop_cases(train) -> int:
                 got=show([round(x, 5) for x in values], 200),
                 hint=hint,
             )
-        for p, q in zip(student_model.parameters(), expected_model.parameters(), strict=True):
+        for p, q in zip(
+            student_model.parameters(), expected_model.parameters(), strict=True
+        ):
             if not torch.allclose(p.detach(), q.detach(), atol=1e-5, rtol=1e-4):
                 raise Mismatch(
                     "The losses are right but the trained tables are not.",
@@ -278,5 +408,7 @@ def _train_loop_cases(train) -> int:
     return len(cases), len(cases) - shown
 
 
-check_train_loop = Checker("train", _train_loop_cases, withhold=["companion.embedding_lm.train_embedding_lm"])
+check_train_loop = Checker(
+    "train", _train_loop_cases, withhold=["companion.embedding_lm.train_embedding_lm"]
+)
 __all__ += ["check_train_loop"]

@@ -19,7 +19,8 @@ from ..transformer import CausalBlock
 from .checking import Case, case
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-LINEAR_EPS = 1e-6  # added to each far-field denominator, as companion.linear_attention does
+# added to each far-field denominator, as companion.linear_attention does
+LINEAR_EPS = 1e-6
 
 
 def fmm_case(
@@ -42,14 +43,29 @@ def fmm_case(
     kind = DTYPES[dtype]
 
     def theta(values: list[float] | None) -> torch.Tensor:
-        drawn = 4 * torch.rand(heads, dtype=torch.float64) - 2 if values is None else torch.tensor(values)
+        drawn = (
+            4 * torch.rand(heads, dtype=torch.float64) - 2
+            if values is None
+            else torch.tensor(values)
+        )
         return drawn.to(torch.float32).reshape(heads, 1, 1)
 
     t = int(torch.randint(0, n - 1, ())) if n > 1 else 0
-    setup = {"bandwidth": b, "n_heads": heads, "n_maps": r, "dtype": dtype, "t": t, "block": block}
+    setup = {
+        "bandwidth": b,
+        "n_heads": heads,
+        "n_maps": r,
+        "dtype": dtype,
+        "t": t,
+        "block": block,
+    }
     data: dict[str, Any] = {"near_raw": theta(near), "far_raw": theta(far)}
     if block is None:
-        shapes = {"q": (batch, heads, n, d), "k": (batch, heads, n, d), "v": (batch, heads, n, d_v)}
+        shapes = {
+            "q": (batch, heads, n, d),
+            "k": (batch, heads, n, d),
+            "v": (batch, heads, n, d_v),
+        }
         out_shape = shapes["v"]
     else:
         d_model, d_ff = block
@@ -62,12 +78,17 @@ def fmm_case(
                 res.norm.bias.copy_(0.3 * torch.randn(d_model))
         data["block_state"] = {k: v.to(kind) for k, v in net.state_dict().items()}
     inputs = {
-        name: scale ** (name != "v" and name != "x") * torch.randn(*shape, dtype=kind) for name, shape in shapes.items()
+        name: scale ** (name != "v" and name != "x") * torch.randn(*shape, dtype=kind)
+        for name, shape in shapes.items()
     }
     later = {name: x.clone() for name, x in inputs.items()}
     for x in later.values():
         x[..., t + 1 :, :] = torch.randn_like(x[..., t + 1 :, :])
-    data |= {"inputs": inputs, "later": later, "cotangent": torch.randn(*out_shape, dtype=kind)}
+    data |= {
+        "inputs": inputs,
+        "later": later,
+        "cotangent": torch.randn(*out_shape, dtype=kind),
+    }
     return case(setup, data, why=why)
 
 
@@ -99,7 +120,19 @@ def fmm_hidden() -> list[Case]:
         )
         b, r = int(torch.randint(1, n + 3, ())), int(torch.randint(1, 4, ()))
         dtype = ("float32", "float64")[int(torch.randint(0, 2, ()))]
-        cases.append(fmm_case(batch, heads, n, d, d_v, b, r, dtype, why="random sizes, bandwidth and weights"))
+        cases.append(
+            fmm_case(
+                batch,
+                heads,
+                n,
+                d,
+                d_v,
+                b,
+                r,
+                dtype,
+                why="random sizes, bandwidth and weights",
+            )
+        )
     heads, d = int(torch.randint(1, 4, ())), int(torch.randint(1, 5, ()))
     n, b = int(torch.randint(2, 16, ())), int(torch.randint(1, 6, ()))
     cases.append(fmm_case(int(torch.randint(1, 3, ())), heads, n, d, d, b, int(torch.randint(1, 4, ())), "float64",
@@ -175,7 +208,9 @@ FMM_MISTAKES: list[tuple[Callable[..., torch.Tensor], str]] = [
 class MistakenAttention(nn.Module):
     """A typical mistake as a module with the student's two parameters, to run through the same block."""
 
-    def __init__(self, wrong: Callable[..., torch.Tensor], setup: dict[str, Any]) -> None:
+    def __init__(
+        self, wrong: Callable[..., torch.Tensor], setup: dict[str, Any]
+    ) -> None:
         super().__init__()
         self.wrong, self.b, self.r = wrong, setup["bandwidth"], setup["n_maps"]
         h = setup["n_heads"]

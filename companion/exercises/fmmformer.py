@@ -66,7 +66,9 @@ def _banded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: int) -> torch.
 
 _MISTAKES_BANDED = [
     (
-        lambda q, k, v, b: banded_attention(q * math.sqrt(q.shape[-1]), k, v, causal=True, bandwidth=b),
+        lambda q, k, v, b: banded_attention(
+            q * math.sqrt(q.shape[-1]), k, v, causal=True, bandwidth=b
+        ),
         "Divide the scores by √d_k before the softmax.",
     ),
     (
@@ -82,7 +84,9 @@ _MISTAKES_BANDED = [
         "You computed full causal attention: keys more than b - 1 positions back must get weight 0.",
     ),
     (
-        lambda q, k, v, b: banded_attention_dense(q, k, v, causal=True, bandwidth=b, return_weights=True)[1],
+        lambda q, k, v, b: banded_attention_dense(
+            q, k, v, causal=True, bandwidth=b, return_weights=True
+        )[1],
         "Return the weighted values D V, not the weights D.",
     ),
 ]
@@ -91,10 +95,34 @@ _banded_values = compare(
     "banded_softmax",
     _banded,
     lambda: [
-        case(torch.randn(6, 4), torch.randn(6, 4), torch.randn(6, 3), 2, why="one head, n = 6, b = 2"),
-        case(torch.randn(2, 3, 9, 4), torch.randn(2, 3, 9, 4), torch.randn(2, 3, 9, 5), 3, why="(B, h, n, d)"),
-        case(torch.randn(5, 2), torch.randn(5, 2), torch.randn(5, 2), 1, why="b = 1: each query reads its own value"),
-        case(torch.randn(7, 4), torch.randn(7, 4), torch.randn(7, 4), 7, why="b = n: plain causal attention"),
+        case(
+            torch.randn(6, 4),
+            torch.randn(6, 4),
+            torch.randn(6, 3),
+            2,
+            why="one head, n = 6, b = 2",
+        ),
+        case(
+            torch.randn(2, 3, 9, 4),
+            torch.randn(2, 3, 9, 4),
+            torch.randn(2, 3, 9, 5),
+            3,
+            why="(B, h, n, d)",
+        ),
+        case(
+            torch.randn(5, 2),
+            torch.randn(5, 2),
+            torch.randn(5, 2),
+            1,
+            why="b = 1: each query reads its own value",
+        ),
+        case(
+            torch.randn(7, 4),
+            torch.randn(7, 4),
+            torch.randn(7, 4),
+            7,
+            why="b = n: plain causal attention",
+        ),
         case(torch.randn(4, 3), torch.randn(4, 3), torch.randn(4, 3), 9, why="b > n"),
         case(
             10 * torch.randn(1, 40, 8),
@@ -137,7 +165,10 @@ check_banded_softmax = Checker(
     "banded_softmax",
     _banded_memory,
     kind="function",
-    withhold=["companion.banded_attention.banded_attention", "companion.banded_attention.banded_attention_dense"],
+    withhold=[
+        "companion.banded_attention.banded_attention",
+        "companion.banded_attention.banded_attention_dense",
+    ],
 )
 
 
@@ -179,10 +210,19 @@ def _fmm_label(t: Trial) -> str:
             f"attention=yours) on x of shape {tuple(x.shape)}, {setup['dtype']}"
         )
     text = f"{fmm_built(setup)} with {weights}; {call_text}  ({t.case.why})"
-    return text if t.hidden_seed is None else f"{text}  [a hidden random case, seed {t.hidden_seed}]"
+    return (
+        text
+        if t.hidden_seed is None
+        else f"{text}  [a hidden random case, seed {t.hidden_seed}]"
+    )
 
 
-def _fmm_run(module: nn.Module, setup: dict[str, Any], data: dict[str, Any], run: Callable[..., Any]) -> dict:
+def _fmm_run(
+    module: nn.Module,
+    setup: dict[str, Any],
+    data: dict[str, Any],
+    run: Callable[..., Any],
+) -> dict:
     """Load θ (and the block's weights), run forward and backward and the changed inputs; ``run(f, *args)`` calls
     code that may be the student's (through :func:`call`) or the reference's (directly)."""
     kind = DTYPES[setup["dtype"]]
@@ -191,17 +231,29 @@ def _fmm_run(module: nn.Module, setup: dict[str, Any], data: dict[str, Any], run
         net = run(module.to, kind)
     else:
         d_model, d_ff = setup["block"]
-        net = run(lambda: CausalBlock(d_model, setup["n_heads"], d_ff, norm_first=True, attention=module).to(kind))
+        net = run(
+            lambda: CausalBlock(
+                d_model, setup["n_heads"], d_ff, norm_first=True, attention=module
+            ).to(kind)
+        )
         run(lambda: net.load_state_dict(data["block_state"], strict=False))
     run(lambda: module.load_state_dict(theta, strict=False))
     params = run(lambda: dict(module.named_parameters()))
-    inputs = {name: x.detach().clone().requires_grad_() for name, x in data["inputs"].items()}
+    inputs = {
+        name: x.detach().clone().requires_grad_() for name, x in data["inputs"].items()
+    }
     out = run(net, *inputs.values())
     grads: dict[str, Any] = {}
     cotangent = data["cotangent"]
-    if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == cotangent.shape:
+    if (
+        isinstance(out, torch.Tensor)
+        and out.requires_grad
+        and out.shape == cotangent.shape
+    ):
         run(lambda: (out * cotangent.to(out.dtype)).sum().backward())
-        grads = {name: x.grad for name, x in inputs.items()} | {name: params[name].grad for name in FMM_PARAMETERS}
+        grads = {name: x.grad for name, x in inputs.items()} | {
+            name: params[name].grad for name in FMM_PARAMETERS
+        }
     with torch.no_grad():
         later = run(net, *(x.clone() for x in data["later"].values()))
     after = {name: params[name].detach().clone() for name in FMM_PARAMETERS}
@@ -224,14 +276,18 @@ class _CausalFMMAttention(FMMAttention):
 
 def _fmm_reference_module(setup: dict[str, Any]) -> nn.Module:
     b, h, r = setup["bandwidth"], setup["n_heads"], setup["n_maps"]
-    return _CausalFMMAttention(bandwidth=b, feature_maps=FMM_FEATURE_MAPS[:r], n_heads=h, eps=LINEAR_EPS)
+    return _CausalFMMAttention(
+        bandwidth=b, feature_maps=FMM_FEATURE_MAPS[:r], n_heads=h, eps=LINEAR_EPS
+    )
 
 
 def _fmm_expected(setup: dict[str, Any], data: dict[str, Any]) -> dict:
     return _fmm_run(_fmm_reference_module(setup), setup, data, lambda f, *a: f(*a))
 
 
-def _fmm_student(FMMAttention_: type, setup: dict[str, Any], data: dict[str, Any], label: str) -> dict:
+def _fmm_student(
+    FMMAttention_: type, setup: dict[str, Any], data: dict[str, Any], label: str
+) -> dict:
     """Build the student's module, check its two parameters, then run it as the reference ran."""
     h = setup["n_heads"]
     built = fmm_built(setup)
@@ -276,7 +332,14 @@ def _fmm_mistake_outputs(t: Trial) -> list[Any]:
         setup, data = _copies(t.case)[0]
         try:
             with torch.no_grad():
-                out.append(_fmm_run(MistakenAttention(wrong, setup), setup, data, lambda f, *a: f(*a))["out"])
+                out.append(
+                    _fmm_run(
+                        MistakenAttention(wrong, setup),
+                        setup,
+                        data,
+                        lambda f, *a: f(*a),
+                    )["out"]
+                )
         except Exception:
             out.append(RAISED)
     return out
@@ -321,7 +384,11 @@ def _fmm_judge(trials: Sequence[Trial]) -> None:
                 for u, m in zip(trials, mistakes, strict=True)
             ]
             named = confirmed(rows, [h for _, h in FMM_MISTAKES], atol=atol, rtol=rtol)
-            here = [(lambda o=mistakes[index][i]: o, h) for i, (_, h) in enumerate(FMM_MISTAKES) if h in named]
+            here = [
+                (lambda o=mistakes[index][i]: o, h)
+                for i, (_, h) in enumerate(FMM_MISTAKES)
+                if h in named
+            ]
             if not any(same(got["out"], m(), atol=atol, rtol=rtol) for m, _ in here):
                 _fmm_causal(t, label, atol, rtol)
             expect(got["out"], expected["out"], input=label, what="The output", hint=_FMM_HINT, atol=atol, rtol=rtol,
@@ -334,15 +401,27 @@ def _fmm_causal(t: Trial, label: str, atol: float, rtol: float) -> None:
     """The outputs up to position t must not move when only the inputs after t change."""
     setup, _ = t.case.args
     out, later, step = t.got["out"], t.got["later"], setup["t"]
-    if not (isinstance(out, torch.Tensor) and isinstance(later, torch.Tensor) and out.shape == later.shape):
+    if not (
+        isinstance(out, torch.Tensor)
+        and isinstance(later, torch.Tensor)
+        and out.shape == later.shape
+    ):
         return
     if out.ndim < 2 or not out.dtype.is_floating_point:
         return
     before, after = out[..., : step + 1, :].double(), later[..., : step + 1, :].double()
     if torch.allclose(before, after, atol=atol, rtol=rtol):
         return
-    moved = (before - after).abs().amax(dim=tuple(i for i in range(before.ndim) if i != before.ndim - 2))
-    first = int((moved > atol + rtol * before.abs().max()).nonzero()[0, 0]) if (moved > 0).any() else 0
+    moved = (
+        (before - after)
+        .abs()
+        .amax(dim=tuple(i for i in range(before.ndim) if i != before.ndim - 2))
+    )
+    first = (
+        int((moved > atol + rtol * before.abs().max()).nonzero()[0, 0])
+        if (moved > 0).any()
+        else 0
+    )
     changed = "x" if setup["block"] is not None else "q, k and v"
     raise Mismatch(
         f"Your module reads the future: changing {changed} after position t = {step} changed its outputs at "
@@ -395,7 +474,10 @@ def _fmm_memory(FMMAttention_: type) -> None:
     n, d, b = MEMORY_N_FMM, 8, 16
     setup = {"bandwidth": b, "n_heads": 1, "n_maps": 2}
     built = fmm_built(setup)
-    theta = {"near_raw": torch.full((1, 1, 1), 0.3), "far_raw": torch.full((1, 1, 1), -0.2)}
+    theta = {
+        "near_raw": torch.full((1, 1, 1), 0.3),
+        "far_raw": torch.full((1, 1, 1), -0.2),
+    }
     module = call(FMMAttention_, input=built, bandwidth=b, n_heads=1, n_maps=2)
     _fmm_require_parameters(module, built, 1)
     call(lambda: module.load_state_dict(theta, strict=False), input=built)

@@ -47,15 +47,30 @@ check_top_k_logits = compare(
         case(torch.tensor([[2.0, -1.0, 0.5, 3.0]]), 2, why="keep 3.0 and 2.0"),
         case(torch.randn(3, 10), 3, why="a batch of 3 rows: each row keeps its own 3"),
         case(torch.randn(2, 5), 5, why="k = V keeps everything"),
-        case(torch.randn(4, 6), 1, why="k = 1: only the largest (greedy after sampling)"),
-        case(torch.tensor([[3.0, 2.0, 2.0, 0.0]]), 2, why="a tie at the k-th largest: keep both 2.0s"),
+        case(
+            torch.randn(4, 6), 1, why="k = 1: only the largest (greedy after sampling)"
+        ),
+        case(
+            torch.tensor([[3.0, 2.0, 2.0, 0.0]]),
+            2,
+            why="a tie at the k-th largest: keep both 2.0s",
+        ),
         case(torch.randn(2, 3, 7), 2, why="(2, 3, 7): filter along the last dimension"),
     ],
     mistakes=[
-        (_zero_filled, "Set the dropped logits to -inf (probability 0 after the softmax), not 0."),
+        (
+            _zero_filled,
+            "Set the dropped logits to -inf (probability 0 after the softmax), not 0.",
+        ),
         (_smallest, "Keep the k largest logits, not the k smallest."),
-        (_first_dimension, "Filter every row over the vocabulary (the last dimension), dim=-1."),
-        (_top_k_strict, "Keep every logit tied with the k-th largest (compare with the k-th value, not indices)."),
+        (
+            _first_dimension,
+            "Filter every row over the vocabulary (the last dimension), dim=-1.",
+        ),
+        (
+            _top_k_strict,
+            "Keep every logit tied with the k-th largest (compare with the k-th value, not indices).",
+        ),
     ],
     hint="kth = torch.topk(logits, k, dim=-1).values[..., -1:]; logits.masked_fill(logits < kth, float('-inf')).",
     what="The filtered logits",
@@ -67,16 +82,32 @@ check_top_k_logits = compare(
 # --- top-p (nucleus) filtering -----------------------------------------------------------------------------------
 
 
-def _nucleus(logits, p, *, keep_boundary=True, ties=True, descending=True, on_logits=False, fill=float("-inf")):
+def _nucleus(
+    logits,
+    p,
+    *,
+    keep_boundary=True,
+    ties=True,
+    descending=True,
+    on_logits=False,
+    fill=float("-inf"),
+):
     """Top-p with one rule changed: the typical mistakes of :data:`check_top_p_logits`."""
     values, order = torch.sort(logits, dim=-1, descending=descending)
     mass = values if on_logits else torch.softmax(values, dim=-1)
-    before = mass.cumsum(dim=-1) - (mass if keep_boundary else 0)  # the boundary token's own mass counts or not
+    # the boundary token's own mass counts or not
+    before = mass.cumsum(dim=-1) - (mass if keep_boundary else 0)
     keep_sorted = before < p
     keep_sorted[..., 0] = True
     if ties:  # every token tied with the last one kept
-        last = values.masked_fill(~keep_sorted, float("inf") if descending else float("-inf"))
-        last = last.min(-1, keepdim=True).values if descending else last.max(-1, keepdim=True).values
+        last = values.masked_fill(
+            ~keep_sorted, float("inf") if descending else float("-inf")
+        )
+        last = (
+            last.min(-1, keepdim=True).values
+            if descending
+            else last.max(-1, keepdim=True).values
+        )
         keep = logits >= last if descending else logits <= last
     else:
         keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
@@ -110,28 +141,53 @@ def _top_p_case(shape, p=None, *, integers=False, why=""):
     probabilities (rounding cannot move the boundary), drawn between two of them."""
     logits = torch.randint(-3, 4, shape).float() if integers else 2 * torch.randn(shape)
     if p is None:
-        probs = torch.softmax(torch.sort(logits.reshape(-1, shape[-1]), dim=-1, descending=True).values, dim=-1)
-        sums = torch.cat([torch.zeros(probs.shape[0], 1), probs.cumsum(-1)], dim=-1).flatten().sort().values
+        probs = torch.softmax(
+            torch.sort(logits.reshape(-1, shape[-1]), dim=-1, descending=True).values,
+            dim=-1,
+        )
+        sums = (
+            torch.cat([torch.zeros(probs.shape[0], 1), probs.cumsum(-1)], dim=-1)
+            .flatten()
+            .sort()
+            .values
+        )
         gaps = torch.stack([sums[:-1], sums[1:]], dim=-1)
         wide = gaps[gaps[:, 1] - gaps[:, 0] > 2e-3]
         wide = wide if len(wide) else gaps[(gaps[:, 1] - gaps[:, 0]).argmax()][None]
         lo, hi = wide[int(torch.randint(len(wide), ()))].tolist()
         p = round(lo + (0.25 + 0.5 * float(torch.rand(()))) * (hi - lo), 4)
-    return case(logits, p, why=why or f"random logits {tuple(shape)}" + (", integers: ties" if integers else ""))
+    return case(
+        logits,
+        p,
+        why=why
+        or f"random logits {tuple(shape)}" + (", integers: ties" if integers else ""),
+    )
 
 
 def _top_p_cases() -> list:
     log = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05]).log()[None]
     return [
-        case(log, 0.6, why="probabilities 0.5, 0.2, 0.15, 0.1, 0.05: 0.5 + 0.2 reaches 0.6, keep 2"),
+        case(
+            log,
+            0.6,
+            why="probabilities 0.5, 0.2, 0.15, 0.1, 0.05: 0.5 + 0.2 reaches 0.6, keep 2",
+        ),
         case(log, 0.5 - 1e-3, why="the most likely token alone reaches p: keep 1"),
-        case(log[:, [3, 0, 4, 2, 1]], 0.8, why="the same, shuffled: 0.5 + 0.2 + 0.15 reaches 0.8, keep 3"),
+        case(
+            log[:, [3, 0, 4, 2, 1]],
+            0.8,
+            why="the same, shuffled: 0.5 + 0.2 + 0.15 reaches 0.8, keep 3",
+        ),
         case(
             torch.tensor([[1.0, 2.0, 2.0, 0.0, 2.0]]),
             0.25,
             why="three tied largest, the first alone reaches p: keep all 3",
         ),
-        case(torch.tensor([[3.0, 1.0, 1.0, 0.0, -1.0]]), 0.8, why="the token that reaches p is tied: keep both 1.0s"),
+        case(
+            torch.tensor([[3.0, 1.0, 1.0, 0.0, -1.0]]),
+            0.8,
+            why="the token that reaches p is tied: keep both 1.0s",
+        ),
         case(log, 1.0, why="p = 1: keep every token"),
         _top_p_case((3, 12), why="3 rows: each row its own nucleus"),
         _top_p_case((2, 3, 9), why="(2, 3, 9): filter along the last dimension"),
@@ -172,14 +228,23 @@ check_top_p_logits = compare(
             lambda x, p: _nucleus(x, p, ties=False),
             "Keep every token tied with the last one kept (compare logits with its value, not sorted positions).",
         ),
-        (_nucleus_unsorted, "Sort first: the running sum goes from the most likely token to the least likely."),
+        (
+            _nucleus_unsorted,
+            "Sort first: the running sum goes from the most likely token to the least likely.",
+        ),
         (
             _nucleus_by_probability,
             "Top-p keeps the most likely tokens until their probabilities add up to p; "
             "a token's own probability alone does not decide.",
         ),
-        (_nucleus_renormalised, "Return the filtered logits (-inf where dropped), not probabilities."),
-        (_nucleus_first_dimension, "Filter every row over the vocabulary (the last dimension), dim=-1."),
+        (
+            _nucleus_renormalised,
+            "Return the filtered logits (-inf where dropped), not probabilities.",
+        ),
+        (
+            _nucleus_first_dimension,
+            "Filter every row over the vocabulary (the last dimension), dim=-1.",
+        ),
     ],
     hint="Sort each row in descending order, probs = softmax of the sorted row, before = probs.cumsum(-1) - probs; "
     "keep the sorted positions with before < p; the smallest kept logit is the threshold: "
@@ -194,12 +259,31 @@ check_top_p_logits = compare(
 # --- one generation step with the key/value cache ---------------------------------------------------------------
 
 
-def _kv_step(x, W_q, W_k, W_v, K, V, *, scale=True, append=True, query="q", value="v", returned="new", order="end"):
+def _kv_step(
+    x,
+    W_q,
+    W_k,
+    W_v,
+    K,
+    V,
+    *,
+    scale=True,
+    append=True,
+    query="q",
+    value="v",
+    returned="new",
+    order="end",
+):
     """One step of one attention head with the cache, with one rule changed: the mistakes of the exercise."""
     q = x @ (W_k if query == "k" else W_q).T  # (B, d_k)
     k, v = x @ W_k.T, x @ (W_k if value == "k" else W_v).T
-    pair = ((K, k[:, None]), (V, v[:, None])) if order == "end" else ((k[:, None], K), (v[:, None], V))
-    K_new, V_new = (torch.cat(p, dim=1) for p in pair)  # (B, t + 1, d_k), (B, t + 1, d_v)
+    pair = (
+        ((K, k[:, None]), (V, v[:, None]))
+        if order == "end"
+        else ((k[:, None], K), (v[:, None], V))
+    )
+    # (B, t + 1, d_k), (B, t + 1, d_v)
+    K_new, V_new = (torch.cat(p, dim=1) for p in pair)
     keys, values = (K_new, V_new) if append else (K, V)
     scores = (keys @ q[:, :, None])[:, :, 0]  # (B, t + 1)
     if scale:
@@ -217,23 +301,39 @@ def _full_attention(X, W_q, W_k, W_v):
     Q, K, V = X @ W_q.T, X @ W_k.T, X @ W_v.T
     scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
     n = X.shape[1]
-    scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    scores = scores.masked_fill(
+        torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf")
+    )
     return torch.softmax(scores, dim=-1) @ V
 
 
 def _kv_inputs(B, t, d, d_k, d_v, dtype=torch.float32):
     """x (B, d), the weights, and the cache of t earlier positions (their keys and values)."""
     X = torch.randn(B, t + 1, d, dtype=dtype)
-    W_q, W_k, W_v = (torch.randn(m, d, dtype=dtype) / math.sqrt(d) for m in (d_k, d_k, d_v))
+    W_q, W_k, W_v = (
+        torch.randn(m, d, dtype=dtype) / math.sqrt(d) for m in (d_k, d_k, d_v)
+    )
     return X[:, -1], W_q, W_k, W_v, X[:, :-1] @ W_k.T, X[:, :-1] @ W_v.T
 
 
 def _kv_cases() -> list:
     return [
-        case(*_kv_inputs(1, 0, 4, 3, 2), why="the first token: an empty cache (t = 0), d = 4, d_k = 3, d_v = 2"),
-        case(*_kv_inputs(2, 5, 6, 4, 5), why="a batch of 2, 5 cached positions, d = 6, d_k = 4, d_v = 5"),
-        case(*_kv_inputs(3, 1, 8, 2, 3), why="3 rows, one cached position, d = 8, d_k = 2, d_v = 3"),
-        case(*_kv_inputs(1, 9, 5, 5, 5, torch.float64), why="float64, 9 cached positions, d = d_k = d_v = 5"),
+        case(
+            *_kv_inputs(1, 0, 4, 3, 2),
+            why="the first token: an empty cache (t = 0), d = 4, d_k = 3, d_v = 2",
+        ),
+        case(
+            *_kv_inputs(2, 5, 6, 4, 5),
+            why="a batch of 2, 5 cached positions, d = 6, d_k = 4, d_v = 5",
+        ),
+        case(
+            *_kv_inputs(3, 1, 8, 2, 3),
+            why="3 rows, one cached position, d = 8, d_k = 2, d_v = 3",
+        ),
+        case(
+            *_kv_inputs(1, 9, 5, 5, 5, torch.float64),
+            why="float64, 9 cached positions, d = d_k = d_v = 5",
+        ),
     ]
 
 
@@ -241,9 +341,15 @@ def _random_kv() -> list:
     out = []
     for _ in range(3):
         B, t, d, d_k, d_v = (
-            int(torch.randint(low, high, ())) for low, high in ((1, 4), (0, 8), (2, 9), (1, 7), (1, 7))
+            int(torch.randint(low, high, ()))
+            for low, high in ((1, 4), (0, 8), (2, 9), (1, 7), (1, 7))
         )
-        out.append(case(*_kv_inputs(B, t, d, d_k, d_v), why=f"B = {B}, t = {t}, d = {d}, d_k = {d_k}, d_v = {d_v}"))
+        out.append(
+            case(
+                *_kv_inputs(B, t, d, d_k, d_v),
+                why=f"B = {B}, t = {t}, d = {d}, d_k = {d_k}, d_v = {d_v}",
+            )
+        )
     return out
 
 
@@ -263,9 +369,18 @@ _check_kv_one_step = compare(
             "needs them.",
         ),
         (lambda *a: _kv_step(*a, scale=False), "Divide the scores q·k_j by √d_k."),
-        (lambda *a: _kv_step(*a, scale="d"), "Divide the scores by √d_k (the keys' width, W_K.shape[0]), not √d."),
-        (lambda *a: _kv_step(*a, query="k"), "The query is q = W_Q x (x @ W_q.T), not the key."),
-        (lambda *a: _kv_step(*a, value="k"), "The value is v = W_V x (x @ W_v.T), not the key."),
+        (
+            lambda *a: _kv_step(*a, scale="d"),
+            "Divide the scores by √d_k (the keys' width, W_K.shape[0]), not √d.",
+        ),
+        (
+            lambda *a: _kv_step(*a, query="k"),
+            "The query is q = W_Q x (x @ W_q.T), not the key.",
+        ),
+        (
+            lambda *a: _kv_step(*a, value="k"),
+            "The value is v = W_V x (x @ W_v.T), not the key.",
+        ),
         (
             lambda *a: _kv_step(*a, order="start"),
             "Append the new key and value at the end (dim=1): row j of the cache is position j.",
@@ -291,7 +406,9 @@ def _kv_steps(student: Callable[..., Any]) -> tuple[int, int]:
                      "step given the K, V your previous step returned")  # fmt: skip
             got = call(student, X[:, t], W_q, W_k, W_v, K, V, input=label)
             if not (isinstance(got, tuple) and len(got) == 3):
-                raise Mismatch("Return a tuple (y, K, V).", input=label, got=show(got, 200))
+                raise Mismatch(
+                    "Return a tuple (y, K, V).", input=label, got=show(got, 200)
+                )
             y, K, V = got
             expect(y, full[:, t], input=label, what="y, the output at this position,",
                    hint="y must equal the attention output of the full recomputation, causal softmax(Q Kᵀ / √d_k) V "

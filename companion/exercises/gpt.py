@@ -55,7 +55,12 @@ def _random_merges() -> list:
     alphabet = [1, 2, 3, 12, 21, 23, 121, 212]
     out = []
     for k in range(6):
-        ids = [alphabet[i] for i in torch.randint(len(alphabet), (int(torch.randint(2, 14, ())),)).tolist()]
+        ids = [
+            alphabet[i]
+            for i in torch.randint(
+                len(alphabet), (int(torch.randint(2, 14, ())),)
+            ).tolist()
+        ]
         if k == 5:
             a, b = (alphabet[i] for i in torch.randint(len(alphabet), (2,)).tolist())
         else:
@@ -69,19 +74,47 @@ check_merge = compare(
     "merge",
     bpe.merge,
     lambda: [
-        case([97, 97, 97, 98, 100, 97, 97, 97, 98, 97, 99], (97, 97), 256, why="aaabdaaabac: merge a a into Z"),
-        case([256, 97, 98, 100, 256, 97, 98, 97, 99], (97, 98), 257, why="the second step: merge a b into Y"),
+        case(
+            [97, 97, 97, 98, 100, 97, 97, 97, 98, 97, 99],
+            (97, 97),
+            256,
+            why="aaabdaaabac: merge a a into Z",
+        ),
+        case(
+            [256, 97, 98, 100, 256, 97, 98, 97, 99],
+            (97, 98),
+            257,
+            why="the second step: merge a b into Y",
+        ),
         case([1, 2, 3], (4, 5), 6, why="the pair does not occur: nothing changes"),
-        case([7, 7, 7, 7, 7], (7, 7), 9, why="an odd run: left to right, the last 7 stays alone"),
+        case(
+            [7, 7, 7, 7, 7],
+            (7, 7),
+            9,
+            why="an odd run: left to right, the last 7 stays alone",
+        ),
         case([], (1, 2), 3, why="an empty list"),
         case([5], (5, 5), 6, why="a single id"),
         case([3, 4, 3, 4, 4, 3], (4, 3), 300, why="the pair twice, not at the start"),
-        case([12, 3, 1, 23, 2, 3, 123], (2, 3), 7, why="ids whose digits contain the pair's: only 2 then 3 merges"),
-        case([1, 12, 21, 2, 1], (1, 2), 4, why="1 then 2 is a pair; 12 and 21 are other ids"),
+        case(
+            [12, 3, 1, 23, 2, 3, 123],
+            (2, 3),
+            7,
+            why="ids whose digits contain the pair's: only 2 then 3 merges",
+        ),
+        case(
+            [1, 12, 21, 2, 1],
+            (1, 2),
+            4,
+            why="1 then 2 is a pair; 12 and 21 are other ids",
+        ),
     ],
     hidden=_random_merges,
     mistakes=[
-        (_overlapping, "Occurrences may not overlap: after a merge, continue after the pair (skip two ids)."),
+        (
+            _overlapping,
+            "Occurrences may not overlap: after a merge, continue after the pair (skip two ids).",
+        ),
         (_first_only, "Replace every occurrence of the pair, not only the first."),
         (_reversed_pair, "The pair is ordered: (a, b) means a directly followed by b."),
     ],
@@ -156,7 +189,11 @@ def _random_words() -> list:
         words = []
         for _ in range(n_words):
             length = int(torch.randint(0, 8, ()))
-            words.append("".join(letters[i] for i in torch.randint(len(letters), (length,)).tolist()))
+            words.append(
+                "".join(
+                    letters[i] for i in torch.randint(len(letters), (length,)).tolist()
+                )
+            )
         words += words[: int(torch.randint(0, 3, ()))]  # a few words occur twice
         out.append(case(words, int(torch.randint(0, 9, ())), why="random words"))
     return out
@@ -166,12 +203,28 @@ check_learn_merges = compare(
     "learn_merges",
     _learn_merges_reference,
     lambda: [
-        case(["aaabdaaabac"], 3, why="the chapter's example: aa, then ab (a tie with Za), then ZY"),
-        case(["low", "low", "lower", "newest", "newest", "widest"], 6, why="each occurrence of a word counts"),
-        case(["ab", "ab", "ab"], 3, why="one merge leaves no pair inside a word: stop after 1"),
+        case(
+            ["aaabdaaabac"],
+            3,
+            why="the chapter's example: aa, then ab (a tie with Za), then ZY",
+        ),
+        case(
+            ["low", "low", "lower", "newest", "newest", "widest"],
+            6,
+            why="each occurrence of a word counts",
+        ),
+        case(
+            ["ab", "ab", "ab"],
+            3,
+            why="one merge leaves no pair inside a word: stop after 1",
+        ),
         case(["aaaa", "aaa"], 3, why="runs of one letter: merges do not overlap"),
         case(["café", "é", "naïve"], 3, why="é and ï are two UTF-8 bytes each"),
-        case([" the", "the", " then", " cat", " the"], 5, why="words with their leading space"),
+        case(
+            [" the", "the", " then", " cat", " the"],
+            5,
+            why="words with their leading space",
+        ),
         case(["xy", "yx", "xy", "yx"], 2, why="two pairs, equally frequent"),
         case(["abc", "bca"], 0, why="no merges asked for"),
         case([], 2, why="no words"),
@@ -180,7 +233,9 @@ check_learn_merges = compare(
     hidden=_random_words,
     mistakes=[
         (
-            _learn_mistake(pick=lambda counts: max(counts, key=lambda p: (counts[p], p))),
+            _learn_mistake(
+                pick=lambda counts: max(counts, key=lambda p: (counts[p], p))
+            ),
             "Ties go to the smallest pair: among the most frequent pairs take min(...) of the tuples (a, b).",
         ),
         (
@@ -199,8 +254,14 @@ check_learn_merges = compare(
             _learn_mistake(apply=_overlapping),
             "Merge left to right without overlaps, as merge does: a a a with the pair (a, a) becomes Z a, not Z Z.",
         ),
-        (_learn_off_by(-1), "Learn exactly num_merges merges (one too few here): range(num_merges)."),
-        (_learn_off_by(+1), "Learn exactly num_merges merges (one too many here): range(num_merges)."),
+        (
+            _learn_off_by(-1),
+            "Learn exactly num_merges merges (one too few here): range(num_merges).",
+        ),
+        (
+            _learn_off_by(+1),
+            "Learn exactly num_merges merges (one too many here): range(num_merges).",
+        ),
         (
             _learn_mistake(distinct=True),
             "Every occurrence of a word counts: a word listed twice contributes its pairs twice.",
@@ -215,7 +276,11 @@ check_learn_merges = compare(
     what="The merges",
     atol=0,
     rtol=0,
-    withhold=["companion.bpe.train_bpe", "companion.bpe.train_bpe_naive", "companion.bpe.BPETokenizer.train"],
+    withhold=[
+        "companion.bpe.train_bpe",
+        "companion.bpe.train_bpe_naive",
+        "companion.bpe.BPETokenizer.train",
+    ],
 )
 
 
@@ -227,7 +292,8 @@ def _pairs(starts, ids, length):
     return inputs, torch.stack([ids[i + 1 : i + length + 1] for i in starts])
 
 
-def _cut(ids, length, stride):  # the right windows, cut here so that a mistake never calls the withheld answer
+# the right windows, cut here so that a mistake never calls the withheld answer
+def _cut(ids, length, stride):
     w = ids.unfold(0, length + 1, stride)
     return w[:, :-1], w[:, 1:]
 
@@ -242,7 +308,8 @@ def _swapped(ids, length, stride):
     return targets, inputs
 
 
-def _window_of_n(ids, length, stride):  # a window of n ids, not n + 1: inputs and targets of n - 1
+# a window of n ids, not n + 1: inputs and targets of n - 1
+def _window_of_n(ids, length, stride):
     w = ids.unfold(0, length, stride)
     return w[:, :-1], w[:, 1:]
 
@@ -269,14 +336,30 @@ def _whole_windows(ids, length, stride):
 
 
 def _window_cases():
-    stream = torch.randperm(60)  # distinct ids: a window read from the wrong place cannot match by chance
+    # distinct ids: a window read from the wrong place cannot match by chance
+    stream = torch.randperm(60)
     return [
-        case(torch.arange(10, 24), 4, 3, why="14 ids, n = 4, stride 3: the last window ends on the last id"),
-        case(torch.arange(10, 23), 4, 4, why="13 ids, n = 4, stride 4: one id is left over"),
+        case(
+            torch.arange(10, 24),
+            4,
+            3,
+            why="14 ids, n = 4, stride 3: the last window ends on the last id",
+        ),
+        case(
+            torch.arange(10, 23),
+            4,
+            4,
+            why="13 ids, n = 4, stride 4: one id is left over",
+        ),
         case(stream[:20], 5, 1, why="stride 1: every window"),
         case(stream[:33], 8, 8, why="stride n: windows that share no prediction"),
         case(stream[:7], 6, 2, why="exactly one window of n + 1 ids"),
-        case(stream[:40], 3, 5, why="a stride longer than the window: some ids are never read"),
+        case(
+            stream[:40],
+            3,
+            5,
+            why="a stride longer than the window: some ids are never read",
+        ),
     ]
 
 
@@ -285,14 +368,29 @@ check_sliding_windows = compare(
     windows.sliding_windows,
     _window_cases,
     mistakes=[
-        (_unshifted, "The target is the input shifted by one: ids[i + 1 : i + n + 1], not ids[i : i + n]."),
-        (_swapped, "Input first, then target: (ids[i : i + n], ids[i + 1 : i + n + 1])."),
-        (_window_of_n, "A window holds n + 1 ids, so that both the input and the target have n."),
+        (
+            _unshifted,
+            "The target is the input shifted by one: ids[i + 1 : i + n + 1], not ids[i : i + n].",
+        ),
+        (
+            _swapped,
+            "Input first, then target: (ids[i : i + n], ids[i + 1 : i + n + 1]).",
+        ),
+        (
+            _window_of_n,
+            "A window holds n + 1 ids, so that both the input and the target have n.",
+        ),
         (_stride_one, "Start the windows `stride` positions apart, not one."),
         (_stride_length, "Start the windows `stride` positions apart, not n."),
-        (_last_dropped, "The last window may end on the last id: start i while i + n + 1 <= N."),
+        (
+            _last_dropped,
+            "The last window may end on the last id: start i while i + n + 1 <= N.",
+        ),
         (_first_dropped, "The first window starts at position 0."),
-        (_whole_windows, "Return the inputs ids[i : i + n] and the targets ids[i + 1 : i + n + 1], each (K, n)."),
+        (
+            _whole_windows,
+            "Return the inputs ids[i : i + n] and the targets ids[i + 1 : i + n + 1], each (K, n).",
+        ),
     ],
     hint="For i in range(0, N - n, stride): input ids[i : i + n], target ids[i + 1 : i + n + 1]; stack each "
     "into (K, n).",
@@ -306,13 +404,25 @@ check_sliding_windows = compare(
 # --- the shifted next-token loss ---------------------------------------------------------------------------------
 
 
-def _tiny_gpt(seed: int, vocab_size: int = 13, n_layers: int = 1, cls: type = ref.GPT) -> ref.GPT:
+def _tiny_gpt(
+    seed: int, vocab_size: int = 13, n_layers: int = 1, cls: type = ref.GPT
+) -> ref.GPT:
     torch.manual_seed(seed)
-    config = ref.GPTConfig(vocab_size=vocab_size, context_length=12, n_layers=n_layers, n_heads=2, d_model=8)
+    config = ref.GPTConfig(
+        vocab_size=vocab_size,
+        context_length=12,
+        n_layers=n_layers,
+        n_heads=2,
+        d_model=8,
+    )
     model = cls(config).eval().requires_grad_(False)
-    with torch.no_grad():  # larger weights than GPT-2's initial ones, and random norms and biases, so that
-        for name, p in model.named_parameters():  # each typical mistake changes the numbers visibly
-            p.add_(0.3 * torch.randn_like(p)) if "norm" in name or name.endswith("bias") else p.mul_(20)
+    # larger weights than GPT-2's initial ones, and random norms and biases, so that
+    with torch.no_grad():
+        # each typical mistake changes the numbers visibly
+        for name, p in model.named_parameters():
+            p.add_(0.3 * torch.randn_like(p)) if "norm" in name or name.endswith(
+                "bias"
+            ) else p.mul_(20)
     return model
 
 
@@ -336,11 +446,20 @@ def _probabilities(model, ids):
 
 
 def _loss_cases():
-    model = _tiny_gpt(0).requires_grad_(True)  # a loss to train with: its gradients are checked too
+    # a loss to train with: its gradients are checked too
+    model = _tiny_gpt(0).requires_grad_(True)
     return [
         case(model, torch.randint(0, 13, (2, 9)), why="2 sequences of 9 tokens"),
-        case(model, torch.randint(0, 13, (1, 2)), why="one sequence of 2 tokens: a single prediction"),
-        case(_tiny_gpt(1, n_layers=2).requires_grad_(True), torch.randint(0, 13, (3, 12)), why="2 layers, 3 × 12"),
+        case(
+            model,
+            torch.randint(0, 13, (1, 2)),
+            why="one sequence of 2 tokens: a single prediction",
+        ),
+        case(
+            _tiny_gpt(1, n_layers=2).requires_grad_(True),
+            torch.randint(0, 13, (3, 12)),
+            why="2 layers, 3 × 12",
+        ),
     ]
 
 
@@ -349,10 +468,22 @@ check_next_token_loss = compare(
     ref.next_token_loss,
     _loss_cases,
     mistakes=[
-        (_no_shift, "Shift: position t predicts token t + 1, so compare model(ids[:, :-1]) with ids[:, 1:]."),
-        (_backwards, "The shift goes the other way: the inputs are ids[:, :-1] and the targets ids[:, 1:]."),
-        (_summed, "Average over all B·n predictions (n + 1 tokens a window; F.cross_entropy's default), do not sum."),
-        (_probabilities, "F.cross_entropy takes the logits (it applies log-softmax itself), not probabilities."),
+        (
+            _no_shift,
+            "Shift: position t predicts token t + 1, so compare model(ids[:, :-1]) with ids[:, 1:].",
+        ),
+        (
+            _backwards,
+            "The shift goes the other way: the inputs are ids[:, :-1] and the targets ids[:, 1:].",
+        ),
+        (
+            _summed,
+            "Average over all B·n predictions (n + 1 tokens a window; F.cross_entropy's default), do not sum.",
+        ),
+        (
+            _probabilities,
+            "F.cross_entropy takes the logits (it applies log-softmax itself), not probabilities.",
+        ),
     ],
     hint="loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) with logits = model(ids[:, :-1]), "
     "targets = ids[:, 1:].",
@@ -368,10 +499,14 @@ class _PartsOnlyGPT(ref.GPT):
     """A GPT whose own forward cannot be called: the exercise assembles it from the parts."""
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("gpt_forward must assemble the forward pass from the model's parts, not call model(ids)")
+        raise RuntimeError(
+            "gpt_forward must assemble the forward pass from the model's parts, not call model(ids)"
+        )
 
 
-def _assembled(model: ref.GPT, ids: torch.Tensor, *, positions=True, blocks="chained", norm=True) -> torch.Tensor:
+def _assembled(
+    model: ref.GPT, ids: torch.Tensor, *, positions=True, blocks="chained", norm=True
+) -> torch.Tensor:
     x = model.pos(model.embed(ids)) if positions else model.embed(ids)
     x0 = x
     for block in model.blocks if blocks else ():
@@ -386,9 +521,21 @@ def _forward_reference(model: ref.GPT, ids: torch.Tensor) -> torch.Tensor:
 
 def _forward_cases() -> list:
     return [
-        case(_tiny_gpt(0, cls=_PartsOnlyGPT), torch.randint(0, 13, (2, 6)), why="a 1-layer GPT, V = 13, d = 8"),
-        case(_tiny_gpt(1, n_layers=3, cls=_PartsOnlyGPT), torch.randint(0, 13, (1, 12)), why="a 3-layer GPT"),
-        case(_tiny_gpt(2, n_layers=2, cls=_PartsOnlyGPT), torch.randint(0, 13, (3, 1)), why="2 layers, one token"),
+        case(
+            _tiny_gpt(0, cls=_PartsOnlyGPT),
+            torch.randint(0, 13, (2, 6)),
+            why="a 1-layer GPT, V = 13, d = 8",
+        ),
+        case(
+            _tiny_gpt(1, n_layers=3, cls=_PartsOnlyGPT),
+            torch.randint(0, 13, (1, 12)),
+            why="a 3-layer GPT",
+        ),
+        case(
+            _tiny_gpt(2, n_layers=2, cls=_PartsOnlyGPT),
+            torch.randint(0, 13, (3, 1)),
+            why="2 layers, one token",
+        ),
     ]
 
 
@@ -405,10 +552,19 @@ check_gpt_forward = compare(
     _forward_reference,
     _forward_cases,
     mistakes=[
-        (_forward_mistake(norm=False), "Apply the final layer norm, model.norm, before the output layer."),
-        (_forward_mistake(positions=False), "Add the positions: model.pos(model.embed(ids))."),
+        (
+            _forward_mistake(norm=False),
+            "Apply the final layer norm, model.norm, before the output layer.",
+        ),
+        (
+            _forward_mistake(positions=False),
+            "Add the positions: model.pos(model.embed(ids)).",
+        ),
         (_forward_mistake(blocks=None), "Run x through every block of model.blocks."),
-        (_forward_mistake(blocks="parallel"), "Chain the blocks: each block takes the previous block's output."),
+        (
+            _forward_mistake(blocks="parallel"),
+            "Chain the blocks: each block takes the previous block's output.",
+        ),
     ],
     hint="x = model.pos(model.embed(ids)); x = block(x) for each block; logits = model.norm(x) @ E.T.",
     what="The logits",

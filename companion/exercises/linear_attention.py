@@ -22,7 +22,16 @@ import torch
 import torch.nn.functional as F
 
 from .. import linear_attention as ref
-from .checking import Checker, Mismatch, call, case, compare, expect, expect_memory, show
+from .checking import (
+    Checker,
+    Mismatch,
+    call,
+    case,
+    compare,
+    expect,
+    expect_memory,
+    show,
+)
 
 __all__ = [
     "check_linear_attention",
@@ -42,7 +51,9 @@ def _randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
 # ----- non-causal linear attention --------------------------------------------------------------------------
 
 
-def _reference_linear(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _reference_linear(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     return ref.linear_attention(q, k, v)
 
 
@@ -63,7 +74,9 @@ def _phi_on_k_only(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     return (q @ (phi_k.transpose(-2, -1) @ v)) / (q @ phi_k.sum(-2).unsqueeze(-1) + EPS)
 
 
-def _normalise_over_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _normalise_over_queries(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     a = phi(q) @ phi(k).transpose(-2, -1)
     return (a @ v) / (a.sum(dim=-2, keepdim=True).transpose(-2, -1) + EPS)
 
@@ -75,10 +88,30 @@ def _scaled(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 def _linear_cases() -> list:
     return [
-        case(_randn(4, 3), _randn(4, 3), _randn(4, 2), why="n = 4 tokens, d_k = 3, d_v = 2"),
-        case(_randn(3, 4), _randn(6, 4), _randn(6, 5), why="3 queries, 6 keys: n_q != n_k"),
-        case(_randn(2, 4, 7, 8), _randn(2, 4, 7, 8), _randn(2, 4, 7, 8), why="a batch of 2 with 4 heads"),
-        case(_randn(5, 3).double(), _randn(5, 3).double(), _randn(5, 4).double(), why="float64"),
+        case(
+            _randn(4, 3),
+            _randn(4, 3),
+            _randn(4, 2),
+            why="n = 4 tokens, d_k = 3, d_v = 2",
+        ),
+        case(
+            _randn(3, 4),
+            _randn(6, 4),
+            _randn(6, 5),
+            why="3 queries, 6 keys: n_q != n_k",
+        ),
+        case(
+            _randn(2, 4, 7, 8),
+            _randn(2, 4, 7, 8),
+            _randn(2, 4, 7, 8),
+            why="a batch of 2 with 4 heads",
+        ),
+        case(
+            _randn(5, 3).double(),
+            _randn(5, 3).double(),
+            _randn(5, 4).double(),
+            why="float64",
+        ),
     ]
 
 
@@ -95,7 +128,9 @@ MEMORY_N = 2048
 """The sequence length of the memory checks: one n × n float32 matrix is 16 MiB there."""
 
 
-def _long_inputs(seed: int, d_v: int = 8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _long_inputs(
+    seed: int, d_v: int = 8
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(MEMORY_N, d, generator=g) for d in (8, 8, d_v))
 
@@ -109,9 +144,18 @@ _linear_values = compare(
     _reference_linear,
     _linear_cases,
     mistakes=[
-        (_no_normaliser, "Divide by the normaliser φ(q_i)ᵀ z, z = Σ_j φ(k_j), (plus eps = 1e-6)."),
-        (_no_feature_map, "Apply the feature map φ = elu + 1 to the queries and the keys before anything else."),
-        (_softmax, "That is softmax attention; replace exp(q_iᵀk_j / √d_k) by φ(q_i)ᵀφ(k_j)."),
+        (
+            _no_normaliser,
+            "Divide by the normaliser φ(q_i)ᵀ z, z = Σ_j φ(k_j), (plus eps = 1e-6).",
+        ),
+        (
+            _no_feature_map,
+            "Apply the feature map φ = elu + 1 to the queries and the keys before anything else.",
+        ),
+        (
+            _softmax,
+            "That is softmax attention; replace exp(q_iᵀk_j / √d_k) by φ(q_i)ᵀφ(k_j).",
+        ),
         (_phi_on_k_only, "Apply φ to the queries too: the kernel is φ(q_i)ᵀφ(k_j)."),
         (
             _normalise_over_queries,
@@ -139,7 +183,9 @@ def _linear_memory(student) -> tuple[int, int]:
     return count + 1, hidden
 
 
-check_linear_attention = Checker("linear_attention", _linear_memory, kind="function", withhold=_LINEAR_FORMS)
+check_linear_attention = Checker(
+    "linear_attention", _linear_memory, kind="function", withhold=_LINEAR_FORMS
+)
 
 
 # ----- one recurrent step ------------------------------------------------------------------------------------
@@ -153,19 +199,25 @@ def _reference_step(
 
 
 def _read_before_update(q, k, v, s, z):  # noqa: ANN001, ANN202
-    y = (phi(q).unsqueeze(-2) @ s).squeeze(-2) / ((phi(q) * z).sum(-1, keepdim=True) + EPS)
+    y = (phi(q).unsqueeze(-2) @ s).squeeze(-2) / (
+        (phi(q) * z).sum(-1, keepdim=True) + EPS
+    )
     return y, s + phi(k).unsqueeze(-1) * v.unsqueeze(-2), z + phi(k)
 
 
 def _z_not_updated(q, k, v, s, z):  # noqa: ANN001, ANN202
     s = s + phi(k).unsqueeze(-1) * v.unsqueeze(-2)
-    y = (phi(q).unsqueeze(-2) @ s).squeeze(-2) / ((phi(q) * z).sum(-1, keepdim=True) + EPS)
+    y = (phi(q).unsqueeze(-2) @ s).squeeze(-2) / (
+        (phi(q) * z).sum(-1, keepdim=True) + EPS
+    )
     return y, s, z
 
 
 def _raw_key(q, k, v, s, z):  # noqa: ANN001, ANN202
     s, z = s + k.unsqueeze(-1) * v.unsqueeze(-2), z + k
-    y = (phi(q).unsqueeze(-2) @ s).squeeze(-2) / ((phi(q) * z).sum(-1, keepdim=True) + EPS)
+    y = (phi(q).unsqueeze(-2) @ s).squeeze(-2) / (
+        (phi(q) * z).sum(-1, keepdim=True) + EPS
+    )
     return y, s, z
 
 
@@ -176,12 +228,22 @@ def _step_no_normaliser(q, k, v, s, z):  # noqa: ANN001, ANN202
 
 def _step_cases() -> list:
     cases = []
-    for shape, why in (((3,), "d_k = 3, d_v = 2, after 4 tokens"), ((2, 4), "a batch of 2 with 4 heads")):
+    for shape, why in (
+        ((3,), "d_k = 3, d_v = 2, after 4 tokens"),
+        ((2, 4), "a batch of 2 with 4 heads"),
+    ):
         keys, values = _randn(*shape, 4, 3), _randn(*shape, 4, 2)
         state = ref.linear_attention_state(keys, values)
         q, k, v = _randn(*shape, 3), _randn(*shape, 3), _randn(*shape, 2)
         cases.append(case(q, k, v, state.s, state.z, why=why))
-    zeros = case(_randn(3), _randn(3), _randn(2), torch.zeros(3, 2), torch.zeros(3), why="the first token: S, z = 0")
+    zeros = case(
+        _randn(3),
+        _randn(3),
+        _randn(2),
+        torch.zeros(3, 2),
+        torch.zeros(3),
+        why="the first token: S, z = 0",
+    )
     return [zeros, *cases]
 
 
@@ -190,10 +252,19 @@ check_linear_attention_step = compare(
     _reference_step,
     _step_cases,
     mistakes=[
-        (_read_before_update, "Add the new token to the state first, then read it: y_i = φ(q_i)ᵀS_i / φ(q_i)ᵀz_i."),
+        (
+            _read_before_update,
+            "Add the new token to the state first, then read it: y_i = φ(q_i)ᵀS_i / φ(q_i)ᵀz_i.",
+        ),
         (_z_not_updated, "Update the normaliser's state too: z ← z + φ(k)."),
-        (_raw_key, "Apply φ to the key before adding it to the state: S ← S + φ(k)vᵀ, z ← z + φ(k)."),
-        (_step_no_normaliser, "Divide by φ(q)ᵀz + eps: without it the output grows with the number of tokens."),
+        (
+            _raw_key,
+            "Apply φ to the key before adding it to the state: S ← S + φ(k)vᵀ, z ← z + φ(k).",
+        ),
+        (
+            _step_no_normaliser,
+            "Divide by φ(q)ᵀz + eps: without it the output grows with the number of tokens.",
+        ),
     ],
     hint="S ← S + φ(k) vᵀ (an outer product, d_k × d_v), z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + 1e-6).",
     what="(y, s, z)",
@@ -210,7 +281,9 @@ def _reference_rnn(
     """The companion's recurrence from the state (s, z): its step, token after token."""
     state, ys = ref.LinearAttentionState(s, z), []
     for i in range(q.shape[-2]):
-        y, state = ref.linear_attention_step(q[..., i, :], k[..., i, :], v[..., i, :], state)
+        y, state = ref.linear_attention_step(
+            q[..., i, :], k[..., i, :], v[..., i, :], state
+        )
         ys.append(y)
     return torch.stack(ys, dim=-2), state.s, state.z
 
@@ -237,12 +310,22 @@ def _rnn_mistake(
             z0 = z0 + fk.sum(-2)
         state_s, state_z, ys = s0, z0, []
         for i in range(q.shape[-2]):
-            new_s = state_s + fk[..., i, :, None] * fv[..., i, None, :] if causal else state_s
+            new_s = (
+                state_s + fk[..., i, :, None] * fv[..., i, None, :]
+                if causal
+                else state_s
+            )
             new_z = state_z + fk[..., i, :] if causal else state_z
             read_s, read_z = (state_s, state_z) if read_first else (new_s, new_z)
             num = (fq[..., i, :, None] * read_s).sum(-2)
             den = (fq[..., i, :] * read_z).sum(-1, keepdim=True)
-            ys.append(num if not normalise else num / (den + EPS) if eps_inside else num / den + EPS)
+            ys.append(
+                num
+                if not normalise
+                else num / (den + EPS)
+                if eps_inside
+                else num / den + EPS
+            )
             state_s, state_z = new_s, new_z
         out_s, out_z = (state_s, state_z) if return_state else (s, z)
         return torch.stack(ys, dim=-2), out_s, out_z
@@ -250,10 +333,15 @@ def _rnn_mistake(
     return rnn
 
 
-def _rnn_case(shape: tuple[int, ...], t: int, prompt: int, d_k: int, d_v: int, why: str, **kw) -> object:
+def _rnn_case(
+    shape: tuple[int, ...], t: int, prompt: int, d_k: int, d_v: int, why: str, **kw
+) -> object:
     """t new tokens after a prompt of ``prompt`` tokens (whose state is passed in), inputs of shape (*shape, t, d)."""
     dtype, q_scale = kw.get("dtype", torch.float32), kw.get("q_shift", 0.0)
-    keys, values = _randn(*shape, prompt, d_k).to(dtype), _randn(*shape, prompt, d_v).to(dtype)
+    keys, values = (
+        _randn(*shape, prompt, d_k).to(dtype),
+        _randn(*shape, prompt, d_v).to(dtype),
+    )
     state = ref.linear_attention_state(keys, values)
     q = (_randn(*shape, t, d_k) + q_scale).to(dtype)
     k, v = _randn(*shape, t, d_k).to(dtype), _randn(*shape, t, d_v).to(dtype)
@@ -263,11 +351,22 @@ def _rnn_case(shape: tuple[int, ...], t: int, prompt: int, d_k: int, d_v: int, w
 def _rnn_cases() -> list:
     return [
         _rnn_case((), 5, 0, 3, 2, "the first 5 tokens: S, z = 0, d_k = 3, d_v = 2"),
-        _rnn_case((), 3, 4, 3, 2, "3 more tokens after a prompt of 4 (its S, z passed in)"),
+        _rnn_case(
+            (), 3, 4, 3, 2, "3 more tokens after a prompt of 4 (its S, z passed in)"
+        ),
         _rnn_case((), 1, 6, 4, 3, "one token: a single step of generation"),
         _rnn_case((2, 3), 4, 5, 4, 2, "a batch of 2 with 3 heads, after a prompt of 5"),
         _rnn_case((), 6, 3, 3, 4, "float64", dtype=torch.float64),
-        _rnn_case((), 4, 2, 3, 2, "queries near -30: φ(q) ≈ 1e-13, so eps decides", dtype=torch.float64, q_shift=-30.0),
+        _rnn_case(
+            (),
+            4,
+            2,
+            3,
+            2,
+            "queries near -30: φ(q) ≈ 1e-13, so eps decides",
+            dtype=torch.float64,
+            q_shift=-30.0,
+        ),
     ]
 
 
@@ -286,8 +385,14 @@ _rnn_values = compare(
             _rnn_mistake(read_first=True),
             "Token i attends to itself: add φ(k_i)v_iᵀ to the state first, then read it with φ(q_i).",
         ),
-        (_rnn_mistake(normalise=False), "Divide by the normaliser φ(q_i)ᵀz_i + eps, with z_i = z + Σ φ(k_j)."),
-        (_rnn_mistake(phi_v=True), "The values go into the state as they are: S ← S + φ(k)vᵀ, with no φ on v."),
+        (
+            _rnn_mistake(normalise=False),
+            "Divide by the normaliser φ(q_i)ᵀz_i + eps, with z_i = z + Σ φ(k_j).",
+        ),
+        (
+            _rnn_mistake(phi_v=True),
+            "The values go into the state as they are: S ← S + φ(k)vᵀ, with no φ on v.",
+        ),
         (
             _rnn_mistake(causal=False),
             "That is not causal: token i may read only the tokens up to i, so update the state and read it one "
@@ -302,8 +407,14 @@ _rnn_values = compare(
             _rnn_mistake(use_state=False),
             "Start from the state (s, z) you are given, not from zeros: it holds the tokens before these.",
         ),
-        (_rnn_mistake(return_state=False), "Return the state after the last token, not the one you were given."),
-        (_rnn_mistake(phi_k=False), "Apply φ to each key before adding it to the state: S ← S + φ(k)vᵀ, z ← z + φ(k)."),
+        (
+            _rnn_mistake(return_state=False),
+            "Return the state after the last token, not the one you were given.",
+        ),
+        (
+            _rnn_mistake(phi_k=False),
+            "Apply φ to each key before adding it to the state: S ← S + φ(k)vᵀ, z ← z + φ(k).",
+        ),
     ],
     hint="For each token i in order: S ← S + φ(k_i)v_iᵀ, z ← z + φ(k_i), then y_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + 1e-6).",
     what="(y, s, z)",
@@ -325,7 +436,9 @@ peaked at 4.1 MiB, four right answers of different styles (one of them two token
 the check allows 1 MiB. (A batch, not a long sequence: memory is traced op by op, and the loop is over t.)"""
 
 
-def _expect_gradients_flow(student, reference, args: tuple, label: str, what: str) -> None:  # noqa: ANN001
+def _expect_gradients_flow(
+    student, reference, args: tuple, label: str, what: str
+) -> None:  # noqa: ANN001
     """The student's outputs carry gradient; where their graph is at hand (the student's code ran in this
     process), the gradients of a random projection of them with respect to every input are the reference's."""
     mine = [a.detach().clone().requires_grad_(True) for a in args]
@@ -345,10 +458,16 @@ def _expect_gradients_flow(student, reference, args: tuple, label: str, what: st
             "every output with torch operations on the inputs.",
         )
     if any(g.grad_fn is None for g in got_list):
-        return  # computed elsewhere (a grader's sandbox): the values came back, the graph stayed there
+        # computed elsewhere (a grader's sandbox): the values came back, the graph stayed there
+        return
     weights = [torch.randn(e.shape, dtype=e.dtype) for e in expected_list]
-    sum(((g * w).sum() for g, w in zip(got_list, weights, strict=True)), torch.zeros(())).backward()
-    sum(((e * w).sum() for e, w in zip(expected_list, weights, strict=True)), torch.zeros(())).backward()
+    sum(
+        ((g * w).sum() for g, w in zip(got_list, weights, strict=True)), torch.zeros(())
+    ).backward()
+    sum(
+        ((e * w).sum() for e, w in zip(expected_list, weights, strict=True)),
+        torch.zeros(()),
+    ).backward()
     for name, a, b in zip("qkvsz", mine, ours, strict=False):
         grad = a.grad if a.grad is not None else torch.zeros_like(a)
         expect(
@@ -368,7 +487,11 @@ def _rnn_checks(student) -> tuple[int, int]:
     q, k, v = (_randn(2, 7, d) for d in (3, 3, 2))
     s, z = _randn(2, 3, 2).abs(), _randn(2, 3).abs()
     _expect_gradients_flow(
-        student, _reference_rnn, (q, k, v, s, z), "2 heads, 7 tokens after a prompt, inputs requiring grad", "(y, s, z)"
+        student,
+        _reference_rnn,
+        (q, k, v, s, z),
+        "2 heads, 7 tokens after a prompt, inputs requiring grad",
+        "(y, s, z)",
     )
     g = torch.Generator().manual_seed(4)
     long = [torch.randn(RNN_N, RNN_D, generator=g) for _ in range(3)]
@@ -403,32 +526,43 @@ def _rnn_checks(student) -> tuple[int, int]:
     return count + 3, hidden
 
 
-check_linear_attention_rnn = Checker("linear_attention_rnn", _rnn_checks, kind="function", withhold=_RNN_FORMS)
+check_linear_attention_rnn = Checker(
+    "linear_attention_rnn", _rnn_checks, kind="function", withhold=_RNN_FORMS
+)
 
 
 # ----- the chunked causal form ------------------------------------------------------------------------------
 
 
-def _reference_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int) -> torch.Tensor:
+def _reference_chunked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int
+) -> torch.Tensor:
     return ref.causal_linear_attention_chunked(q, k, v, chunk_size=chunk_size)
 
 
 def _blockwise(mask_within: str, carry: bool, inclusive: bool = False):  # noqa: ANN202
     """A chunked form with one thing wrong: the mask inside a block, the carried state, or where it starts."""
 
-    def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    def chunked(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int
+    ) -> torch.Tensor:
         phi_q, phi_k = phi(q), phi(k)
         n, d_v = q.shape[-2], v.shape[-1]
         s = v.new_zeros(*q.shape[:-2], phi_k.shape[-1], d_v)
         z = v.new_zeros(*q.shape[:-2], phi_k.shape[-1])
         out = []
         for start in range(0, n, chunk_size):
-            fq, fk, vc = (t[..., start : start + chunk_size, :] for t in (phi_q, phi_k, v))
+            fq, fk, vc = (
+                t[..., start : start + chunk_size, :] for t in (phi_q, phi_k, v)
+            )
             a = fq @ fk.transpose(-2, -1)
             a = {"tril": a.tril(), "strict": a.tril(-1), "none": a}[mask_within]
             s_new, z_new = s + fk.transpose(-2, -1) @ vc, z + fk.sum(-2)
             s_read, z_read = (s_new, z_new) if inclusive else (s, z)
-            out.append((a @ vc + fq @ s_read) / (a.sum(-1, keepdim=True) + fq @ z_read.unsqueeze(-1) + EPS))
+            out.append(
+                (a @ vc + fq @ s_read)
+                / (a.sum(-1, keepdim=True) + fq @ z_read.unsqueeze(-1) + EPS)
+            )
             if carry:
                 s, z = s_new, z_new
         return torch.cat(out, dim=-2)
@@ -438,12 +572,48 @@ def _blockwise(mask_within: str, carry: bool, inclusive: bool = False):  # noqa:
 
 def _chunked_cases() -> list:
     return [
-        case(_randn(8, 3), _randn(8, 3), _randn(8, 2), 4, why="n = 8 tokens in 2 blocks of 4"),
-        case(_randn(10, 4), _randn(10, 4), _randn(10, 3), 4, why="n = 10: the last block has 2 tokens"),
-        case(_randn(2, 3, 12, 4), _randn(2, 3, 12, 4), _randn(2, 3, 12, 5), 5, why="batch 2, 3 heads, blocks of 5"),
-        case(_randn(6, 3), _randn(6, 3), _randn(6, 2), 1, why="blocks of one token: the recurrent form"),
-        case(_randn(6, 3), _randn(6, 3), _randn(6, 2), 16, why="one block longer than the sequence"),
-        case(_randn(9, 3).double(), _randn(9, 3).double(), _randn(9, 2).double(), 3, why="float64"),
+        case(
+            _randn(8, 3),
+            _randn(8, 3),
+            _randn(8, 2),
+            4,
+            why="n = 8 tokens in 2 blocks of 4",
+        ),
+        case(
+            _randn(10, 4),
+            _randn(10, 4),
+            _randn(10, 3),
+            4,
+            why="n = 10: the last block has 2 tokens",
+        ),
+        case(
+            _randn(2, 3, 12, 4),
+            _randn(2, 3, 12, 4),
+            _randn(2, 3, 12, 5),
+            5,
+            why="batch 2, 3 heads, blocks of 5",
+        ),
+        case(
+            _randn(6, 3),
+            _randn(6, 3),
+            _randn(6, 2),
+            1,
+            why="blocks of one token: the recurrent form",
+        ),
+        case(
+            _randn(6, 3),
+            _randn(6, 3),
+            _randn(6, 2),
+            16,
+            why="one block longer than the sequence",
+        ),
+        case(
+            _randn(9, 3).double(),
+            _randn(9, 3).double(),
+            _randn(9, 2).double(),
+            3,
+            why="float64",
+        ),
     ]
 
 
@@ -452,7 +622,10 @@ _chunked_values = compare(
     _reference_chunked,
     _chunked_cases,
     mistakes=[
-        (_blockwise("none", carry=True), "Inside a block, query i may only see keys j <= i: keep the lower triangle."),
+        (
+            _blockwise("none", carry=True),
+            "Inside a block, query i may only see keys j <= i: keep the lower triangle.",
+        ),
         (
             _blockwise("strict", carry=True),
             "Query i also sees its own key j = i: keep the diagonal (tril(), not tril(-1)).",
@@ -519,5 +692,8 @@ def _chunked_memory(student) -> tuple[int, int]:
 
 
 check_causal_linear_attention_chunked = Checker(
-    "causal_linear_attention_chunked", _chunked_memory, kind="function", withhold=_LINEAR_FORMS
+    "causal_linear_attention_chunked",
+    _chunked_memory,
+    kind="function",
+    withhold=_LINEAR_FORMS,
 )

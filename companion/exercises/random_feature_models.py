@@ -31,10 +31,14 @@ def _features(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 
 
 def _reference_ridge(x, y, x_test, w, b, lam: float) -> torch.Tensor:  # noqa: ANN001
-    return ref.random_fourier_features(x_test, w, b) @ ref.feature_ridge(ref.random_fourier_features(x, w, b), y, lam)
+    return ref.random_fourier_features(x_test, w, b) @ ref.feature_ridge(
+        ref.random_fourier_features(x, w, b), y, lam
+    )
 
 
-def _ridge_with(features=_features, *, lam_times_n=False, solve="primal", test_features=None):  # noqa: ANN001, ANN202
+def _ridge_with(
+    features=_features, *, lam_times_n=False, solve="primal", test_features=None
+):  # noqa: ANN001, ANN202
     """Ridge regression with one thing changed: the features, the penalty, or the solve."""
 
     def ridge(x, y, x_test, w, b, lam):  # noqa: ANN001, ANN202
@@ -44,7 +48,9 @@ def _ridge_with(features=_features, *, lam_times_n=False, solve="primal", test_f
         if solve == "penalty on Z":
             return z_test @ torch.linalg.lstsq(z + lam, y).solution
         eye = torch.eye(z.shape[1], dtype=z.dtype)
-        return z_test @ torch.linalg.solve(z.T @ z + lam * (len(x) if lam_times_n else 1) * eye, z.T @ y)
+        return z_test @ torch.linalg.solve(
+            z.T @ z + lam * (len(x) if lam_times_n else 1) * eye, z.T @ y
+        )
 
     return ridge
 
@@ -52,7 +58,9 @@ def _ridge_with(features=_features, *, lam_times_n=False, solve="primal", test_f
 def _exact_ridge(x, y, x_test, w, b, lam):  # noqa: ANN001, ANN202
     """Exact kernel ridge regression with the Gaussian kernel: what the features estimate, not what they give."""
     k = ref.gaussian_kernel(x, x)
-    return ref.gaussian_kernel(x_test, x) @ torch.linalg.solve(k + lam * torch.eye(len(x), dtype=x.dtype), y)
+    return ref.gaussian_kernel(x_test, x) @ torch.linalg.solve(
+        k + lam * torch.eye(len(x), dtype=x.dtype), y
+    )
 
 
 def _linear_ridge(x, y, x_test, w, b, lam):  # noqa: ANN001, ANN202
@@ -60,19 +68,39 @@ def _linear_ridge(x, y, x_test, w, b, lam):  # noqa: ANN001, ANN202
     return x_test @ torch.linalg.solve(x.T @ x + lam * eye, x.T @ y)
 
 
-def _ridge_case(n: int, d: int, R: int, c: int, n_test: int, lam: float, why: str) -> object:
-    x, x_test = torch.randn(n, d, dtype=torch.float64), torch.randn(n_test, d, dtype=torch.float64)
+def _ridge_case(
+    n: int, d: int, R: int, c: int, n_test: int, lam: float, why: str
+) -> object:
+    x, x_test = (
+        torch.randn(n, d, dtype=torch.float64),
+        torch.randn(n_test, d, dtype=torch.float64),
+    )
     y = torch.randn(n, c, dtype=torch.float64)
-    w, b = torch.randn(d, R, dtype=torch.float64), 2 * math.pi * torch.rand(R, dtype=torch.float64)
+    w, b = (
+        torch.randn(d, R, dtype=torch.float64),
+        2 * math.pi * torch.rand(R, dtype=torch.float64),
+    )
     return case(x, y, x_test, w, b, lam, why=why)
 
 
 def _ridge_cases() -> list:
     return [
-        _ridge_case(12, 2, 8, 1, 5, 0.1, "N = 12 points in d = 2, R = 8 features, one target, λ = 0.1"),
-        _ridge_case(20, 3, 30, 3, 7, 0.01, "N = 20, R = 30 > N, three targets, λ = 0.01"),
+        _ridge_case(
+            12,
+            2,
+            8,
+            1,
+            5,
+            0.1,
+            "N = 12 points in d = 2, R = 8 features, one target, λ = 0.1",
+        ),
+        _ridge_case(
+            20, 3, 30, 3, 7, 0.01, "N = 20, R = 30 > N, three targets, λ = 0.01"
+        ),
         _ridge_case(15, 1, 5, 2, 4, 1.0, "d = 1, R = 5, λ = 1"),
-        _ridge_case(30, 4, 16, 4, 10, 1e-3, "N = 30 in d = 4, R = 16, four targets, λ = 0.001"),
+        _ridge_case(
+            30, 4, 16, 4, 10, 1e-3, "N = 30 in d = 4, R = 16, four targets, λ = 0.001"
+        ),
     ]
 
 
@@ -95,7 +123,10 @@ check_rff_ridge = compare(
             _ridge_with(lambda x, w, b: math.sqrt(2 / w.shape[1]) * torch.cos(x @ w)),
             "Add the phase b inside the cos: √(2/R) cos(xw + b).",
         ),
-        (_ridge_with(solve="no penalty"), "Add λI to ZᵀZ: without the penalty it is least squares, not ridge."),
+        (
+            _ridge_with(solve="no penalty"),
+            "Add λI to ZᵀZ: without the penalty it is least squares, not ridge.",
+        ),
         (
             _ridge_with(lam_times_n=True),
             "The penalty is λ itself, β = (ZᵀZ + λI)⁻¹ZᵀY, not λ times the number of points.",
@@ -105,12 +136,18 @@ check_rff_ridge = compare(
             "That is exact kernel ridge regression with the Gaussian kernel: build it from the R random features "
             "you are given (their dot products only estimate the kernel).",
         ),
-        (_linear_ridge, "Map x and x_test to the random Fourier features first: ridge regression on Z, not on x."),
+        (
+            _linear_ridge,
+            "Map x and x_test to the random Fourier features first: ridge regression on Z, not on x.",
+        ),
         (
             _ridge_with(test_features=lambda x, w, b: torch.cos(x @ w + b)),
             "The test points need the same features as the training points, √(2/R) cos(x_test w + b).",
         ),
-        (_ridge_with(solve="penalty on Z"), "λ goes on the diagonal of ZᵀZ: β = (ZᵀZ + λI)⁻¹ZᵀY."),
+        (
+            _ridge_with(solve="penalty on Z"),
+            "λ goes on the diagonal of ZᵀZ: β = (ZᵀZ + λI)⁻¹ZᵀY.",
+        ),
     ],
     hint=_RIDGE_HINT,
     what="The predictions",
@@ -126,7 +163,9 @@ check_rff_ridge = compare(
 # ----- the causal stabiliser ----------------------------------------------------------------------------------
 
 
-def _reference_stable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _reference_stable(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:
     features = ref.PerformerFeatures(q.shape[-1], w.shape[1], scale=1.0)
     features.w = w
     return ref.performer_attention(q, k, v, features, causal=True, eps=0.0)
@@ -142,9 +181,14 @@ def _stable_with(*, keys: str = "running", mask: str = "tril", half_norm: bool =
 
     def performer(q, k, v, w):  # noqa: ANN001, ANN202
         m = w.shape[1]
-        u_q, u_k = (x @ w - (x * x).sum(-1, keepdim=True) / 2 * half_norm for x in (q, k))
+        u_q, u_k = (
+            x @ w - (x * x).sum(-1, keepdim=True) / 2 * half_norm for x in (q, k)
+        )
         a_q, a_k = u_q.amax(-1, keepdim=True), u_k.amax(-1, keepdim=True)  # (..., n, 1)
-        f_q, f_k = torch.exp(u_q - a_q) / math.sqrt(m), torch.exp(u_k - a_k) / math.sqrt(m)
+        f_q, f_k = (
+            torch.exp(u_q - a_q) / math.sqrt(m),
+            torch.exp(u_k - a_k) / math.sqrt(m),
+        )
         n = q.shape[-2]
         if keys == "running":
             big = a_k.cummax(dim=-2).values  # M_i, (..., n, 1)
@@ -153,12 +197,15 @@ def _stable_with(*, keys: str = "running", mask: str = "tril", half_norm: bool =
         else:
             big = torch.zeros_like(a_k)
         log_w = a_k.transpose(-2, -1) - big  # [i, j] = a_j − M_i
-        if keys == "own":  # every key divided by its own scale: not a factor common to the row
+        # every key divided by its own scale: not a factor common to the row
+        if keys == "own":
             log_w = torch.zeros_like(log_w)
         if keys == "none":  # no stabiliser at all: the features as they are
             f_q, f_k = torch.exp(u_q) / math.sqrt(m), torch.exp(u_k) / math.sqrt(m)
             log_w, a_q = torch.zeros_like(log_w), torch.zeros_like(a_q)
-        after = torch.ones(n, n, dtype=torch.bool).triu({"tril": 1, "strict": 0}.get(mask, n))
+        after = torch.ones(n, n, dtype=torch.bool).triu(
+            {"tril": 1, "strict": 0}.get(mask, n)
+        )
         log_w = log_w.masked_fill(after, -math.inf)
         weights = (f_q @ f_k.transpose(-2, -1)) * torch.exp(log_w)
         return (weights @ v) / weights.sum(-1, keepdim=True)
@@ -166,7 +213,9 @@ def _stable_with(*, keys: str = "running", mask: str = "tril", half_norm: bool =
     return performer
 
 
-def _rows(shape: tuple[int, ...], n: int, d: int, length: float, dtype: torch.dtype) -> torch.Tensor:
+def _rows(
+    shape: tuple[int, ...], n: int, d: int, length: float, dtype: torch.dtype
+) -> torch.Tensor:
     """Random rows of the given length (float64 draws, then cast)."""
     x = torch.randn(*shape, n, d, dtype=torch.float64)
     return (length * x / x.norm(dim=-1, keepdim=True)).to(dtype)
@@ -185,9 +234,18 @@ def _stable_case(shape, n, d, d_v, m, why, *, length=None, dtype=torch.float64):
 
 def _stable_cases() -> list:
     return [
-        _stable_case((), 6, 4, 3, 8, "n = 6 tokens, d = 4, d_v = 3, m = 8 features, short queries and keys"),
+        _stable_case(
+            (),
+            6,
+            4,
+            3,
+            8,
+            "n = 6 tokens, d = 4, d_v = 3, m = 8 features, short queries and keys",
+        ),
         _stable_case((2, 3), 5, 4, 2, 6, "a batch of 2 with 3 heads, m = 6"),
-        _stable_case((), 7, 4, 2, 8, "float32, short queries and keys", dtype=torch.float32),
+        _stable_case(
+            (), 7, 4, 2, 8, "float32, short queries and keys", dtype=torch.float32
+        ),
         _stable_case(
             (),
             16,
@@ -198,7 +256,9 @@ def _stable_cases() -> list:
             length=20.0,
             dtype=torch.float32,
         ),
-        _stable_case((), 9, 8, 3, 16, "float64, queries and keys of length 20", length=20.0),
+        _stable_case(
+            (), 9, 8, 3, 16, "float64, queries and keys of length 20", length=20.0
+        ),
     ]
 
 
@@ -225,8 +285,14 @@ _stable_values = compare(
             "Each key's own factor e^{a(k_j)} differs from key to key and does not cancel: keep e^{a(k_j) − M_i}, "
             "with M_i one reference for all the keys that row i sees.",
         ),
-        (_stable_with(mask="strict"), "Query i also sees its own key: j ≤ i, the diagonal included."),
-        (_stable_with(mask="none"), "That is not causal: query i may see only the keys j ≤ i."),
+        (
+            _stable_with(mask="strict"),
+            "Query i also sees its own key: j ≤ i, the diagonal included.",
+        ),
+        (
+            _stable_with(mask="none"),
+            "That is not causal: query i may see only the keys j ≤ i.",
+        ),
         (
             _stable_with(half_norm=False),
             "Subtract ‖x‖²/2 in the exponent: φ₊(x) = exp(wᵀx − ‖x‖²/2)/√m, for the queries and the keys.",
@@ -251,7 +317,9 @@ def _causality(student) -> tuple[int, int]:  # noqa: ANN001
         torch.manual_seed(8)
         q, k = (_rows((1,), n, d, 20.0, torch.float32) for _ in range(2))
         v, w = torch.randn(1, n, 4), torch.randn(d, m)
-    label = f"float32 q, k of shape (1, {n}, {d}), rows of length 20, w of shape ({d}, {m})"
+    label = (
+        f"float32 q, k of shape (1, {n}, {d}), rows of length 20, w of shape ({d}, {m})"
+    )
     before = torch.as_tensor(call(student, q, k, v, w, input=label))[..., :half, :]
     top = w[:, w.norm(dim=0).argmax()]
     futures = [
@@ -261,10 +329,15 @@ def _causality(student) -> tuple[int, int]:  # noqa: ANN001
     ]
     for what, change in futures:
         q2, k2 = q.clone(), k.clone()
-        q2[..., half:, :], k2[..., half:, :] = change(q[..., half:, :]), change(k[..., half:, :])
+        q2[..., half:, :], k2[..., half:, :] = (
+            change(q[..., half:, :]),
+            change(k[..., half:, :]),
+        )
         where = f"{label}; then the queries and keys of positions {half}…{n - 1} {what}"
         after = torch.as_tensor(call(student, q2, k2, v, w, input=where))[..., :half, :]
-        moved = float((after.double() - before.double()).norm() / before.double().norm())
+        moved = float(
+            (after.double() - before.double()).norm() / before.double().norm()
+        )
         if not moved < 1e-5:  # NaN fails too
             raise Mismatch(
                 f"The outputs at positions 0…{half - 1} change when only the later positions change: your "

@@ -24,7 +24,16 @@ import torch.nn.functional as F
 
 from .. import linear_attention as la
 from .. import random_features as ref
-from .checking import Checker, Mismatch, call, case, compare, draw_trials, run_student, show
+from .checking import (
+    Checker,
+    Mismatch,
+    call,
+    case,
+    compare,
+    draw_trials,
+    run_student,
+    show,
+)
 from .linear_attention import _expect_gradients_flow
 
 __all__ = [
@@ -46,7 +55,9 @@ STAT_D, STAT_M, STAT_DRAWS = 5, 12, 120
 
 
 def _reference_orthogonal(d: int, m: int, seed: int) -> torch.Tensor:
-    return ref.orthogonal_gaussian(d, m, torch.Generator().manual_seed(seed), torch.float64)
+    return ref.orthogonal_gaussian(
+        d, m, torch.Generator().manual_seed(seed), torch.float64
+    )
 
 
 def _blocks(w: torch.Tensor, d: int) -> list[torch.Tensor]:
@@ -71,7 +82,9 @@ def _dkw_bound(n: int) -> float:
 
 
 def _chi_cdf(d: int):  # noqa: ANN202
-    return lambda x: torch.special.gammainc(torch.tensor(d / 2, dtype=torch.float64), x * x / 2)
+    return lambda x: torch.special.gammainc(
+        torch.tensor(d / 2, dtype=torch.float64), x * x / 2
+    )
 
 
 def _normal_cdf(x: torch.Tensor) -> torch.Tensor:
@@ -98,7 +111,15 @@ def _orthogonal_cases() -> list:
 
 def _statistical_cases() -> list:
     seeds = torch.randint(0, 2**31 - 1, (STAT_DRAWS,)).tolist()
-    return [case(STAT_D, STAT_M, s, why=f"one of {STAT_DRAWS} draws for the statistical tests") for s in seeds]
+    return [
+        case(
+            STAT_D,
+            STAT_M,
+            s,
+            why=f"one of {STAT_DRAWS} draws for the statistical tests",
+        )
+        for s in seeds
+    ]
 
 
 def _all(trials, test) -> bool:  # noqa: ANN001
@@ -106,7 +127,13 @@ def _all(trials, test) -> bool:  # noqa: ANN001
 
 
 def _expect_half(
-    count: int, n: int, problem: str, what: str, where: str, hint: str, unit: str = "first columns of the blocks"
+    count: int,
+    n: int,
+    problem: str,
+    what: str,
+    where: str,
+    hint: str,
+    unit: str = "first columns of the blocks",
 ) -> None:
     """``count`` of ``n`` independent fair coin flips, within Hoeffding's band of false-reject probability ALPHA."""
     t_max = math.sqrt(n * math.log(2 / ALPHA) / 2)
@@ -125,7 +152,9 @@ def _length_concordance(draws: list[torch.Tensor]) -> tuple[int, int]:
     """(concordant, pairs): the blocks of the (STAT_D, STAT_M) draws taken two by two, a and b, the pair is
     concordant when (L_a0 − L_b0)(L_a1 − L_b1) > 0 for the lengths L of each block's first two columns. With
     independent lengths that has probability 1/2 exactly, independently from pair to pair."""
-    firsts = torch.stack([w.norm(dim=0)[i : i + 2] for w in draws for i in range(0, STAT_M, STAT_D)])
+    firsts = torch.stack(
+        [w.norm(dim=0)[i : i + 2] for w in draws for i in range(0, STAT_M, STAT_D)]
+    )
     n = len(firsts) // 2
     a, b = firsts[0 : 2 * n : 2], firsts[1 : 2 * n : 2]
     return int(((a[:, 0] - b[:, 0]) * (a[:, 1] - b[:, 1]) > 0).sum()), n
@@ -141,8 +170,14 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
         d, m, _ = t.case.args
         label = t.label(_reference_orthogonal)
         got = t.got
-        if not isinstance(got, torch.Tensor) or got.shape != (d, m) or got.dtype != torch.float64:
-            transposed = isinstance(got, torch.Tensor) and got.shape == (m, d) and m != d
+        if (
+            not isinstance(got, torch.Tensor)
+            or got.shape != (d, m)
+            or got.dtype != torch.float64
+        ):
+            transposed = (
+                isinstance(got, torch.Tensor) and got.shape == (m, d) and m != d
+            )
             raise Mismatch(
                 "The frequencies have the wrong shape or dtype.",
                 input=label,
@@ -154,7 +189,10 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             )
         if not bool(torch.isfinite(got).all()):
             raise Mismatch(
-                "The frequencies contain NaN or infinity.", input=label, got=show(got), hint=_ORTHOGONAL_HINT
+                "The frequencies contain NaN or infinity.",
+                input=label,
+                got=show(got),
+                hint=_ORTHOGONAL_HINT,
             )
     # The seed decides everything, and nothing else does (not PyTorch's global generator).
     for t in shown:
@@ -163,7 +201,11 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(12345)
             again = call(student, d, m, seed, input=label)
-        if not (isinstance(again, torch.Tensor) and again.shape == t.got.shape and torch.equal(again, t.got)):
+        if not (
+            isinstance(again, torch.Tensor)
+            and again.shape == t.got.shape
+            and torch.equal(again, t.got)
+        ):
             raise Mismatch(
                 "Called twice with the same seed, your function returned two different matrices.",
                 input=label + "; called again after torch.manual_seed(12345)",
@@ -175,7 +217,11 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             )
     for a in shown:
         for b in shown:
-            if a.case.args[:2] == b.case.args[:2] and a.case.args[2] < b.case.args[2] and torch.equal(a.got, b.got):
+            if (
+                a.case.args[:2] == b.case.args[:2]
+                and a.case.args[2] < b.case.args[2]
+                and torch.equal(a.got, b.got)
+            ):
                 raise Mismatch(
                     "Two different seeds gave the same frequencies.",
                     input=f"{a.label(_reference_orthogonal)} and {b.label(_reference_orthogonal)}",
@@ -192,7 +238,15 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
             if float(off) > 1e-8:
                 small = [u for u in trials if u.case.args[1] <= u.case.args[0]]
                 whole = m > d and all(
-                    float((_cosines(u.got, u.got) - torch.eye(u.got.shape[1], dtype=u.got.dtype)).abs().max()) < 1e-8
+                    float(
+                        (
+                            _cosines(u.got, u.got)
+                            - torch.eye(u.got.shape[1], dtype=u.got.dtype)
+                        )
+                        .abs()
+                        .max()
+                    )
+                    < 1e-8
                     for u in small
                 )
                 raise Mismatch(
@@ -215,7 +269,12 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
                 if float(_cosines(blocks[i], blocks[j]).abs().max()) > 1 - 1e-6:
                     reused = all(
                         float(
-                            _cosines(_blocks(u.got, u.case.args[0])[0], _blocks(u.got, u.case.args[0])[1]).abs().max()
+                            _cosines(
+                                _blocks(u.got, u.case.args[0])[0],
+                                _blocks(u.got, u.case.args[0])[1],
+                            )
+                            .abs()
+                            .max()
                         )
                         > 1 - 1e-6
                         for u in trials
@@ -239,7 +298,10 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
     dist = _ks_distance(norms, _chi_cdf(STAT_D))
     if dist > _dkw_bound(len(norms)):
         unit = all(bool(((u.got.norm(dim=0) - 1).abs() < 1e-6).all()) for u in trials)
-        root = all(bool(((u.got.norm(dim=0) - math.sqrt(u.case.args[0])).abs() < 1e-6).all()) for u in trials)
+        root = all(
+            bool(((u.got.norm(dim=0) - math.sqrt(u.case.args[0])).abs() < 1e-6).all())
+            for u in trials
+        )
         raise Mismatch(
             f"The lengths of the columns do not follow the χ distribution with d = {STAT_D} degrees of freedom "
             "(the lengths of Gaussian vectors).",
@@ -278,7 +340,8 @@ def _orthogonal_checks(student) -> tuple[int, int]:  # noqa: ANN001
         else _ORTHOGONAL_HINT,
         unit="pairs of blocks",
     )
-    firsts = torch.cat([t.got[:, ::STAT_D] for t in stats], dim=1)  # each block's first column, (d, blocks)
+    # each block's first column, (d, blocks)
+    firsts = torch.cat([t.got[:, ::STAT_D] for t in stats], dim=1)
     positive = int((firsts[0] > 0).sum())
     _expect_half(
         positive,
@@ -319,21 +382,36 @@ check_orthogonal_gaussian = Checker(
     "orthogonal_gaussian",
     _orthogonal_checks,
     kind="function",
-    withhold=["companion.random_features.orthogonal_gaussian", "companion.random_features.sample_frequencies"],
+    withhold=[
+        "companion.random_features.orthogonal_gaussian",
+        "companion.random_features.sample_frequencies",
+    ],
 )
 
 
 # ----- causal FAVOR+ -----------------------------------------------------------------------------------------------
 
 
-def _reference_performer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _reference_performer(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:
     scale = q.shape[-1] ** -0.25
     return la.causal_linear_attention_chunked(
-        q, k, v, feature_map=lambda x: ref.positive_softmax_features(x * scale, w), chunk_size=4
+        q,
+        k,
+        v,
+        feature_map=lambda x: ref.positive_softmax_features(x * scale, w),
+        chunk_size=4,
     )
 
 
-def _performer_mistake(*, scale: float | None = None, half_norm: bool = True, causal: str = "inclusive", **kw):
+def _performer_mistake(
+    *,
+    scale: float | None = None,
+    half_norm: bool = True,
+    causal: str = "inclusive",
+    **kw,
+):
     """Causal FAVOR+ with one thing wrong: the scaling of the inputs, the −‖x‖²/2, the mask, the normaliser."""
 
     def performer(q, k, v, w):  # noqa: ANN001, ANN202
@@ -341,9 +419,15 @@ def _performer_mistake(*, scale: float | None = None, half_norm: bool = True, ca
 
         def phi(x):  # noqa: ANN001, ANN202
             x = x * c
-            return torch.exp(x @ w - (x * x).sum(-1, keepdim=True) / 2 * half_norm) / math.sqrt(w.shape[1])
+            return torch.exp(
+                x @ w - (x * x).sum(-1, keepdim=True) / 2 * half_norm
+            ) / math.sqrt(w.shape[1])
 
-        fq, fk = (la.elu_plus_one(q), la.elu_plus_one(k)) if kw.get("elu") else (phi(q), phi(k))
+        fq, fk = (
+            (la.elu_plus_one(q), la.elu_plus_one(k))
+            if kw.get("elu")
+            else (phi(q), phi(k))
+        )
         a = fq @ fk.transpose(-2, -1)
         a = {"inclusive": a.tril(), "strict": a.tril(-1), "none": a}[causal]
         den = a.sum(-1, keepdim=True) + la.DEFAULT_EPS
@@ -352,7 +436,15 @@ def _performer_mistake(*, scale: float | None = None, half_norm: bool = True, ca
     return performer
 
 
-def _performer_case(shape: tuple[int, ...], n: int, d: int, d_v: int, m: int, why: str, dtype=torch.float32):  # noqa: ANN001
+def _performer_case(
+    shape: tuple[int, ...],
+    n: int,
+    d: int,
+    d_v: int,
+    m: int,
+    why: str,
+    dtype=torch.float32,
+):  # noqa: ANN001
     q, k = (0.5 * _randn_like(shape, n, d) for _ in range(2))
     v = _randn_like(shape, n, d_v)
     w = ref.orthogonal_gaussian(d, m, dtype=torch.float64)
@@ -365,9 +457,15 @@ def _randn_like(shape: tuple[int, ...], n: int, d: int) -> torch.Tensor:
 
 def _performer_cases() -> list:
     return [
-        _performer_case((), 6, 4, 3, 8, "n = 6 tokens, d_k = 4, d_v = 3, m = 8 features"),
-        _performer_case((), 9, 8, 2, 16, "n = 9, d_k = 8, m = 16: the d^(1/4) = 1.68 scaling shows"),
-        _performer_case((2, 3), 5, 4, 4, 6, "a batch of 2 with 3 heads, m = 6 (not a multiple of d)"),
+        _performer_case(
+            (), 6, 4, 3, 8, "n = 6 tokens, d_k = 4, d_v = 3, m = 8 features"
+        ),
+        _performer_case(
+            (), 9, 8, 2, 16, "n = 9, d_k = 8, m = 16: the d^(1/4) = 1.68 scaling shows"
+        ),
+        _performer_case(
+            (2, 3), 5, 4, 4, 6, "a batch of 2 with 3 heads, m = 6 (not a multiple of d)"
+        ),
         _performer_case((), 7, 16, 3, 32, "float64, d_k = 16", dtype=torch.float64),
     ]
 
@@ -390,12 +488,18 @@ _performer_values = compare(
             _performer_mistake(half_norm=False),
             "Subtract ‖x‖²/2 in the exponent: φ₊(x) = exp(wᵀx − ‖x‖²/2)/√m, with x the scaled q or k.",
         ),
-        (_performer_mistake(causal="none"), "That is not causal: query i may see only the keys j ≤ i."),
+        (
+            _performer_mistake(causal="none"),
+            "That is not causal: query i may see only the keys j ≤ i.",
+        ),
         (
             _performer_mistake(causal="strict"),
             "Query i also sees its own key: j ≤ i, the diagonal included (add the token to the state, then read).",
         ),
-        (_performer_mistake(no_normaliser=True), "Divide by the normaliser φ(q_i)ᵀ Σ_{j≤i} φ(k_j) + 1e-6."),
+        (
+            _performer_mistake(no_normaliser=True),
+            "Divide by the normaliser φ(q_i)ᵀ Σ_{j≤i} φ(k_j) + 1e-6.",
+        ),
         (
             _performer_mistake(elu=True),
             "Use the positive random features φ₊ with the frequencies w, not chapter 8's elu + 1.",
@@ -430,8 +534,17 @@ def _softmax_error(student, q, k, v, m: int, seeds: range) -> float:  # noqa: AN
     exact = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     errors = []
     for s in seeds:
-        w = ref.orthogonal_gaussian(q.shape[-1], m, torch.Generator().manual_seed(s), q.dtype)
-        out = call(student, q, k, v, w, input=f"q, k, v of shape {tuple(q.shape)}, w of shape ({q.shape[-1]}, {m})")
+        w = ref.orthogonal_gaussian(
+            q.shape[-1], m, torch.Generator().manual_seed(s), q.dtype
+        )
+        out = call(
+            student,
+            q,
+            k,
+            v,
+            w,
+            input=f"q, k, v of shape {tuple(q.shape)}, w of shape ({q.shape[-1]}, {m})",
+        )
         errors.append(float((torch.as_tensor(out) - exact).norm() / exact.norm()))
     return sum(errors) / len(errors)
 
@@ -466,5 +579,8 @@ def _performer_checks(student) -> tuple[int, int]:  # noqa: ANN001
 
 
 check_causal_performer_attention = Checker(
-    "causal_performer_attention", _performer_checks, kind="function", withhold=_performer_values.withhold
+    "causal_performer_attention",
+    _performer_checks,
+    kind="function",
+    withhold=_performer_values.withhold,
 )

@@ -40,7 +40,15 @@ __all__ = [
 # --- sinusoidal positional encoding -------------------------------------------------------------------------
 
 
-def _sinusoid(n: int, d: int, *, exponent: str = "2i", swap: bool = False, start: int = 0, layout: str = "pairs"):
+def _sinusoid(
+    n: int,
+    d: int,
+    *,
+    exponent: str = "2i",
+    swap: bool = False,
+    start: int = 0,
+    layout: str = "pairs",
+):
     """The encoding and some typical mistakes in it (float64)."""
     pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
     col = torch.arange(d, dtype=torch.float64)
@@ -86,12 +94,18 @@ check_sinusoidal_positional_encoding = compare(
             lambda n, d: _sinusoid(n, d, layout="halves"),
             "Interleave: sine in the even columns and cosine in the odd ones, rather than all sines then all cosines.",
         ),
-        (lambda n, d: _sinusoid(n, d, start=1), "Positions start at 0: the first row is sin(0) = 0, cos(0) = 1."),
+        (
+            lambda n, d: _sinusoid(n, d, start=1),
+            "Positions start at 0: the first row is sin(0) = 0, cos(0) = 1.",
+        ),
     ],
     hint="PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)); "
     "shape (n_positions, d_model).",
     what="The encoding",
-    hidden=lambda: [case(int(torch.randint(1, 60, ())), 2 * int(torch.randint(1, 40, ()))) for _ in range(3)],
+    hidden=lambda: [
+        case(int(torch.randint(1, 60, ())), 2 * int(torch.randint(1, 40, ())))
+        for _ in range(3)
+    ],
     withhold=["companion.positional.sinusoidal_positional_encoding"],
 )
 
@@ -99,7 +113,14 @@ check_sinusoidal_positional_encoding = compare(
 # --- RoPE ---------------------------------------------------------------------------------------------------
 
 
-def _rope_variant(x: torch.Tensor, *, sign: float = 1.0, start: int = 0, exponent: str = "2i", halves: bool = False):
+def _rope_variant(
+    x: torch.Tensor,
+    *,
+    sign: float = 1.0,
+    start: int = 0,
+    exponent: str = "2i",
+    halves: bool = False,
+):
     n, d = x.shape[-2], x.shape[-1]
     i = torch.arange(d // 2, dtype=torch.float64)
     theta = 10000.0 ** (-(2 * i if exponent == "2i" else i) / d)
@@ -122,7 +143,10 @@ check_rope = compare(
     lambda: [
         case(torch.randn(4, 2), why="one pair at 4 positions"),
         case(torch.randn(6, 8), why="6 positions of width 8"),
-        case(torch.randn(2, 3, 5, 4), why="a batch of shape (2, 3) of 5 positions of width 4"),
+        case(
+            torch.randn(2, 3, 5, 4),
+            why="a batch of shape (2, 3) of 5 positions of width 4",
+        ),
         case(torch.randn(1, 6), why="one position (position 0 is not rotated)"),
         case(torch.randn(20, 16), why="20 positions of width 16"),
     ],
@@ -135,7 +159,10 @@ check_rope = compare(
             lambda x: _rope_variant(x, halves=True),
             "This exercise rotates adjacent pairs (x_2i, x_2i+1), not feature i with feature i + d/2.",
         ),
-        (lambda x: _rope_variant(x, start=1), "Positions start at 0: the first row is not rotated."),
+        (
+            lambda x: _rope_variant(x, start=1),
+            "Positions start at 0: the first row is not rotated.",
+        ),
         (
             lambda x: _rope_variant(x, exponent="i"),
             "The angle of pair i at position p is p · 10000^(-2i/d), with 2i in the exponent.",
@@ -145,24 +172,39 @@ check_rope = compare(
     "y_2i+1 = x_2i sin φ + x_2i+1 cos φ; the shape stays the same.",
     what="The rotated x",
     # apply_rope itself is listed in the chapter before the exercise; its rotation, withheld, stops a call to it
-    withhold=["companion.positional._rotate", "companion.positional.RotaryEmbedding.forward"],
+    withhold=[
+        "companion.positional._rotate",
+        "companion.positional.RotaryEmbedding.forward",
+    ],
 )
 
 
 # --- layer normalisation ------------------------------------------------------------------------------------
 
 #: the companion's layer norm, withheld from both layer-norm exercises (a subclass of it is no answer either)
-_LAYER_NORM = ("companion.transformer.LayerNorm.__init__", "companion.transformer.LayerNorm.forward")
+_LAYER_NORM = (
+    "companion.transformer.LayerNorm.__init__",
+    "companion.transformer.LayerNorm.forward",
+)
 
 
-def _layer_norm_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+def _layer_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
+) -> torch.Tensor:
     return nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
 def _layer_norm_mistakes() -> list[tuple[Callable[..., torch.Tensor], str]]:
     def norm(x, eps, *, unbiased=False, dim=-1, where="inside", by="std"):
-        mean, var = x.mean(dim, keepdim=True), x.var(dim, keepdim=True, unbiased=unbiased)
-        scale = {"inside": torch.sqrt(var + eps), "outside": var.sqrt() + eps, "variance": var + eps}[where]
+        mean, var = (
+            x.mean(dim, keepdim=True),
+            x.var(dim, keepdim=True, unbiased=unbiased),
+        )
+        scale = {
+            "inside": torch.sqrt(var + eps),
+            "outside": var.sqrt() + eps,
+            "variance": var + eps,
+        }[where]
         return (x - mean) / scale
 
     return [
@@ -183,19 +225,44 @@ def _layer_norm_mistakes() -> list[tuple[Callable[..., torch.Tensor], str]]:
             lambda x, w, b, eps=1e-5: norm(x, eps, dim=0) * w + b,
             "Layer norm normalises each vector over its own features (the last axis), not over the batch.",
         ),
-        (lambda x, w, b, eps=1e-5: norm(x, eps), "Scale by γ (weight) and shift by β (bias) after normalising."),
-        (lambda x, w, b, eps=1e-5: norm(x, 1e-5) * w + b, "Use the eps you are given (here it is not 1e-5)."),
+        (
+            lambda x, w, b, eps=1e-5: norm(x, eps),
+            "Scale by γ (weight) and shift by β (bias) after normalising.",
+        ),
+        (
+            lambda x, w, b, eps=1e-5: norm(x, 1e-5) * w + b,
+            "Use the eps you are given (here it is not 1e-5).",
+        ),
     ]
 
 
-def _layer_norm_inputs() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, float]]:
+def _layer_norm_inputs() -> list[
+    tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, float]
+]:
     d = 6
     # float64, so that rounding does not blur the difference that eps makes
-    near_constant = torch.tensor([[1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0]], dtype=torch.float64)
-    ones64, zeros64 = torch.ones(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)
+    near_constant = torch.tensor(
+        [[1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0]], dtype=torch.float64
+    )
+    ones64, zeros64 = (
+        torch.ones(d, dtype=torch.float64),
+        torch.zeros(d, dtype=torch.float64),
+    )
     return [
-        ("x of shape (3, 4), γ = 1, β = 0", torch.randn(3, 4), torch.ones(4), torch.zeros(4), 1e-5),
-        ("x of shape (2, 5, 6), random γ and β", 3 * torch.randn(2, 5, 6) + 2, torch.randn(d), torch.randn(d), 1e-5),
+        (
+            "x of shape (3, 4), γ = 1, β = 0",
+            torch.randn(3, 4),
+            torch.ones(4),
+            torch.zeros(4),
+            1e-5,
+        ),
+        (
+            "x of shape (2, 5, 6), random γ and β",
+            3 * torch.randn(2, 5, 6) + 2,
+            torch.randn(d),
+            torch.randn(d),
+            1e-5,
+        ),
         (
             "a constant row (variance 0): the output is β",
             torch.full((1, 4), 7.0),
@@ -203,7 +270,13 @@ def _layer_norm_inputs() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Te
             torch.arange(4.0),
             1e-5,
         ),
-        ("a nearly constant row (variance 5e-7, smaller than eps)", near_constant, ones64, zeros64, 1e-5),
+        (
+            "a nearly constant row (variance 5e-7, smaller than eps)",
+            near_constant,
+            ones64,
+            zeros64,
+            1e-5,
+        ),
         ("eps = 0.1", torch.randn(4, 3), torch.ones(3), torch.zeros(3), 0.1),
     ]
 
@@ -250,11 +323,22 @@ def _layer_norm_module_cases(LayerNorm) -> tuple[int, int]:
             hint="A fresh layer only normalises: γ starts at ones and β at zeros.",
         )
     inputs = _layer_norm_inputs()
-    with hidden_inputs() as seed:  # new on every run: width, eps, and rows whose spread is near eps
-        d_hidden, eps_hidden = int(torch.randint(2, 13, ())), round(float(torch.empty(()).uniform_(0.01, 1.0)), 3)
-        x_hidden = torch.randn(3, 1, dtype=torch.float64) + 0.3 * torch.randn(3, d_hidden, dtype=torch.float64)
-        gamma, beta = torch.randn(d_hidden, dtype=torch.float64), torch.randn(d_hidden, dtype=torch.float64)
-    inputs.append((f"a hidden random case, seed {seed}", x_hidden, gamma, beta, eps_hidden))
+    # new on every run: width, eps, and rows whose spread is near eps
+    with hidden_inputs() as seed:
+        d_hidden, eps_hidden = (
+            int(torch.randint(2, 13, ())),
+            round(float(torch.empty(()).uniform_(0.01, 1.0)), 3),
+        )
+        x_hidden = torch.randn(3, 1, dtype=torch.float64) + 0.3 * torch.randn(
+            3, d_hidden, dtype=torch.float64
+        )
+        gamma, beta = (
+            torch.randn(d_hidden, dtype=torch.float64),
+            torch.randn(d_hidden, dtype=torch.float64),
+        )
+    inputs.append(
+        (f"a hidden random case, seed {seed}", x_hidden, gamma, beta, eps_hidden)
+    )
     for why, x, weight, bias, eps in inputs:
         layer = _expect_normalises(LayerNorm, why, x, weight, bias, eps)
     # Gradients must reach γ and β.
@@ -265,7 +349,10 @@ def _layer_norm_module_cases(LayerNorm) -> tuple[int, int]:
     try:
         out.sum().backward()
     except Exception as e:
-        raise Mismatch(f"Backpropagating through your output raised {type(e).__name__}: {e}", input=label) from e
+        raise Mismatch(
+            f"Backpropagating through your output raised {type(e).__name__}: {e}",
+            input=label,
+        ) from e
     if layer.bias.grad is None or layer.weight.grad is None:
         raise Mismatch(
             "No gradient reached weight and bias.",
@@ -290,11 +377,18 @@ def _layer_norm_module_cases(LayerNorm) -> tuple[int, int]:
         theirs.weight.copy_(weight)
         theirs.bias.copy_(bias)
     layer.zero_grad()
-    expect_trains_like(layer, theirs, torch.randn(4, d, dtype=layer.weight.dtype), input=f"LayerNorm({d}, eps={eps})")
+    expect_trains_like(
+        layer,
+        theirs,
+        torch.randn(4, d, dtype=layer.weight.dtype),
+        input=f"LayerNorm({d}, eps={eps})",
+    )
     return 3 + len(inputs), 1
 
 
-def _expect_normalises(LayerNorm, why: str, x: torch.Tensor, weight, bias, eps: float) -> nn.Module:
+def _expect_normalises(
+    LayerNorm, why: str, x: torch.Tensor, weight, bias, eps: float
+) -> nn.Module:
     """The student's LayerNorm of x's width, given ``weight`` and ``bias``, normalises ``x`` (the layer returned)."""
     label = (
         f"LayerNorm({x.shape[-1]}, eps={eps}) with weight={weight.tolist()}, bias={bias.tolist()}, "
@@ -310,13 +404,17 @@ def _expect_normalises(LayerNorm, why: str, x: torch.Tensor, weight, bias, eps: 
         _layer_norm_reference(x, weight, bias, eps),
         input=label,
         what="The output",
-        mistakes=[(partial(w, x, weight, bias, eps), h) for w, h in _layer_norm_mistakes()],
+        mistakes=[
+            (partial(w, x, weight, bias, eps), h) for w, h in _layer_norm_mistakes()
+        ],
         hint="y = (x - μ) / √(σ² + eps) · self.weight + self.bias over the last axis.",
     )
     return layer
 
 
-check_layer_norm_module = Checker("LayerNorm", _layer_norm_module_cases, withhold=_LAYER_NORM)
+check_layer_norm_module = Checker(
+    "LayerNorm", _layer_norm_module_cases, withhold=_LAYER_NORM
+)
 
 
 # ============================================================================================================
@@ -331,8 +429,12 @@ check_layer_norm_module = Checker("LayerNorm", _layer_norm_module_cases, withhol
 _ENCODER_PARTS = ("self_attn", "linear1", "linear2", "norm1", "norm2")
 
 
-def _copy_parameter(target: object, source: torch.Tensor, where: str, label: str) -> None:
-    if not isinstance(target, torch.Tensor) or tuple(target.shape) != tuple(source.shape):
+def _copy_parameter(
+    target: object, source: torch.Tensor, where: str, label: str
+) -> None:
+    if not isinstance(target, torch.Tensor) or tuple(target.shape) != tuple(
+        source.shape
+    ):
         raise Mismatch(
             f"`{where}` should be a parameter of shape {tuple(source.shape)} to receive PyTorch's weights.",
             input=label,
@@ -346,7 +448,9 @@ def _copy_parameter(target: object, source: torch.Tensor, where: str, label: str
         target.copy_(source)
 
 
-def _copy_encoder_layer(block: nn.Module, theirs: nn.TransformerEncoderLayer, label: str) -> None:
+def _copy_encoder_layer(
+    block: nn.Module, theirs: nn.TransformerEncoderLayer, label: str
+) -> None:
     """Copy ``theirs``' weights into the student's ``block`` (raising Mismatch for a missing part)."""
     for name in _ENCODER_PARTS:
         if not isinstance(getattr(block, name, None), nn.Module):
@@ -361,8 +465,15 @@ def _copy_encoder_layer(block: nn.Module, theirs: nn.TransformerEncoderLayer, la
     biases = theirs.self_attn.in_proj_bias.detach().split(d)
     for i, proj in enumerate(("q_proj", "k_proj", "v_proj")):
         layer = getattr(block.self_attn, proj, None)
-        _copy_parameter(getattr(layer, "weight", None), weights[i], f"self_attn.{proj}.weight", label)
-        _copy_parameter(getattr(layer, "bias", None), biases[i], f"self_attn.{proj}.bias", label)
+        _copy_parameter(
+            getattr(layer, "weight", None),
+            weights[i],
+            f"self_attn.{proj}.weight",
+            label,
+        )
+        _copy_parameter(
+            getattr(layer, "bias", None), biases[i], f"self_attn.{proj}.bias", label
+        )
     for mine, source in (
         ("self_attn.out_proj", theirs.self_attn.out_proj),
         ("linear1", theirs.linear1),
@@ -373,8 +484,15 @@ def _copy_encoder_layer(block: nn.Module, theirs: nn.TransformerEncoderLayer, la
         target = block
         for part in mine.split("."):
             target = getattr(target, part, None)
-        _copy_parameter(getattr(target, "weight", None), source.weight.detach(), f"{mine}.weight", label)
-        _copy_parameter(getattr(target, "bias", None), source.bias.detach(), f"{mine}.bias", label)
+        _copy_parameter(
+            getattr(target, "weight", None),
+            source.weight.detach(),
+            f"{mine}.weight",
+            label,
+        )
+        _copy_parameter(
+            getattr(target, "bias", None), source.bias.detach(), f"{mine}.bias", label
+        )
 
 
 def _encoder_mistakes(
@@ -407,19 +525,27 @@ def _encoder_mistakes(
 def _encoder_block_cases(EncoderBlock) -> tuple[int, int]:
     generator = torch.Generator().manual_seed(5)
     shapes = [("one batch x", (2, 5), 1.0), ("x scaled by 10", (1, 3), 10.0)]
-    block, theirs, sample, label = _expect_encodes(EncoderBlock, 8, 2, 16, generator, shapes, "")
+    block, theirs, sample, label = _expect_encodes(
+        EncoderBlock, 8, 2, 16, generator, shapes, ""
+    )
     expect_trains_like(block, theirs, sample(2, 4, 8), input=label)
-    with hidden_inputs() as seed:  # new on every run: sizes (heads other than the shown 2), weights and inputs
+    # new on every run: sizes (heads other than the shown 2), weights and inputs
+    with hidden_inputs() as seed:
         d_head, d_ff = int(torch.randint(3, 6, ())), int(torch.randint(4, 25, ()))
         n_heads = (1, 3, 4)[int(torch.randint(3, ()))]
         hidden = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
-        size = (int(torch.randint(1, 4, ())), int(torch.randint(2, 7, ())))  # one position shows no heads
+        # one position shows no heads
+        size = (int(torch.randint(1, 4, ())), int(torch.randint(2, 7, ())))
     note = f"  (a hidden random case, seed {seed})"
-    _expect_encodes(EncoderBlock, n_heads * d_head, n_heads, d_ff, hidden, [("x", size, 1.0)], note)
+    _expect_encodes(
+        EncoderBlock, n_heads * d_head, n_heads, d_ff, hidden, [("x", size, 1.0)], note
+    )
     return 2 + len(shapes) + 1, 1
 
 
-def _expect_encodes(EncoderBlock, d_model: int, n_heads: int, d_ff: int, generator, shapes, note: str):
+def _expect_encodes(
+    EncoderBlock, d_model: int, n_heads: int, d_ff: int, generator, shapes, note: str
+):
     """The student's block, given the weights of PyTorch's layer of these sizes, computes what it does on inputs
     of each ``(what, (batch, n), scale)``; the block, PyTorch's layer, a sampler and the label are returned."""
     label = f"EncoderBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}){note}"
@@ -431,11 +557,18 @@ def _expect_encodes(EncoderBlock, d_model: int, n_heads: int, d_ff: int, generat
             got=show(block),
             hint="Subclass torch.nn.Module and call super().__init__() first.",
         )
-    theirs = nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True).double()
-    with torch.no_grad():  # LayerNorms start at 1 and 0: make them distinct so that swapping them shows
+    theirs = nn.TransformerEncoderLayer(
+        d_model, n_heads, d_ff, dropout=0.0, batch_first=True
+    ).double()
+    # LayerNorms start at 1 and 0: make them distinct so that swapping them shows
+    with torch.no_grad():
         for norm in (theirs.norm1, theirs.norm2):
-            norm.weight.copy_(1 + 0.5 * torch.randn(d_model, generator=generator, dtype=torch.float64))
-            norm.bias.copy_(0.5 * torch.randn(d_model, generator=generator, dtype=torch.float64))
+            norm.weight.copy_(
+                1 + 0.5 * torch.randn(d_model, generator=generator, dtype=torch.float64)
+            )
+            norm.bias.copy_(
+                0.5 * torch.randn(d_model, generator=generator, dtype=torch.float64)
+            )
     theirs.eval()
     block.double()
     _copy_encoder_layer(block, theirs, label)
@@ -464,7 +597,10 @@ def _expect_encodes(EncoderBlock, d_model: int, n_heads: int, d_ff: int, generat
 check_encoder_block = Checker(
     "EncoderBlock",
     _encoder_block_cases,
-    withhold=["companion.transformer.EncoderBlock.__init__", "companion.transformer.EncoderBlock.forward"],
+    withhold=[
+        "companion.transformer.EncoderBlock.__init__",
+        "companion.transformer.EncoderBlock.forward",
+    ],
 )
 __all__ += ["check_encoder_block"]
 
@@ -472,7 +608,17 @@ __all__ += ["check_encoder_block"]
 # --- label smoothing ----------------------------------------------------------------------------------------
 
 
-def _smoothed(logits, y, epsilon, ignore_index=-100, *, others=False, count_all=False, log=True, uniform=True):
+def _smoothed(
+    logits,
+    y,
+    epsilon,
+    ignore_index=-100,
+    *,
+    others=False,
+    count_all=False,
+    log=True,
+    uniform=True,
+):
     """The label-smoothed cross-entropy and some typical mistakes in it."""
     kept = y != ignore_index
     n, v = logits.shape
@@ -490,10 +636,31 @@ def _label_smoothing_cases():
     logits, y = 2 * torch.randn(12, 5), torch.randint(1, 5, (12,))
     y[[2, 7]] = 0
     return [
-        case(torch.randn(4, 6), torch.tensor([0, 5, 2, 2]), 0.1, why="4 rows, V = 6, ε = 0.1, nothing ignored"),
-        case(logits, y, 0.2, ignore_index=0, why="ε = 0.2; rows 2 and 7 are <pad> (id 0), left out"),
-        case(torch.randn(3, 15), torch.tensor([3, -100, 14]), 0.1, why="the default ignore_index = -100"),
-        case(3 * torch.randn(8, 4), torch.randint(0, 4, (8,)), 0.0, why="ε = 0: the plain cross-entropy"),
+        case(
+            torch.randn(4, 6),
+            torch.tensor([0, 5, 2, 2]),
+            0.1,
+            why="4 rows, V = 6, ε = 0.1, nothing ignored",
+        ),
+        case(
+            logits,
+            y,
+            0.2,
+            ignore_index=0,
+            why="ε = 0.2; rows 2 and 7 are <pad> (id 0), left out",
+        ),
+        case(
+            torch.randn(3, 15),
+            torch.tensor([3, -100, 14]),
+            0.1,
+            why="the default ignore_index = -100",
+        ),
+        case(
+            3 * torch.randn(8, 4),
+            torch.randint(0, 4, (8,)),
+            0.0,
+            why="ε = 0: the plain cross-entropy",
+        ),
     ]
 
 
@@ -508,7 +675,9 @@ check_label_smoothed_cross_entropy = compare(
             "q = 1 - ε + ε/V on the right class and ε/V on each other.",
         ),
         (
-            lambda logits, y, epsilon, ignore_index=-100: _smoothed(logits, y, 0.0, ignore_index),
+            lambda logits, y, epsilon, ignore_index=-100: _smoothed(
+                logits, y, 0.0, ignore_index
+            ),
             "No smoothing: the target must be q = (1 - ε) one_hot(y) + ε/V, not the one-hot vector.",
         ),
         (

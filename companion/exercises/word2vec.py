@@ -23,24 +23,50 @@ from torch.nn.functional import logsigmoid
 from .. import glove as glove_ref
 from .. import word2vec as w2v_ref
 from ..embeddings import nearest_neighbours as _reference_neighbours
-from .checking import Checker, Mismatch, call, case, compare, expect_close, expect_long, same, show
+from .checking import (
+    Checker,
+    Mismatch,
+    call,
+    case,
+    compare,
+    expect_close,
+    expect_long,
+    same,
+    show,
+)
 from .checking.gradients import expect_gradient_kept, expect_loss_gradients
 from .checking.random_state import hidden_inputs
 
-__all__ = ["check_skipgram_pairs", "check_negative_sampling_loss", "check_nearest_neighbours", "check_glove_weight"]
+__all__ = [
+    "check_skipgram_pairs",
+    "check_negative_sampling_loss",
+    "check_nearest_neighbours",
+    "check_glove_weight",
+]
 
 
 # --- skip-gram pairs: compared as sorted lists of (centre, context), so any order passes ----------------------
 
 
-def _pairs(ids: torch.Tensor, window: int, offsets=None, wrap: bool = False) -> list[tuple[int, int]]:
+def _pairs(
+    ids: torch.Tensor, window: int, offsets=None, wrap: bool = False
+) -> list[tuple[int, int]]:
     """The sorted pairs at the given offsets (default: ±1 … ±window), optionally wrapping around the ends."""
     n, tokens = len(ids), ids.tolist()
-    offsets = offsets if offsets is not None else [d for d in range(-window, window + 1) if d]
-    return sorted((tokens[i], tokens[(i + d) % n]) for i in range(n) for d in offsets if wrap or 0 <= i + d < n)
+    offsets = (
+        offsets if offsets is not None else [d for d in range(-window, window + 1) if d]
+    )
+    return sorted(
+        (tokens[i], tokens[(i + d) % n])
+        for i in range(n)
+        for d in offsets
+        if wrap or 0 <= i + d < n
+    )
 
 
-def _pair_mistakes(ids: torch.Tensor, window: int) -> list[tuple[list[tuple[int, int]], str]]:
+def _pair_mistakes(
+    ids: torch.Tensor, window: int
+) -> list[tuple[list[tuple[int, int]], str]]:
     right = _pairs(ids, window)
     return [
         (
@@ -48,12 +74,18 @@ def _pair_mistakes(ids: torch.Tensor, window: int) -> list[tuple[list[tuple[int,
             "Keep repeated pairs: each occurrence of a (centre, context) pair is one more "
             "training example, so do not de-duplicate them.",
         ),
-        (_pairs(ids, window, range(-window, window + 1)), "A word is not its own context: skip the offset 0."),
+        (
+            _pairs(ids, window, range(-window, window + 1)),
+            "A word is not its own context: skip the offset 0.",
+        ),
         (
             _pairs(ids, window, [d for d in range(-window + 1, window) if d]),
             "The window includes the offsets ±window themselves: 0 < |i - j| <= window.",
         ),
-        (_pairs(ids, window, range(1, window + 1)), "The context lies on both sides of the centre word."),
+        (
+            _pairs(ids, window, range(1, window + 1)),
+            "The context lies on both sides of the centre word.",
+        ),
         (
             _pairs(ids, window, wrap=True) if len(ids) > 2 * window else None,
             "Near the ends of the text the window is cut off: do not wrap around to the other end.",
@@ -71,7 +103,12 @@ def _as_pair_list(got: object, label: str) -> list[tuple[int, int]]:
             got=show(got),
         )
     for t, name in zip(got, ("centres", "contexts"), strict=True):
-        if not isinstance(t, torch.Tensor) or t.ndim != 1 or t.dtype.is_floating_point or t.dtype.is_complex:
+        if (
+            not isinstance(t, torch.Tensor)
+            or t.ndim != 1
+            or t.dtype.is_floating_point
+            or t.dtype.is_complex
+        ):
             raise Mismatch(
                 f"{name} should be a 1-D tensor of integer ids, one entry per pair.",
                 input=label,
@@ -95,23 +132,41 @@ def _pairs_cases(skipgram_pairs) -> int:
         (torch.tensor([10, 11, 12, 13, 14]), 1, "window 1: only neighbours"),
         (torch.tensor([10, 11, 12, 13, 14]), 2, "window 2"),
         (torch.tensor([4, 7, 4, 7, 4]), 1, "a repeated pair: (4, 7) occurs twice"),
-        (torch.tensor([4, 7, 4, 9]), 3, "the window reaches past both ends of the text"),
+        (
+            torch.tensor([4, 7, 4, 9]),
+            3,
+            "the window reaches past both ends of the text",
+        ),
         (torch.tensor([5]), 2, "a single token has no context"),
         (torch.randint(0, 20, (30,)), 4, "a random text"),
     ]
     shown = len(cases)
-    with hidden_inputs() as seed:  # new on every run: texts with repeats, windows of 1 to n - 1
+    # new on every run: texts with repeats, windows of 1 to n - 1
+    with hidden_inputs() as seed:
         for _ in range(3):
             n = int(torch.randint(2, 14, ()))
             cases.append(
-                (torch.randint(0, 6, (n,)), int(torch.randint(1, n, ())), f"a hidden random case, seed {seed}")
+                (
+                    torch.randint(0, 6, (n,)),
+                    int(torch.randint(1, n, ())),
+                    f"a hidden random case, seed {seed}",
+                )
             )
     for ids, window, why in cases:
         label = f"ids={ids.tolist()}, window={window}  ({why})"
-        got = _as_pair_list(call(skipgram_pairs, ids.clone(), window, input=label), label)
+        got = _as_pair_list(
+            call(skipgram_pairs, ids.clone(), window, input=label), label
+        )
         expected = _pairs(ids, window)
         if got != expected:
-            hint = next((h for wrong, h in _pair_mistakes(ids, window) if got == wrong != expected), None)
+            hint = next(
+                (
+                    h
+                    for wrong, h in _pair_mistakes(ids, window)
+                    if got == wrong != expected
+                ),
+                None,
+            )
             raise Mismatch(
                 "The pairs are wrong (compared in sorted order).",
                 input=label,
@@ -127,7 +182,10 @@ def _pairs_cases(skipgram_pairs) -> int:
 check_skipgram_pairs = Checker(
     "skipgram_pairs",
     _pairs_cases,
-    withhold=["companion.word2vec.skipgram_pairs", "companion.word2vec.skipgram_pairs_loop"],
+    withhold=[
+        "companion.word2vec.skipgram_pairs",
+        "companion.word2vec.skipgram_pairs_loop",
+    ],
 )
 
 
@@ -148,7 +206,12 @@ check_negative_sampling_loss = compare(
             torch.tensor([[[0.0, 1.0], [-1.0, 0.0]]]),
             why="one pair by hand: -log σ(2) - log σ(-0) - log σ(1) = 1.1333",
         ),
-        case(torch.randn(4, 3), torch.randn(4, 3), torch.randn(4, 5, 3), why="B = 4, K = 5, D = 3"),
+        case(
+            torch.randn(4, 3),
+            torch.randn(4, 3),
+            torch.randn(4, 5, 3),
+            why="B = 4, K = 5, D = 3",
+        ),
         case(
             3 * torch.randn(6, 8),
             3 * torch.randn(6, 8),
@@ -164,25 +227,35 @@ check_negative_sampling_loss = compare(
     ],
     mistakes=[
         (
-            lambda v, p, n: (-logsigmoid(_scores(v, p, n)[0]) - logsigmoid(_scores(v, p, n)[1]).sum(-1)).mean(),
+            lambda v, p, n: (
+                -logsigmoid(_scores(v, p, n)[0])
+                - logsigmoid(_scores(v, p, n)[1]).sum(-1)
+            ).mean(),
             "The negatives need σ(-u·v): their dot products enter with a minus sign.",
         ),
         (
-            lambda v, p, n: (-logsigmoid(_scores(v, p, n)[0]) - logsigmoid(-_scores(v, p, n)[1]).mean(-1)).mean(),
+            lambda v, p, n: (
+                -logsigmoid(_scores(v, p, n)[0])
+                - logsigmoid(-_scores(v, p, n)[1]).mean(-1)
+            ).mean(),
             "Sum the K negative terms (you averaged them).",
         ),
         (
             lambda v, p, n: -w2v_ref.negative_sampling_loss(v, p, n),
             "The loss is minus the log-likelihood: put a minus sign in front of the log-sigmoids.",
         ),
-        (lambda v, p, n: w2v_ref.negative_sampling_loss(v, p, n, "sum"), "Average over the batch (you summed)."),
+        (
+            lambda v, p, n: w2v_ref.negative_sampling_loss(v, p, n, "sum"),
+            "Average over the batch (you summed).",
+        ),
         (
             lambda v, p, n: w2v_ref.negative_sampling_loss(v, p, n, "none"),
             "The loss is one number, the mean over the batch (you returned one loss per example).",
         ),
         (
             lambda v, p, n: (
-                -torch.log(torch.sigmoid(_scores(v, p, n)[0])) - torch.log(torch.sigmoid(-_scores(v, p, n)[1])).sum(-1)
+                -torch.log(torch.sigmoid(_scores(v, p, n)[0]))
+                - torch.log(torch.sigmoid(-_scores(v, p, n)[1])).sum(-1)
             ).mean(),
             "log(sigmoid(s)) is -inf once sigmoid(s) rounds to 0: torch.nn.functional.logsigmoid stays finite.",
         ),
@@ -202,13 +275,36 @@ def _neighbours(vectors: torch.Tensor, query: int, k: int) -> torch.Tensor:
 
 
 def _by_dot_product(vectors: torch.Tensor, query: int, k: int) -> torch.Tensor:
-    return (vectors @ vectors[query]).index_fill(0, torch.tensor([query]), -math.inf).topk(k).indices
+    return (
+        (vectors @ vectors[query])
+        .index_fill(0, torch.tensor([query]), -math.inf)
+        .topk(k)
+        .indices
+    )
 
 
-_SKEWED = torch.tensor([[1.0, 0.0], [10.0, 9.0], [0.5, 0.02], [0.0, 1.0], [-1.0, 0.1], [3.0, 1.5], [0.9, -0.3]])
+_SKEWED = torch.tensor(
+    [
+        [1.0, 0.0],
+        [10.0, 9.0],
+        [0.5, 0.02],
+        [0.0, 1.0],
+        [-1.0, 0.1],
+        [3.0, 1.5],
+        [0.9, -0.3],
+    ]
+)
 
 #: a row parallel to another (cosine 1 up to rounding): the query is left out by its index, not by its cosine
-_PARALLEL = torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.0, 1.0], [1.5, 2.0, 0.0], [0.5, 0.5, 0.5]])
+_PARALLEL = torch.tensor(
+    [
+        [1.0, 0.0, 0.0],
+        [0.6, 0.8, 0.0],
+        [0.0, 0.0, 1.0],
+        [1.5, 2.0, 0.0],
+        [0.5, 0.5, 0.5],
+    ]
+)
 
 
 def _drop_by_value(vectors: torch.Tensor, query: int, k: int) -> torch.Tensor:
@@ -220,14 +316,26 @@ check_nearest_neighbours = compare(
     "nearest_neighbours",
     _neighbours,
     lambda: [
-        case(_SKEWED, 0, 3, why="vectors of very different lengths tell the cosine from the dot product"),
+        case(
+            _SKEWED,
+            0,
+            3,
+            why="vectors of very different lengths tell the cosine from the dot product",
+        ),
         case(_SKEWED, 3, 2, why="query row 3"),
-        case(_PARALLEL, 1, 3, why="row 3 is 2.5 times row 1: a cosine of 1, yet another row, the nearest"),
+        case(
+            _PARALLEL,
+            1,
+            3,
+            why="row 3 is 2.5 times row 1: a cosine of 1, yet another row, the nearest",
+        ),
         case(torch.randn(30, 8), 7, 5, why="30 random vectors in 8 dimensions"),
     ],
     mistakes=[
         (
-            lambda x, q, k: torch.nn.functional.cosine_similarity(x, x[q], dim=-1).topk(k).indices,
+            lambda x, q, k: (
+                torch.nn.functional.cosine_similarity(x, x[q], dim=-1).topk(k).indices
+            ),
             "Leave the query itself out: it is always its own nearest neighbour.",
         ),
         (
@@ -235,8 +343,14 @@ check_nearest_neighbours = compare(
             "Leave the query out by its index (row query), not by its cosine: another row parallel to it also has "
             "cosine 1, and it is the nearest neighbour.",
         ),
-        (_by_dot_product, "Use the cosine, u·v / (‖u‖ ‖v‖): the plain dot product favours long vectors."),
-        (lambda x, q, k: _neighbours(x, q, k).flip(0), "Return the ids best first (largest cosine first)."),
+        (
+            _by_dot_product,
+            "Use the cosine, u·v / (‖u‖ ‖v‖): the plain dot product favours long vectors.",
+        ),
+        (
+            lambda x, q, k: _neighbours(x, q, k).flip(0),
+            "Return the ids best first (largest cosine first).",
+        ),
     ],
     hint="Compute the cosine of row query with every row, leave query out, take the k largest.",
     what="The neighbour ids",
@@ -269,7 +383,9 @@ check_glove_weight = compare(
         case(_X, 100.0, 0.75, why="the paper's x_max = 100, alpha = 3/4"),
         case(_X, 10.0, 0.75),
         case(_X, 100.0, 1.0, why="alpha = 1: a straight line up to x_max"),
-        case(torch.tensor([[2.0, 20.0], [200.0, 0.1]]), 50.0, 0.5, why="a (2, 2) matrix"),
+        case(
+            torch.tensor([[2.0, 20.0], [200.0, 0.1]]), 50.0, 0.5, why="a (2, 2) matrix"
+        ),
     ],
     mistakes=[
         (lambda x, m, a: (x / m) ** a, "Cap the weight at 1: f(x) = 1 for x >= x_max."),
@@ -290,7 +406,9 @@ check_glove_weight = compare(
 # ==========================================================================================================
 
 
-def _glove_loss_inputs(g: torch.Generator, batch: int, dim: int, low: float, high: float) -> tuple:
+def _glove_loss_inputs(
+    g: torch.Generator, batch: int, dim: int, low: float, high: float
+) -> tuple:
     e = torch.randn(batch, dim, generator=g, dtype=torch.float64)
     u = torch.randn(batch, dim, generator=g, dtype=torch.float64)
     b = torch.randn(batch, generator=g, dtype=torch.float64)
@@ -310,15 +428,25 @@ def _glove_loss_cases(glove_loss) -> int:
     )
     cases = [
         (hand, 100.0, 0.75, "3 entries by hand, one above x_max = 100"),
-        (_glove_loss_inputs(g, 8, 4, 0.5, 30.0), 10.0, 0.75, "8 entries, d = 4, x_max = 10"),
+        (
+            _glove_loss_inputs(g, 8, 4, 0.5, 30.0),
+            10.0,
+            0.75,
+            "8 entries, d = 4, x_max = 10",
+        ),
         (_glove_loss_inputs(g, 5, 3, 0.2, 5.0), 4.0, 1.0, "5 entries, alpha = 1"),
     ]
     shown = len(cases)
-    with hidden_inputs() as seed:  # new on every run: sizes, cap and power drawn at random
+    # new on every run: sizes, cap and power drawn at random
+    with hidden_inputs() as seed:
         for _ in range(2):
             hidden = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
-            x_max, alpha = float(torch.randint(2, 60, ())), round(float(torch.empty(()).uniform_(0.3, 1.0)), 3)
-            size = (int(torch.randint(2, 12, ())), int(torch.randint(1, 6, ())))  # 2+ entries: sum, not mean
+            x_max, alpha = (
+                float(torch.randint(2, 60, ())),
+                round(float(torch.empty(()).uniform_(0.3, 1.0)), 3),
+            )
+            # 2+ entries: sum, not mean
+            size = (int(torch.randint(2, 12, ())), int(torch.randint(1, 6, ())))
             tensors = _glove_loss_inputs(hidden, *size, 0.1, 2 * x_max)
             cases.append((tensors, x_max, alpha, f"a hidden random case, seed {seed}"))
     for tensors, x_max, alpha, why in cases:
@@ -327,7 +455,10 @@ def _glove_loss_cases(glove_loss) -> int:
             f"e {tuple(e.shape)}, u {tuple(u.shape)}, b, b_tilde, c={show(c, 120)}, "
             f"x_max={x_max}, alpha={alpha}  ({why})"
         )
-        copies = [t.clone().requires_grad_() for t in tensors[:4]] + [tensors[4].clone()]  # the counts are data
+        # the counts are data
+        copies = [t.clone().requires_grad_() for t in tensors[:4]] + [
+            tensors[4].clone()
+        ]
         got = call(glove_loss, *copies, x_max, alpha, input=label)
         if any(not torch.equal(a, t) for a, t in zip(copies, tensors, strict=True)):
             raise Mismatch(
@@ -339,7 +470,9 @@ def _glove_loss_cases(glove_loss) -> int:
         residual = (e * u).sum(1) + b + b_tilde - c.log()
         weight = glove_ref.glove_weight(c, x_max, alpha)
         if isinstance(got, torch.Tensor) and got.numel() == c.numel() and c.numel() > 1:
-            hint = "Return one number: sum the weighted squared residuals over the batch."
+            hint = (
+                "Return one number: sum the weighted squared residuals over the batch."
+            )
         elif same(got, (weight * residual.pow(2)).mean()):
             hint = "Sum over the batch; you took the mean."
         elif same(got, residual.pow(2).sum()):
@@ -353,7 +486,9 @@ def _glove_loss_cases(glove_loss) -> int:
         else:
             hint = "sum_n f(c_n) (e_n·u_n + b_n + b_tilde_n - log c_n)^2, with f(x) = min(1, (x/x_max)^alpha)."
         expect_gradient_kept(got, label, "The loss")
-        expect_close(got, float(expected), input=label, what="The loss", tol=1e-6, hint=hint)
+        expect_close(
+            got, float(expected), input=label, what="The loss", tol=1e-6, hint=hint
+        )
         ours = [t.clone().requires_grad_() for t in tensors[:4]]
         names = ["`e`", "`u`", "`b`", "`b_tilde`"]
         expect_loss_gradients(
@@ -368,5 +503,7 @@ def _glove_loss_cases(glove_loss) -> int:
     return len(cases), len(cases) - shown
 
 
-check_glove_loss = Checker("glove_loss", _glove_loss_cases, withhold=["companion.glove.glove_loss"])
+check_glove_loss = Checker(
+    "glove_loss", _glove_loss_cases, withhold=["companion.glove.glove_loss"]
+)
 __all__ += ["check_glove_loss"]

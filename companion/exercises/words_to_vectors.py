@@ -16,7 +16,16 @@ import torch
 from torch import nn
 
 from .. import embeddings as ref
-from .checking import Checker, Mismatch, call, case, compare, expect, expect_raises, show
+from .checking import (
+    Checker,
+    Mismatch,
+    call,
+    case,
+    compare,
+    expect,
+    expect_raises,
+    show,
+)
 from .checking.random_state import hidden_inputs
 
 __all__ = ["check_encode", "check_one_hot", "check_cosine", "check_embedding"]
@@ -28,7 +37,23 @@ def _encode(tokens: list[str], stoi: dict[str, int]) -> torch.Tensor:
     return torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens], dtype=torch.long)
 
 
-_WORDS = ["the", "The", "THE", "dog", "Dog", "barks", "cat", "sat", "on", "mat", ".", ",", "a", "A", "runs"]
+_WORDS = [
+    "the",
+    "The",
+    "THE",
+    "dog",
+    "Dog",
+    "barks",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    ".",
+    ",",
+    "a",
+    "A",
+    "runs",
+]
 
 
 def _random_encodings() -> list:
@@ -36,13 +61,30 @@ def _random_encodings() -> list:
     with repeated, upper-case and unknown tokens; so that no table of the shown answers passes."""
     out = []
     for _ in range(3):
-        words = [_WORDS[i] for i in torch.randperm(len(_WORDS))[: int(torch.randint(4, 10, ()))].tolist()]
+        words = [
+            _WORDS[i]
+            for i in torch.randperm(len(_WORDS))[
+                : int(torch.randint(4, 10, ()))
+            ].tolist()
+        ]
         known = ["<unk>", *words]
-        ids = torch.randperm(len(known) + 5)[: len(known)].tolist()  # not 0..V-1, '<unk>' anywhere
+        # not 0..V-1, '<unk>' anywhere
+        ids = torch.randperm(len(known) + 5)[: len(known)].tolist()
         stoi = dict(zip(known, ids, strict=True))
-        text = [_WORDS[i] for i in torch.randint(len(_WORDS), (int(torch.randint(3, 12, ())),)).tolist()]
+        text = [
+            _WORDS[i]
+            for i in torch.randint(
+                len(_WORDS), (int(torch.randint(3, 12, ())),)
+            ).tolist()
+        ]
         text += [text[0], "zebra"]  # a repeated token and one that no vocabulary holds
-        out.append(case(text, stoi, why="a random vocabulary, '<unk>' at id " + str(stoi["<unk>"])))
+        out.append(
+            case(
+                text,
+                stoi,
+                why="a random vocabulary, '<unk>' at id " + str(stoi["<unk>"]),
+            )
+        )
     return out
 
 
@@ -59,19 +101,27 @@ check_encode = compare(
     ids=True,
     mistakes=[
         (
-            lambda tokens, stoi: torch.tensor([stoi[t] for t in tokens if t in stoi], dtype=torch.long),
+            lambda tokens, stoi: torch.tensor(
+                [stoi[t] for t in tokens if t in stoi], dtype=torch.long
+            ),
             "A token that is not in stoi gets the id of '<unk>'; it is not dropped.",
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t, 0) for t in tokens], dtype=torch.long),
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t, 0) for t in tokens], dtype=torch.long
+            ),
             "Unknown tokens get the id of '<unk>', stoi['<unk>'], which need not be 0.",
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t.lower(), stoi["<unk>"]) for t in tokens], dtype=torch.long),
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t.lower(), stoi["<unk>"]) for t in tokens], dtype=torch.long
+            ),
             "Look each token up as it is: stoi is case-sensitive ('The' and 'the' are different tokens).",
         ),
         (
-            lambda tokens, stoi: torch.tensor([stoi.get(t, stoi["<unk>"]) for t in tokens]),
+            lambda tokens, stoi: torch.tensor(
+                [stoi.get(t, stoi["<unk>"]) for t in tokens]
+            ),
             "torch.tensor([]) is a float tensor: say dtype=torch.long, so that no tokens give integer ids too.",
         ),
     ],
@@ -95,7 +145,10 @@ check_one_hot = compare(
             lambda ids, v: nn.functional.one_hot(ids, v),
             "torch.nn.functional.one_hot returns integers; the exercise asks for a float tensor.",
         ),
-        (lambda ids, v: ref.one_hot(ids, v).T, "One row per id and vocab_size columns, not the other way round."),
+        (
+            lambda ids, v: ref.one_hot(ids, v).T,
+            "One row per id and vocab_size columns, not the other way round.",
+        ),
     ],
     hint="Row i is all zeros except a single 1.0 in column ids[i].",
     what="The one-hot matrix",
@@ -106,16 +159,30 @@ check_cosine = compare(
     ref.cosine_similarity,
     lambda: [
         case(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), why="orthogonal"),
-        case(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2.0, 4.0, 6.0]), why="same direction"),
-        case(torch.tensor([3.0, 4.0]), torch.tensor([-3.0, -4.0]), why="opposite directions"),
+        case(
+            torch.tensor([1.0, 2.0, 3.0]),
+            torch.tensor([2.0, 4.0, 6.0]),
+            why="same direction",
+        ),
+        case(
+            torch.tensor([3.0, 4.0]),
+            torch.tensor([-3.0, -4.0]),
+            why="opposite directions",
+        ),
         case(torch.tensor([0.85, 0.6]), torch.tensor([0.54, 0.36])),
         case(torch.randn(16), torch.randn(16)),
         case(10 * torch.randn(5), 0.1 * torch.randn(5)),
     ],
     mistakes=[
-        (lambda u, v: u @ v, "That is the dot product uᵀv; cosine similarity also divides by ‖u‖ ‖v‖."),
+        (
+            lambda u, v: u @ v,
+            "That is the dot product uᵀv; cosine similarity also divides by ‖u‖ ‖v‖.",
+        ),
         (lambda u, v: u @ v / u.norm(), "Divide by both norms, ‖u‖ and ‖v‖."),
-        (lambda u, v: u @ v / (u @ u), "Divide by the product of the norms ‖u‖ ‖v‖, not by the squared norm of one."),
+        (
+            lambda u, v: u @ v / (u @ u),
+            "Divide by the product of the norms ‖u‖ ‖v‖, not by the squared norm of one.",
+        ),
     ],
     hint="cos(u, v) = uᵀv / (‖u‖ ‖v‖).",
     what="The cosine similarity",
@@ -172,7 +239,10 @@ def _embedding_cases(Embedding) -> tuple[int, int]:
     try:
         out.sum().backward()
     except Exception as e:
-        raise Mismatch(f"Backpropagating through your output raised {type(e).__name__}: {e}", input=label) from e
+        raise Mismatch(
+            f"Backpropagating through your output raised {type(e).__name__}: {e}",
+            input=label,
+        ) from e
     counts = torch.bincount(ids.flatten(), minlength=10).to(torch.float32)
     if weight.grad is None:
         raise Mismatch(
@@ -188,7 +258,12 @@ def _embedding_cases(Embedding) -> tuple[int, int]:
         hint="Each row's gradient counts how often that token was looked up; rows never used stay 0.",
     )
     single = torch.tensor([[7]])
-    expect(call(layer, single, input="ids=[[7]]"), weight.detach()[single], input="ids=[[7]]", what="The output")
+    expect(
+        call(layer, single, input="ids=[[7]]"),
+        weight.detach()[single],
+        input="ids=[[7]]",
+        what="The output",
+    )
 
     for bad, what in (
         (torch.tensor([[10]]), "ids=[[10]] (the table has rows 0..9)"),
@@ -224,9 +299,19 @@ def _hidden_embedding_case(Embedding) -> None:
     layer = call(Embedding, n, d, input=label)
     weight = getattr(layer, "weight", None)
     if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (n, d):
-        raise Mismatch(f"Embedding({n}, {d}) should have a weight of shape ({n}, {d}).", input=label, got=show(weight))
+        raise Mismatch(
+            f"Embedding({n}, {d}) should have a weight of shape ({n}, {d}).",
+            input=label,
+            got=show(weight),
+        )
     out = call(layer, ids.clone(), input=label)
-    expect(out, weight.detach()[ids], input=label, what="The output", hint="Output[...] must be weight[ids[...]].")
+    expect(
+        out,
+        weight.detach()[ids],
+        input=label,
+        what="The output",
+        hint="Output[...] must be weight[ids[...]].",
+    )
     for b in bad:
         expect_raises(
             layer,
@@ -243,11 +328,23 @@ def _check_initialisation(Embedding) -> None:
     label = "Embedding(1000, 64): the statistics of its 64 000 initial weights"
     weight = getattr(call(Embedding, 1000, 64, input=label), "weight", None)
     if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (1000, 64):
-        raise Mismatch("Embedding(1000, 64) should have a weight of shape (1000, 64).", input=label, got=show(weight))
+        raise Mismatch(
+            "Embedding(1000, 64) should have a weight of shape (1000, 64).",
+            input=label,
+            got=show(weight),
+        )
     w = weight.detach().double()
-    stats = {"mean": w.mean().item(), "std": w.std().item(), "share beyond ±2": (w.abs() > 2).double().mean().item()}
+    stats = {
+        "mean": w.mean().item(),
+        "std": w.std().item(),
+        "share beyond ±2": (w.abs() > 2).double().mean().item(),
+    }
     # a standard normal: mean 0 ± 0.004, std 1 ± 0.003, 4.55 % ± 0.08 % beyond ±2 (these bounds are > 5 sigma)
-    if abs(stats["mean"]) > 0.03 or abs(stats["std"] - 1) > 0.03 or abs(stats["share beyond ±2"] - 0.0455) > 0.006:
+    if (
+        abs(stats["mean"]) > 0.03
+        or abs(stats["std"] - 1) > 0.03
+        or abs(stats["share beyond ±2"] - 0.0455) > 0.006
+    ):
         raise Mismatch(
             "The initial weights are not drawn from a standard normal distribution.",
             input=label,
@@ -260,5 +357,8 @@ def _check_initialisation(Embedding) -> None:
 check_embedding = Checker(
     "Embedding",
     _embedding_cases,
-    withhold=["companion.embeddings.Embedding.__init__", "companion.embeddings.Embedding.forward"],
+    withhold=[
+        "companion.embeddings.Embedding.__init__",
+        "companion.embeddings.Embedding.forward",
+    ],
 )

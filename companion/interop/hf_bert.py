@@ -40,7 +40,11 @@ __all__ = [
 
 # Entries of Hugging Face's state dicts that are not parameters of ours: the position-id buffer, and the MLM
 # decoder's weight and bias, which Hugging Face stores again although they are tied to the embedding and the bias.
-_IGNORED = ("embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+_IGNORED = (
+    "embeddings.position_ids",
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+)
 
 _LAYER = {  # ours (in a block) → Hugging Face's (in encoder.layer.i)
     "self_attn.q_proj": "attention.self.query",
@@ -58,11 +62,17 @@ def bert_config_from_hf(config: object) -> BertConfig:
     """Our :class:`~companion.bert.BertConfig` from a ``transformers.BertConfig`` or a ``config.json`` dict."""
     c = config.to_dict() if hasattr(config, "to_dict") else config
     if not isinstance(c, Mapping):
-        raise TypeError(f"config must be a transformers BertConfig or a dict, got {describe(config)}")
+        raise TypeError(
+            f"config must be a transformers BertConfig or a dict, got {describe(config)}"
+        )
     if c.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"only the exact GELU (hidden_act='gelu') is supported, got {c['hidden_act']!r}")
+        raise ValueError(
+            f"only the exact GELU (hidden_act='gelu') is supported, got {c['hidden_act']!r}"
+        )
     if c.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"only learned absolute positions are supported, got {c['position_embedding_type']!r}")
+        raise ValueError(
+            f"only learned absolute positions are supported, got {c['position_embedding_type']!r}"
+        )
     try:
         return BertConfig(
             vocab_size=c["vocab_size"],
@@ -77,7 +87,9 @@ def bert_config_from_hf(config: object) -> BertConfig:
             init_std=c.get("initializer_range", 0.02),
         )
     except KeyError as error:
-        raise ValueError(f"config has no {error.args[0]!r}: not a BERT config") from None
+        raise ValueError(
+            f"config has no {error.args[0]!r}: not a BERT config"
+        ) from None
 
 
 def bert_hf_parameter_names(model: BertEncoder | BertForPreTraining) -> dict[str, str]:
@@ -85,16 +97,23 @@ def bert_hf_parameter_names(model: BertEncoder | BertForPreTraining) -> dict[str
     the embedding's). Names are those of ``BertForPreTraining`` (``bert.…``, ``cls.…``) for a
     :class:`~companion.bert.BertForPreTraining`, of ``BertModel`` for a :class:`~companion.bert.BertEncoder`."""
     if isinstance(model, BertForPreTraining):
-        names = {f"bert.{ours}": f"bert.{theirs}" for ours, theirs in bert_hf_parameter_names(model.bert).items()}
+        names = {
+            f"bert.{ours}": f"bert.{theirs}"
+            for ours, theirs in bert_hf_parameter_names(model.bert).items()
+        }
         heads = {"mlm.dense": "cls.predictions.transform.dense", "mlm.norm": "cls.predictions.transform.LayerNorm",
                  "nsp": "cls.seq_relationship"}  # fmt: skip
         for ours, theirs in heads.items():
-            names.update({f"{ours}.weight": f"{theirs}.weight", f"{ours}.bias": f"{theirs}.bias"})
+            names.update(
+                {f"{ours}.weight": f"{theirs}.weight", f"{ours}.bias": f"{theirs}.bias"}
+            )
         names["mlm.bias"] = "cls.predictions.bias"
         names["mlm.decoder.weight"] = "bert.embeddings.word_embeddings.weight"  # tied
         return names
     if not isinstance(model, BertEncoder):
-        raise TypeError(f"model must be a companion BertEncoder or BertForPreTraining, got {describe(model)}")
+        raise TypeError(
+            f"model must be a companion BertEncoder or BertForPreTraining, got {describe(model)}"
+        )
     names = {
         "embeddings.token.weight": "embeddings.word_embeddings.weight",
         "embeddings.position.weight": "embeddings.position_embeddings.weight",
@@ -121,11 +140,15 @@ def load_bert_state_dict_from_hf(
     missing, unexpected or of the wrong shape; nothing is copied then.
     """
     if not isinstance(state_dict, Mapping):
-        raise TypeError(f"state_dict must be a mapping name → tensor, got {describe(state_dict)}")
+        raise TypeError(
+            f"state_dict must be a mapping name → tensor, got {describe(state_dict)}"
+        )
     names = bert_hf_parameter_names(model)
     theirs = dict(state_dict)
     if isinstance(model, BertEncoder) and any(k.startswith("bert.") for k in theirs):
-        theirs = {k[len("bert.") :]: v for k, v in theirs.items() if k.startswith("bert.")}
+        theirs = {
+            k[len("bert.") :]: v for k, v in theirs.items() if k.startswith("bert.")
+        }
     wanted = set(names.values())
     missing = sorted(wanted - set(theirs))
     unexpected = sorted(k for k in set(theirs) - wanted if not k.endswith(_IGNORED))
@@ -140,7 +163,11 @@ def load_bert_state_dict_from_hf(
             "the state dict does not fit this model: "
             + "; ".join(
                 f"{what} {items[:5]}{' …' if len(items) > 5 else ''}"
-                for what, items in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong))
+                for what, items in (
+                    ("missing", missing),
+                    ("unexpected", unexpected),
+                    ("wrong shape", wrong),
+                )
                 if items
             )
         )
@@ -154,9 +181,15 @@ def bert_from_hf(hf_model: nn.Module) -> BertEncoder | BertForPreTraining:
     :class:`~companion.bert.BertForPreTraining`) or ``BertModel`` (→ :class:`~companion.bert.BertEncoder`)."""
     kind = type(hf_model).__name__
     if kind not in ("BertForPreTraining", "BertModel"):
-        raise TypeError(f"hf_model must be a transformers BertForPreTraining or BertModel, got {describe(hf_model)}")
+        raise TypeError(
+            f"hf_model must be a transformers BertForPreTraining or BertModel, got {describe(hf_model)}"
+        )
     config = bert_config_from_hf(hf_model.config)
-    ours = BertForPreTraining(config) if kind == "BertForPreTraining" else BertEncoder(config)
+    ours = (
+        BertForPreTraining(config)
+        if kind == "BertForPreTraining"
+        else BertEncoder(config)
+    )
     p = next(hf_model.parameters())
     ours.to(dtype=p.dtype, device=p.device)
     load_bert_state_dict_from_hf(ours, hf_model.state_dict())
@@ -198,7 +231,9 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def load_pretrained(folder: str | os.PathLike[str]) -> tuple[BertEncoder, WordPieceTokenizer]:
+def load_pretrained(
+    folder: str | os.PathLike[str],
+) -> tuple[BertEncoder, WordPieceTokenizer]:
     """A pretrained BERT encoder (in eval mode) and its tokeniser from a Hugging Face model folder holding
     ``config.json``, ``model.safetensors`` and ``vocab.txt`` (``tokenizer_config.json``'s ``do_lower_case``
     is honoured, default True)."""
@@ -211,15 +246,26 @@ def load_pretrained(folder: str | os.PathLike[str]) -> tuple[BertEncoder, WordPi
     load_bert_state_dict_from_hf(model, read_safetensors(folder / "model.safetensors"))
     lower_case = True
     if (folder / "tokenizer_config.json").is_file():
-        lower_case = bool(json.loads((folder / "tokenizer_config.json").read_text()).get("do_lower_case", True))
-    return model.eval(), WordPieceTokenizer.from_file(folder / "vocab.txt", lower_case=lower_case)
+        lower_case = bool(
+            json.loads((folder / "tokenizer_config.json").read_text()).get(
+                "do_lower_case", True
+            )
+        )
+    return model.eval(), WordPieceTokenizer.from_file(
+        folder / "vocab.txt", lower_case=lower_case
+    )
 
 
 # What chapter 7 reads from all-MiniLM-L6-v2's folder: load_pretrained's three files and tokenizer_config.json
 # (transformers' BertModel.from_pretrained reads config.json and the weights). The hub's repository holds more
 # (other weight formats, the sentence-transformers configuration); these four are 91 MB.
 MINILM_REPOSITORY = "sentence-transformers/all-MiniLM-L6-v2"
-MINILM_FILES = ("config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt")
+MINILM_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer_config.json",
+    "vocab.txt",
+)
 
 
 def minilm_path() -> Path:

@@ -31,18 +31,36 @@ def gpt_config_from_hf(config: object) -> GPTConfig:
     Raises ``ValueError`` for options the companion's GPT does not have (another activation, untied output
     layer, attention scaled by the layer index or upcast).
     """
-    needed = ("vocab_size", "n_positions", "n_layer", "n_head", "n_embd", "layer_norm_epsilon", "activation_function")
+    needed = (
+        "vocab_size",
+        "n_positions",
+        "n_layer",
+        "n_head",
+        "n_embd",
+        "layer_norm_epsilon",
+        "activation_function",
+    )
     missing = [name for name in needed if not hasattr(config, name)]
     if missing:
-        raise TypeError(f"config must be a transformers GPT2Config, got {describe(config)} without {missing}")
+        raise TypeError(
+            f"config must be a transformers GPT2Config, got {describe(config)} without {missing}"
+        )
     c = config
     if c.activation_function not in _TANH_GELUS:
-        raise ValueError(f"activation_function must be one of {_TANH_GELUS}, got {c.activation_function!r}")
+        raise ValueError(
+            f"activation_function must be one of {_TANH_GELUS}, got {c.activation_function!r}"
+        )
     unsupported = {
         "tie_word_embeddings": (getattr(c, "tie_word_embeddings", True), True),
         "scale_attn_weights": (getattr(c, "scale_attn_weights", True), True),
-        "scale_attn_by_inverse_layer_idx": (getattr(c, "scale_attn_by_inverse_layer_idx", False), False),
-        "reorder_and_upcast_attn": (getattr(c, "reorder_and_upcast_attn", False), False),
+        "scale_attn_by_inverse_layer_idx": (
+            getattr(c, "scale_attn_by_inverse_layer_idx", False),
+            False,
+        ),
+        "reorder_and_upcast_attn": (
+            getattr(c, "reorder_and_upcast_attn", False),
+            False,
+        ),
     }
     for name, (got, expected) in unsupported.items():
         if bool(got) != expected:
@@ -59,7 +77,9 @@ def gpt_config_from_hf(config: object) -> GPTConfig:
     )
 
 
-def gpt_state_dict_from_hf(state_dict: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
+def gpt_state_dict_from_hf(
+    state_dict: Mapping[str, torch.Tensor], config: GPTConfig
+) -> dict[str, torch.Tensor]:
     """Rename and transpose a GPT-2 state dict (``transformer.wte.weight`` …) into a :class:`~companion.gpt.GPT` one.
 
     Keys may carry the ``transformer.`` prefix (``GPT2LMHeadModel``) or not (``GPT2Model``). Every key GPT-2
@@ -68,14 +88,32 @@ def gpt_state_dict_from_hf(state_dict: Mapping[str, torch.Tensor], config: GPTCo
     Errors name the keys and shapes expected and found.
     """
     if not isinstance(state_dict, Mapping):
-        raise TypeError(f"state_dict must be a mapping name -> tensor, got {describe(state_dict)}")
+        raise TypeError(
+            f"state_dict must be a mapping name -> tensor, got {describe(state_dict)}"
+        )
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {describe(config)}")
     gpt2_choices = dict(positional="learned", activation="gelu_tanh", tie_weights=True)
-    if other := {k: getattr(config, k) for k, v in gpt2_choices.items() if getattr(config, k) != v}:
-        raise ValueError(f"GPT-2's weights need a GPT-2 configuration ({gpt2_choices}), got {other}")
-    V, T, d, d_ff = config.vocab_size, config.context_length, config.d_model, config.d_ff
-    expected = {"wte.weight": (V, d), "wpe.weight": (T, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
+    if other := {
+        k: getattr(config, k)
+        for k, v in gpt2_choices.items()
+        if getattr(config, k) != v
+    }:
+        raise ValueError(
+            f"GPT-2's weights need a GPT-2 configuration ({gpt2_choices}), got {other}"
+        )
+    V, T, d, d_ff = (
+        config.vocab_size,
+        config.context_length,
+        config.d_model,
+        config.d_ff,
+    )
+    expected = {
+        "wte.weight": (V, d),
+        "wpe.weight": (T, d),
+        "ln_f.weight": (d,),
+        "ln_f.bias": (d,),
+    }
     for i in range(config.n_layers):
         expected |= {
             f"h.{i}.ln_1.weight": (d,), f"h.{i}.ln_1.bias": (d,),
@@ -93,7 +131,10 @@ def gpt_state_dict_from_hf(state_dict: Mapping[str, torch.Tensor], config: GPTCo
             lm_head = value
         elif not name.endswith((".attn.bias", ".attn.masked_bias")) or name in expected:
             sd[name] = value
-    missing, unexpected = sorted(expected.keys() - sd.keys()), sorted(sd.keys() - expected.keys())
+    missing, unexpected = (
+        sorted(expected.keys() - sd.keys()),
+        sorted(sd.keys() - expected.keys()),
+    )
     if missing or unexpected:
         raise ValueError(
             f"the state dict does not match a GPT-2 with {config.n_layers} layers: missing {missing[:6]}"
@@ -101,21 +142,37 @@ def gpt_state_dict_from_hf(state_dict: Mapping[str, torch.Tensor], config: GPTCo
         )
     for name, shape in expected.items():
         if tuple(sd[name].shape) != shape:
-            raise ValueError(f"{name} must have shape {shape} for this config, got {tuple(sd[name].shape)}")
+            raise ValueError(
+                f"{name} must have shape {shape} for this config, got {tuple(sd[name].shape)}"
+            )
     if lm_head is not None and not torch.equal(lm_head, sd["wte.weight"]):
-        raise ValueError("lm_head.weight differs from wte.weight: only a tied output layer is supported")
+        raise ValueError(
+            "lm_head.weight differs from wte.weight: only a tied output layer is supported"
+        )
 
     out = {"embed.weight": sd["wte.weight"], "pos.embedding.weight": sd["wpe.weight"]}
-    out |= {"norm.weight": sd["ln_f.weight"], "norm.bias": sd["ln_f.bias"], "lm_head.weight": sd["wte.weight"]}
+    out |= {
+        "norm.weight": sd["ln_f.weight"],
+        "norm.bias": sd["ln_f.bias"],
+        "lm_head.weight": sd["wte.weight"],
+    }
     for i in range(config.n_layers):
         h, b = f"h.{i}.", f"blocks.{i}."
         for j, ln in enumerate(("ln_1", "ln_2")):
             out[f"{b}residuals.{j}.norm.weight"] = sd[f"{h}{ln}.weight"]
             out[f"{b}residuals.{j}.norm.bias"] = sd[f"{h}{ln}.bias"]
-        w_q, w_k, w_v = sd[f"{h}attn.c_attn.weight"].t().chunk(3)  # Conv1D (d, 3d) → three (d, d) for nn.Linear
+        # Conv1D (d, 3d) → three (d, d) for nn.Linear
+        w_q, w_k, w_v = sd[f"{h}attn.c_attn.weight"].t().chunk(3)
         b_q, b_k, b_v = sd[f"{h}attn.c_attn.bias"].chunk(3)
-        for proj, w, bias in (("q_proj", w_q, b_q), ("k_proj", w_k, b_k), ("v_proj", w_v, b_v)):
-            out[f"{b}self_attn.{proj}.weight"], out[f"{b}self_attn.{proj}.bias"] = w, bias
+        for proj, w, bias in (
+            ("q_proj", w_q, b_q),
+            ("k_proj", w_k, b_k),
+            ("v_proj", w_v, b_v),
+        ):
+            out[f"{b}self_attn.{proj}.weight"], out[f"{b}self_attn.{proj}.bias"] = (
+                w,
+                bias,
+            )
         out[f"{b}self_attn.out_proj.weight"] = sd[f"{h}attn.c_proj.weight"].t()
         out[f"{b}self_attn.out_proj.bias"] = sd[f"{h}attn.c_proj.bias"]
         out[f"{b}ff.linear1.weight"] = sd[f"{h}mlp.c_fc.weight"].t()
@@ -128,7 +185,9 @@ def gpt_state_dict_from_hf(state_dict: Mapping[str, torch.Tensor], config: GPTCo
 def gpt_from_hf(model: nn.Module) -> GPT:
     """A :class:`~companion.gpt.GPT` holding copies of the weights of a ``GPT2LMHeadModel``, in its dtype."""
     if not isinstance(model, nn.Module) or not hasattr(model, "config"):
-        raise TypeError(f"model must be a transformers GPT2LMHeadModel, got {describe(model)}")
+        raise TypeError(
+            f"model must be a transformers GPT2LMHeadModel, got {describe(model)}"
+        )
     config = gpt_config_from_hf(model.config)
     state = gpt_state_dict_from_hf(model.state_dict(), config)
     dtype = state["embed.weight"].dtype

@@ -36,13 +36,17 @@ def mha_from_torch(mha: nn.MultiheadAttention, **options: object) -> MultiHeadAt
     :class:`~companion.attention.MultiHeadAttention`.
     """
     if not isinstance(mha, nn.MultiheadAttention):
-        raise TypeError(f"mha must be a torch.nn.MultiheadAttention, got {describe(mha)}")
+        raise TypeError(
+            f"mha must be a torch.nn.MultiheadAttention, got {describe(mha)}"
+        )
     if mha.in_proj_weight is None or mha.bias_k is not None or mha.add_zero_attn:
         raise ValueError(
             "only nn.MultiheadAttention with kdim = vdim = embed_dim and no bias_kv/zero_attn is supported"
         )
     bias = mha.in_proj_bias is not None
-    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias, **options)
+    ours = MultiHeadAttention(
+        mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias, **options
+    )
     ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
     projections = (ours.q_proj, ours.k_proj, ours.v_proj)
     for layer, w in zip(projections, mha.in_proj_weight.chunk(3), strict=True):
@@ -57,8 +61,14 @@ def mha_from_torch(mha: nn.MultiheadAttention, **options: object) -> MultiHeadAt
 
 def layer_norm_from_torch(norm: nn.LayerNorm) -> LayerNorm:
     """A :class:`~companion.transformer.LayerNorm` with the ``eps``, ``weight`` and ``bias`` of an ``nn.LayerNorm``."""
-    if not isinstance(norm, nn.LayerNorm) or len(norm.normalized_shape) != 1 or norm.weight is None:
-        raise TypeError(f"norm must be an nn.LayerNorm over one dimension with weights, got {describe(norm)}")
+    if (
+        not isinstance(norm, nn.LayerNorm)
+        or len(norm.normalized_shape) != 1
+        or norm.weight is None
+    ):
+        raise TypeError(
+            f"norm must be an nn.LayerNorm over one dimension with weights, got {describe(norm)}"
+        )
     ours = LayerNorm(norm.normalized_shape[0], eps=norm.eps).to(norm.weight)
     _copy(ours.weight, norm.weight)
     _copy(ours.bias, norm.bias)
@@ -71,7 +81,9 @@ def _activation_name(layer: nn.Module) -> str:
         return "relu"
     if act is F.gelu or isinstance(act, nn.GELU):
         return "gelu"
-    raise ValueError(f"unsupported activation {act!r}: only relu and gelu are supported")
+    raise ValueError(
+        f"unsupported activation {act!r}: only relu and gelu are supported"
+    )
 
 
 def _block(cls: type, layer: nn.Module, attentions: dict[str, str]) -> nn.Module:
@@ -88,7 +100,10 @@ def _block(cls: type, layer: nn.Module, attentions: dict[str, str]) -> nn.Module
     ).to(layer.linear1.weight)
     for ours_name, theirs_name in attentions.items():
         setattr(ours, ours_name, mha_from_torch(getattr(layer, theirs_name)))
-    for ours_linear, theirs_linear in ((ours.ff.linear1, layer.linear1), (ours.ff.linear2, layer.linear2)):
+    for ours_linear, theirs_linear in (
+        (ours.ff.linear1, layer.linear1),
+        (ours.ff.linear2, layer.linear2),
+    ):
         _copy(ours_linear.weight, theirs_linear.weight)
         _copy(ours_linear.bias, theirs_linear.bias)
     for i, residual in enumerate(ours.residuals, start=1):
@@ -99,15 +114,21 @@ def _block(cls: type, layer: nn.Module, attentions: dict[str, str]) -> nn.Module
 def encoder_block_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderBlock:
     """A :class:`~companion.transformer.EncoderBlock` with the settings and weights of a ``TransformerEncoderLayer``."""
     if not isinstance(layer, nn.TransformerEncoderLayer):
-        raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {describe(layer)}")
+        raise TypeError(
+            f"layer must be an nn.TransformerEncoderLayer, got {describe(layer)}"
+        )
     return _block(EncoderBlock, layer, {"self_attn": "self_attn"})
 
 
 def decoder_block_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderBlock:
     """A :class:`~companion.transformer.DecoderBlock` with the settings and weights of a ``TransformerDecoderLayer``."""
     if not isinstance(layer, nn.TransformerDecoderLayer):
-        raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {describe(layer)}")
-    return _block(DecoderBlock, layer, {"self_attn": "self_attn", "cross_attn": "multihead_attn"})
+        raise TypeError(
+            f"layer must be an nn.TransformerDecoderLayer, got {describe(layer)}"
+        )
+    return _block(
+        DecoderBlock, layer, {"self_attn": "self_attn", "cross_attn": "multihead_attn"}
+    )
 
 
 def to_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -124,13 +145,21 @@ def from_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:
         return ~mask
     if mask.dtype.is_floating_point:
         if not bool(((mask == 0) | (mask == float("-inf"))).all()):
-            raise ValueError("a float mask must contain only 0 (allowed) and -inf (forbidden) to be converted")
+            raise ValueError(
+                "a float mask must contain only 0 (allowed) and -inf (forbidden) to be converted"
+            )
         return mask == 0
-    raise TypeError(f"mask must be a boolean or floating-point tensor, got dtype {mask.dtype}")
+    raise TypeError(
+        f"mask must be a boolean or floating-point tensor, got dtype {mask.dtype}"
+    )
 
 
-def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def to_additive_mask(
+    mask: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """A companion boolean mask as the additive float mask ``0`` (allowed) / ``-inf`` (forbidden) of
     ``torch.nn.Transformer.generate_square_subsequent_mask``, same shape."""
     mask = require_bool_mask(mask)
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+        ~mask, float("-inf")
+    )

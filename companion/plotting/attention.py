@@ -20,7 +20,9 @@ def _as_matrix(weights: Any, name: str = "weights") -> np.ndarray:
     if isinstance(weights, torch.Tensor):
         weights = weights.detach().cpu().to(torch.float64).numpy()
     if not isinstance(weights, np.ndarray):
-        raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {describe(weights)}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor or numpy array, got {describe(weights)}"
+        )
     return weights
 
 
@@ -53,18 +55,35 @@ def plot_attention(
     """
     w = _as_matrix(weights)
     if w.ndim != 2:
-        raise ValueError(f"weights must have shape (n_queries, n_keys), got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"weights must have shape (n_queries, n_keys), got shape {tuple(w.shape)}"
+        )
     n_q, n_k = w.shape
     if key_tokens is None and query_tokens is not None and n_q == n_k:
         key_tokens = query_tokens
-    for name, labels, size in (("query_tokens", query_tokens, n_q), ("key_tokens", key_tokens, n_k)):
+    for name, labels, size in (
+        ("query_tokens", query_tokens, n_q),
+        ("key_tokens", key_tokens, n_k),
+    ):
         if labels is not None:
             check_labels(labels, name, size, f"to match weights of shape {w.shape}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.0 + 0.5 * max(n_k, 4), 0.8 + 0.45 * max(n_q, 4)))
-    image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(1e-12, float(np.nanmax(w))) if w.size else 1.0)
-    ax.set_xticks(range(n_k), labels=[str(t) for t in key_tokens] if key_tokens is not None else range(n_k))
-    ax.set_yticks(range(n_q), labels=[str(t) for t in query_tokens] if query_tokens is not None else range(n_q))
+        _, ax = plt.subplots(
+            figsize=(1.0 + 0.5 * max(n_k, 4), 0.8 + 0.45 * max(n_q, 4))
+        )
+    image = ax.imshow(
+        w, cmap=cmap, vmin=0.0, vmax=max(1e-12, float(np.nanmax(w))) if w.size else 1.0
+    )
+    ax.set_xticks(
+        range(n_k),
+        labels=[str(t) for t in key_tokens] if key_tokens is not None else range(n_k),
+    )
+    ax.set_yticks(
+        range(n_q),
+        labels=[str(t) for t in query_tokens]
+        if query_tokens is not None
+        else range(n_q),
+    )
     ax.tick_params(axis="x", labelrotation=45 if key_tokens is not None else 0)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
@@ -76,7 +95,15 @@ def plot_attention(
         for i in range(n_q):
             for j in range(n_k):
                 color = "white" if w[i, j] > 0.6 * top else "black"
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8, color=color)
+                ax.text(
+                    j,
+                    i,
+                    f"{w[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color=color,
+                )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
     return ax
@@ -104,21 +131,34 @@ def plot_attention_heads(
     """
     w = _as_matrix(weights)
     if w.ndim != 3:
-        raise ValueError(f"weights must have shape (n_heads, n_queries, n_keys), got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"weights must have shape (n_heads, n_queries, n_keys), got shape {tuple(w.shape)}"
+        )
     n_heads, n_q, n_k = w.shape
     ncols = max(1, min(ncols, n_heads))
     nrows = -(-n_heads // ncols)
     fig, axes = plt.subplots(
         nrows,
         ncols,
-        figsize=(ncols * (0.8 + 0.35 * max(n_k, 4)), nrows * (0.9 + 0.35 * max(n_q, 4))),
+        figsize=(
+            ncols * (0.8 + 0.35 * max(n_k, 4)),
+            nrows * (0.9 + 0.35 * max(n_q, 4)),
+        ),
         squeeze=False,
     )
     for h, ax in enumerate(axes.flat):
         if h >= n_heads:
             ax.set_visible(False)
             continue
-        plot_attention(w[h], query_tokens, key_tokens, ax=ax, title=f"head {h}", annotate=False, colorbar=False)
+        plot_attention(
+            w[h],
+            query_tokens,
+            key_tokens,
+            ax=ax,
+            title=f"head {h}",
+            annotate=False,
+            colorbar=False,
+        )
     fig.suptitle(title)
     fig.tight_layout()
     return axes.flatten()[:n_heads]
@@ -154,14 +194,20 @@ def plot_attention_cost(
     Returns:
         The two axes.
     """
-    if not isinstance(rows, Sequence) or not rows or not all(isinstance(r, AttentionMeasurement) for r in rows):
+    if (
+        not isinstance(rows, Sequence)
+        or not rows
+        or not all(isinstance(r, AttentionMeasurement) for r in rows)
+    ):
         raise TypeError(
             f"rows must be a non-empty list of AttentionMeasurement (from measure_attention), got {describe(rows)}"
         )
     measured = list(dict.fromkeys(r.name for r in rows))
     names = measured if names is None else list(names)
     if not names or any(name not in measured for name in names):
-        raise ValueError(f"names must be some of the measured implementations {measured}, got {names}")
+        raise ValueError(
+            f"names must be some of the measured implementations {measured}, got {names}"
+        )
     guides = [require_positive_int(p, "guide") for p in guides]  # powers of n
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -169,23 +215,41 @@ def plot_attention_cost(
         raise ValueError(f"axes must be two axes (time, memory), got {len(axes)}")
     fig = axes[0].figure
     ns = sorted({r.n for r in rows if r.name in names})
-    panels = ((axes[0], "milliseconds", "time per call (ms)"), (axes[1], "peak_mib", "peak memory (MiB)"))
+    panels = (
+        (axes[0], "milliseconds", "time per call (ms)"),
+        (axes[1], "peak_mib", "peak memory (MiB)"),
+    )
     for ax, attr, label in panels:
         values = []
         for name in names:
-            mine = sorted((r for r in rows if r.name == name and getattr(r, attr) > 0), key=lambda r: r.n)
+            mine = sorted(
+                (r for r in rows if r.name == name and getattr(r, attr) > 0),
+                key=lambda r: r.n,
+            )
             if not mine:
                 continue
             xs, ys = [r.n for r in mine], [getattr(r, attr) for r in mine]
             values += ys
-            slope = f", slope {fit_loglog_slope(xs, ys).slope:.2f}" if slopes and len(mine) > 1 else ""
+            slope = (
+                f", slope {fit_loglog_slope(xs, ys).slope:.2f}"
+                if slopes and len(mine) > 1
+                else ""
+            )
             ax.plot(xs, ys, marker="o", label=f"{name}{slope}")
         if values and len(ns) > 1:
             middle, n_mid = (min(values) * max(values)) ** 0.5, (ns[0] * ns[-1]) ** 0.5
             for power in guides:
                 guide = [middle * (n / n_mid) ** power for n in ns]
-                guide_label = "∝ n" if power == 1 else "∝ n²" if power == 2 else f"∝ n^{power}"
-                ax.plot(ns, guide, _GUIDE_STYLES.get(power, "k-."), linewidth=1, label=guide_label)
+                guide_label = (
+                    "∝ n" if power == 1 else "∝ n²" if power == 2 else f"∝ n^{power}"
+                )
+                ax.plot(
+                    ns,
+                    guide,
+                    _GUIDE_STYLES.get(power, "k-."),
+                    linewidth=1,
+                    label=guide_label,
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(ns, [str(n) for n in ns])

@@ -17,7 +17,13 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from ..validation import describe, require_int, require_number
 
-__all__ = ["draw_attention_flow", "draw_multi_head_attention", "draw_transformer", "draw_rope_rotation", "draw_gpt"]
+__all__ = [
+    "draw_attention_flow",
+    "draw_multi_head_attention",
+    "draw_transformer",
+    "draw_rope_rotation",
+    "draw_gpt",
+]
 
 # One colour per kind of operation, the same in every diagram.
 COLOURS = {
@@ -41,17 +47,41 @@ def _new_axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     return ax
 
 
-def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, colour: str, size: float = 11) -> None:
+def _box(
+    ax: Axes,
+    x: float,
+    y: float,
+    w: float,
+    h: float,
+    text: str,
+    colour: str,
+    size: float = 11,
+) -> None:
     """A rounded box centred at (x, y)."""
     patch = FancyBboxPatch(
-        (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.12", fc=colour, ec="black", lw=1.2
+        (x - w / 2, y - h / 2),
+        w,
+        h,
+        boxstyle="round,pad=0.02,rounding_size=0.12",
+        fc=colour,
+        ec="black",
+        lw=1.2,
     )
     ax.add_patch(patch)
     ax.text(x, y, text, ha="center", va="center", fontsize=size)
 
 
-def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], **kwargs: object) -> None:
-    style = {"arrowstyle": "-|>", "mutation_scale": 14, "lw": 1.3, "color": "black", "shrinkA": 0, "shrinkB": 0}
+def _arrow(
+    ax: Axes, start: tuple[float, float], end: tuple[float, float], **kwargs: object
+) -> None:
+    style = {
+        "arrowstyle": "-|>",
+        "mutation_scale": 14,
+        "lw": 1.3,
+        "color": "black",
+        "shrinkA": 0,
+        "shrinkB": 0,
+    }
     style.update(kwargs)
     ax.add_patch(FancyArrowPatch(start, end, **style))
 
@@ -66,7 +96,9 @@ def _finish(ax: Axes, width: float, height: float, title: str | None) -> Axes:
     return ax
 
 
-def draw_attention_flow(*, ax: Axes | None = None, title: str | None = "One attention head") -> Axes:
+def draw_attention_flow(
+    *, ax: Axes | None = None, title: str | None = "One attention head"
+) -> Axes:
     """The data flow of one head: X → (W_Q, W_K, W_V) → Q, K, V → softmax(QKᵀ/√d_k) → weights · V → Z."""
     ax = _new_axes(ax, (10.5, 4.2))
     _box(ax, 1.0, 3.0, 1.5, 1.1, "$X$\n$n \\times d$", COLOURS["input"], 13)
@@ -84,15 +116,34 @@ def draw_attention_flow(*, ax: Axes | None = None, title: str | None = "One atte
     _box(ax, 8.4, 4.0, 2.4, 1.3, softmax, COLOURS["attention"], 12)
     _arrow(ax, (6.5, 5.0), (7.2, 4.4))
     _arrow(ax, (6.5, 3.0), (7.2, 3.6))
-    _box(ax, 11.0, 2.2, 2.5, 1.1, "$Z$ = weights $\\cdot\\, V$\n$n \\times d_v$", COLOURS["output"], 12)
+    _box(
+        ax,
+        11.0,
+        2.2,
+        2.5,
+        1.1,
+        "$Z$ = weights $\\cdot\\, V$\n$n \\times d_v$",
+        COLOURS["output"],
+        12,
+    )
     _arrow(ax, (9.6, 3.35), (10.3, 2.75))
     _arrow(ax, (6.5, 1.0), (9.75, 1.9))
-    ax.text(11.0, 1.1, "row $i$ of $Z$: a weighted\naverage of the rows of $V$", ha="center", va="top", fontsize=10)
+    ax.text(
+        11.0,
+        1.1,
+        "row $i$ of $Z$: a weighted\naverage of the rows of $V$",
+        ha="center",
+        va="top",
+        fontsize=10,
+    )
     return _finish(ax, 12.3, 6, title)
 
 
 def draw_multi_head_attention(
-    n_heads: int = 3, *, ax: Axes | None = None, title: str | None = "Multi-head attention"
+    n_heads: int = 3,
+    *,
+    ax: Axes | None = None,
+    title: str | None = "Multi-head attention",
 ) -> Axes:
     """``n_heads`` heads side by side: each projects X with its own slices of W_Q, W_K, W_V and attends; the
     outputs are concatenated and mixed by W_O."""
@@ -106,14 +157,45 @@ def draw_multi_head_attention(
         y = height - 1.2 - 1.6 * head
         label = f"{head + 1}" if head < n_heads - 1 or n_heads < 3 else "h"
         _arrow(ax, (1.55, middle), (2.3, y))
-        for dx, kind, letter in ((0, "query", "Q"), (0.95, "key", "K"), (1.9, "value", "V")):
-            _box(ax, 2.8 + dx, y, 0.85, 0.8, f"$W_{letter}^{{{label}}}$", COLOURS[kind], 11)
+        for dx, kind, letter in (
+            (0, "query", "Q"),
+            (0.95, "key", "K"),
+            (1.9, "value", "V"),
+        ):
+            _box(
+                ax,
+                2.8 + dx,
+                y,
+                0.85,
+                0.8,
+                f"$W_{letter}^{{{label}}}$",
+                COLOURS[kind],
+                11,
+            )
         _arrow(ax, (5.1, y), (5.6, y))
-        _box(ax, 6.55, y, 1.8, 0.9, f"head {label}\n$n \\times d_{{head}}$", COLOURS["attention"], 10)
+        _box(
+            ax,
+            6.55,
+            y,
+            1.8,
+            0.9,
+            f"head {label}\n$n \\times d_{{head}}$",
+            COLOURS["attention"],
+            10,
+        )
         _arrow(ax, (7.45, y), (concat_x - 0.55, y))
         if n_heads >= 3 and head == n_heads - 2:
             ax.text(6.55, y - 0.8, "⋮", ha="center", va="center", fontsize=16)
-    _box(ax, concat_x, middle, 1.1, height - 1.0, "concat\n\n$n \\times$\n$d_{model}$", COLOURS["input"], 10)
+    _box(
+        ax,
+        concat_x,
+        middle,
+        1.1,
+        height - 1.0,
+        "concat\n\n$n \\times$\n$d_{model}$",
+        COLOURS["input"],
+        10,
+    )
     _arrow(ax, (concat_x + 0.55, middle), (9.6, middle))
     _box(ax, 10.0, middle, 0.8, 0.8, "$W_O$", COLOURS["output"], 12)
     _arrow(ax, (10.4, middle), (11.0, middle))
@@ -123,7 +205,9 @@ def draw_multi_head_attention(
     return _finish(ax, 12.3, height, title)
 
 
-def _sublayers(ax: Axes, x: float, y0: float, names: Sequence[tuple[str, str]], width: float) -> list[float]:
+def _sublayers(
+    ax: Axes, x: float, y0: float, names: Sequence[tuple[str, str]], width: float
+) -> list[float]:
     """Stack sub-layers upwards from y0, each followed by "Add & Norm" with its residual arrow; return centres."""
     centres = []
     y = y0
@@ -142,13 +226,18 @@ def _sublayers(ax: Axes, x: float, y0: float, names: Sequence[tuple[str, str]], 
     return centres
 
 
-def draw_transformer(*, ax: Axes | None = None, title: str | None = "The Transformer") -> Axes:
+def draw_transformer(
+    *, ax: Axes | None = None, title: str | None = "The Transformer"
+) -> Axes:
     """The encoder–decoder of Vaswani et al. (2017), after their figure 1 (post-norm: Add & Norm after each
     sub-layer): L encoder blocks on the left, L decoder blocks on the right."""
     ax = _new_axes(ax, (9, 11.5))
     width = 2.8
     enc_x, dec_x = 2.6, 7.4
-    for x, label in ((enc_x, "Inputs (source tokens)"), (dec_x, "Outputs so far (shifted right)")):
+    for x, label in (
+        (enc_x, "Inputs (source tokens)"),
+        (dec_x, "Outputs so far (shifted right)"),
+    ):
         ax.text(x, 0.25, label, ha="center", fontsize=10.5)
         _arrow(ax, (x, 0.55), (x, 0.95))
         _box(ax, x, 1.3, width, 0.7, "Embedding", COLOURS["embed"], 10.5)
@@ -157,7 +246,13 @@ def draw_transformer(*, ax: Axes | None = None, title: str | None = "The Transfo
         ax.text(x, 2.35, "+", ha="center", va="center", fontsize=13)
         ax.text(x + 0.4, 2.35, "positional\nencoding", va="center", fontsize=9.5)
         _arrow(ax, (x, 2.6), (x, 3.05))
-    enc = _sublayers(ax, enc_x, 3.6, [("Multi-Head\nSelf-Attention", "attention"), ("Feed Forward", "ffn")], width)
+    enc = _sublayers(
+        ax,
+        enc_x,
+        3.6,
+        [("Multi-Head\nSelf-Attention", "attention"), ("Feed Forward", "ffn")],
+        width,
+    )
     dec = _sublayers(
         ax,
         dec_x,
@@ -175,9 +270,16 @@ def draw_transformer(*, ax: Axes | None = None, title: str | None = "The Transfo
         )  # fmt: skip
         ax.add_patch(frame)
         edge = x + side * (width / 2 + 0.75)
-        ax.text(edge, (3.0 + top) / 2, "$L\\times$", ha="center", va="center", fontsize=14)
+        ax.text(
+            edge, (3.0 + top) / 2, "$L\\times$", ha="center", va="center", fontsize=14
+        )
     # the encoder's output (the memory) feeds the keys and values of every decoder cross-attention
-    ax.plot([enc_x, enc_x, 5.0, 5.0], [enc_top, enc_top + 0.5, enc_top + 0.5, dec[1]], color="black", lw=1.3)
+    ax.plot(
+        [enc_x, enc_x, 5.0, 5.0],
+        [enc_top, enc_top + 0.5, enc_top + 0.5, dec[1]],
+        color="black",
+        lw=1.3,
+    )
     _arrow(ax, (5.0, dec[1]), (dec_x - width / 2, dec[1]))
     ax.text(4.85, (enc_top + 0.5 + dec[1]) / 2, "memory: keys and values", rotation=90, ha="right", va="center",
             fontsize=9.5)  # fmt: skip
@@ -186,9 +288,19 @@ def draw_transformer(*, ax: Axes | None = None, title: str | None = "The Transfo
     _arrow(ax, (dec_x, dec_top + 1.15), (dec_x, dec_top + 1.5))
     _box(ax, dec_x, dec_top + 1.85, width, 0.6, "Softmax", COLOURS["output"], 10.5)
     _arrow(ax, (dec_x, dec_top + 2.15), (dec_x, dec_top + 2.5))
-    ax.text(dec_x, dec_top + 2.7, "next-token probabilities", ha="center", fontsize=10.5)
+    ax.text(
+        dec_x, dec_top + 2.7, "next-token probabilities", ha="center", fontsize=10.5
+    )
     for x, name in ((enc_x, "encoder"), (dec_x, "decoder")):
-        ax.text(x - width / 2 - 0.5, 2.9, name, va="top", fontsize=11, style="italic", color="dimgrey")
+        ax.text(
+            x - width / 2 - 0.5,
+            2.9,
+            name,
+            va="top",
+            fontsize=11,
+            style="italic",
+            color="dimgrey",
+        )
     return _finish(ax, 10, dec_top + 3.1, title)
 
 
@@ -204,7 +316,10 @@ def draw_gpt(*, ax: Axes | None = None, title: str | None = "GPT-2") -> Axes:
     ax = _new_axes(ax, (6.5, 11.5))
     x, width = 3.6, 3.0
     ax.text(x, 0.2, "token ids $w_1 \\dots w_n$", ha="center", fontsize=10.5)
-    for dx, text in ((-1.05, "Token\nembedding $E$"), (1.05, "Position\nembedding $P$")):
+    for dx, text in (
+        (-1.05, "Token\nembedding $E$"),
+        (1.05, "Position\nembedding $P$"),
+    ):
         _arrow(ax, (x + dx, 0.5), (x + dx, 0.9))
         _box(ax, x + dx, 1.35, 1.8, 0.8, text, COLOURS["embed"], 10)
         _arrow(ax, (x + dx, 1.75), (x + 0.2 * np.sign(dx), 2.25))
@@ -212,7 +327,10 @@ def draw_gpt(*, ax: Axes | None = None, title: str | None = "GPT-2") -> Axes:
     y = 2.67  # the residual stream enters the first block here
     frame_bottom = y + 0.2
     adds = []
-    for name, kind in (("Masked Multi-Head\nSelf-Attention", "attention"), ("Feed Forward (GELU)", "ffn")):
+    for name, kind in (
+        ("Masked Multi-Head\nSelf-Attention", "attention"),
+        ("Feed Forward (GELU)", "ffn"),
+    ):
         branch = y + 0.35
         _arrow(ax, (x, y), (x, branch + 0.25))
         _box(ax, x, branch + 0.5, width, 0.5, "LayerNorm", COLOURS["norm"], 10)
@@ -232,9 +350,20 @@ def draw_gpt(*, ax: Axes | None = None, title: str | None = "GPT-2") -> Axes:
         boxstyle="round,pad=0.05,rounding_size=0.2", fc="none", ec="grey", lw=1.5, ls="--",
     )  # fmt: skip
     ax.add_patch(frame)
-    ax.text(x + width / 2 + 0.95, (frame_bottom + frame_top) / 2, "$L\\times$", ha="center", va="center", fontsize=14)
+    ax.text(
+        x + width / 2 + 0.95,
+        (frame_bottom + frame_top) / 2,
+        "$L\\times$",
+        ha="center",
+        va="center",
+        fontsize=14,
+    )
     top = y
-    for name, kind in (("LayerNorm", "norm"), ("Linear: $E^\\top$ (tied)", "output"), ("Softmax", "output")):
+    for name, kind in (
+        ("LayerNorm", "norm"),
+        ("Linear: $E^\\top$ (tied)", "output"),
+        ("Softmax", "output"),
+    ):
         _arrow(ax, (x, top), (x, top + 0.4))
         _box(ax, x, top + 0.7, width, 0.6, name, COLOURS[kind], 10.5)
         top += 1.0
@@ -268,13 +397,17 @@ def draw_rope_rotation(
     vector, query, key = (np.asarray(v, dtype=float) for v in (vector, query, key))
     for name, v in (("vector", vector), ("query", query), ("key", key)):
         if v.shape != (2,) or not np.all(np.isfinite(v)) or not np.any(v):
-            raise ValueError(f"{name} must be a non-zero pair of finite numbers, got {v.tolist()}")
+            raise ValueError(
+                f"{name} must be a non-zero pair of finite numbers, got {v.tolist()}"
+            )
     require_number(theta, "theta")  # radians
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 5))
     left, right = axes
     colours = plt.cm.viridis(np.linspace(0, 0.9, len(positions)))
-    reach = 1.15 * max(np.linalg.norm(vector), np.linalg.norm(query), np.linalg.norm(key))
+    reach = 1.15 * max(
+        np.linalg.norm(vector), np.linalg.norm(query), np.linalg.norm(key)
+    )
     for ax in (left, right):
         ax.add_patch(plt.Circle((0, 0), np.linalg.norm(vector if ax is left else query), fill=False, ls=":",
                                 color="grey"))  # fmt: skip
@@ -287,18 +420,45 @@ def draw_rope_rotation(
         ax.set_ylabel("feature $2i+1$")
     for p, colour in zip(positions, colours, strict=True):
         end = _rotate(vector, p * theta)
-        left.annotate("", end, (0, 0), arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2})
-        left.text(*(1.08 * end), f"$p={p}$", ha="center", va="center", fontsize=10, color=colour)
-    left.set_title(f"One vector at positions {positions[0]}–{positions[-1]}: turned by $p\\,\\theta$")
+        left.annotate(
+            "", end, (0, 0), arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2}
+        )
+        left.text(
+            *(1.08 * end),
+            f"$p={p}$",
+            ha="center",
+            va="center",
+            fontsize=10,
+            color=colour,
+        )
+    left.set_title(
+        f"One vector at positions {positions[0]}–{positions[-1]}: turned by $p\\,\\theta$"
+    )
     styles = ["-", "--", "-.", ":"]
     for (m, n), style in zip(pairs, styles * len(pairs), strict=False):
         q_m, k_n = _rotate(query, m * theta), _rotate(key, n * theta)
-        for v, colour, name, pos in ((q_m, "tab:orange", "q", m), (k_n, "tab:blue", "k", n)):
-            right.annotate("", v, (0, 0), arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2, "ls": style})
+        for v, colour, name, pos in (
+            (q_m, "tab:orange", "q", m),
+            (k_n, "tab:blue", "k", n),
+        ):
+            right.annotate(
+                "",
+                v,
+                (0, 0),
+                arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2, "ls": style},
+            )
             label = f"$\\mathcal{{R}}_{{{pos}}}{name}$"
-            right.text(*(1.1 * v), label, ha="center", va="center", fontsize=11, color=colour)
+            right.text(
+                *(1.1 * v), label, ha="center", va="center", fontsize=11, color=colour
+            )
         gap = math.degrees(math.atan2(q_m[0] * k_n[1] - q_m[1] * k_n[0], q_m @ k_n))
-        right.plot([], [], color="black", ls=style, label=f"m={m}, n={n}: angle {gap:.0f}°, score {q_m @ k_n:.3f}")
+        right.plot(
+            [],
+            [],
+            color="black",
+            ls=style,
+            label=f"m={m}, n={n}: angle {gap:.0f}°, score {q_m @ k_n:.3f}",
+        )
     right.legend(loc="lower left", fontsize=9.5)
     right.set_title("Query at m, key at n: the angle depends on $n - m$")
     return [left, right]

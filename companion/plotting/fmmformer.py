@@ -17,7 +17,13 @@ from ..fmmformer import AttentionSpectrum
 from ..nbody import HBlock
 from ..validation import require_number
 
-__all__ = ["NEAR_COLOUR", "FAR_COLOUR", "plot_hmatrix_partition", "plot_singular_values", "plot_attention_spectrum"]
+__all__ = [
+    "NEAR_COLOUR",
+    "FAR_COLOUR",
+    "plot_hmatrix_partition",
+    "plot_singular_values",
+    "plot_attention_spectrum",
+]
 
 NEAR_COLOUR = "#d62728"
 """Near blocks (computed directly, dense)."""
@@ -44,16 +50,36 @@ def plot_hmatrix_partition(
     block large enough to hold text shows its rank.
     """
     if not blocks or not all(isinstance(b, HBlock) for b in blocks):
-        raise TypeError("blocks must be a non-empty list of HBlock (from companion.nbody.hmatrix_partition)")
+        raise TypeError(
+            "blocks must be a non-empty list of HBlock (from companion.nbody.hmatrix_partition)"
+        )
     if ranks is not None and len(ranks) != len(blocks):
-        raise ValueError(f"ranks must give one rank per block ({len(blocks)}), got {len(ranks)}")
+        raise ValueError(
+            f"ranks must give one rank per block ({len(blocks)}), got {len(ranks)}"
+        )
     ax = _axes(ax, (5.2, 5.2))
     n = max(max(b.r1, b.c1) for b in blocks)
     for i, b in enumerate(blocks):
         colour = NEAR_COLOUR if b.kind == "near" else FAR_COLOUR
-        ax.add_patch(Rectangle((b.c0, b.r0), b.c1 - b.c0, b.r1 - b.r0, facecolor=colour, edgecolor="k", linewidth=0.5))
+        ax.add_patch(
+            Rectangle(
+                (b.c0, b.r0),
+                b.c1 - b.c0,
+                b.r1 - b.r0,
+                facecolor=colour,
+                edgecolor="k",
+                linewidth=0.5,
+            )
+        )
         if ranks is not None and b.kind == "far" and min(b.shape) >= n / 16:
-            ax.text((b.c0 + b.c1) / 2, (b.r0 + b.r1) / 2, str(ranks[i]), ha="center", va="center", fontsize=8)
+            ax.text(
+                (b.c0 + b.c1) / 2,
+                (b.r0 + b.r1) / 2,
+                str(ranks[i]),
+                ha="center",
+                va="center",
+                fontsize=8,
+            )
     ax.set_xlim(0, n)
     ax.set_ylim(n, 0)
     ax.set_aspect("equal")
@@ -61,8 +87,14 @@ def plot_hmatrix_partition(
     ax.set_ylabel("row i (query / target)")
     ax.set_title(title)
     ax.legend(
-        handles=[Rectangle((0, 0), 1, 1, color=NEAR_COLOUR), Rectangle((0, 0), 1, 1, color=FAR_COLOUR)],
-        labels=["near (dense)", "far (low rank)" + (", rank shown" if ranks is not None else "")],
+        handles=[
+            Rectangle((0, 0), 1, 1, color=NEAR_COLOUR),
+            Rectangle((0, 0), 1, 1, color=FAR_COLOUR),
+        ],
+        labels=[
+            "near (dense)",
+            "far (low rank)" + (", rank shown" if ranks is not None else ""),
+        ],
         loc="upper center",
         bbox_to_anchor=(0.5, -0.12),
         ncol=2,
@@ -86,13 +118,20 @@ def plot_singular_values(
     ``floor`` draws values below it at the floor and starts the axis just under it, so that a few exact zeros
     (rounding noise of order 1e-300) do not squeeze the informative range into the top of the plot.
     """
-    if not spectra or not all(isinstance(s, torch.Tensor) and s.ndim == 1 for s in spectra.values()):
+    if not spectra or not all(
+        isinstance(s, torch.Tensor) and s.ndim == 1 for s in spectra.values()
+    ):
         raise TypeError("spectra must map names to 1-D tensors of singular values")
     ax = _axes(ax, (6.0, 4.0))
-    floor = None if floor is None else require_number(floor, "floor", low=0, low_open=True, finite=False)
+    floor = (
+        None
+        if floor is None
+        else require_number(floor, "floor", low=0, low_open=True, finite=False)
+    )
     lowest = torch.finfo(torch.float64).tiny if floor is None else float(floor)
     for name, sigma in spectra.items():
-        sigma = sigma.detach().double().cpu().clamp_min(lowest)  # exact zeros cannot be drawn on a log scale
+        # exact zeros cannot be drawn on a log scale
+        sigma = sigma.detach().double().cpu().clamp_min(lowest)
         ax.semilogy(torch.arange(1, len(sigma) + 1).numpy(), sigma.numpy(), label=name)
     if floor is not None:
         ax.set_ylim(bottom=lowest / 2)

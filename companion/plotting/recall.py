@@ -22,7 +22,9 @@ __all__ = ["exact_readout_fraction", "plot_recall_bound"]
 _FIELDS = ("kind", "r", "n_pairs", "seed", "accuracy")
 
 
-def exact_readout_fraction(pairs_per_feature: np.ndarray | Sequence[float]) -> np.ndarray:
+def exact_readout_fraction(
+    pairs_per_feature: np.ndarray | Sequence[float],
+) -> np.ndarray:
     """min(1, r/N): the largest share of N queries that a read-out of rank r returns exactly as one-hot values."""
     x = np.asarray(pairs_per_feature, dtype=float)
     require_entries(x, "pairs_per_feature", low=0, why="N / r")
@@ -32,17 +34,27 @@ def exact_readout_fraction(pairs_per_feature: np.ndarray | Sequence[float]) -> n
 def _check_runs(runs: object, no_lookup: object) -> list[str]:
     """The kinds of the runs, in order of appearance, after checking every run and the bands."""
     if not isinstance(runs, Sequence) or not runs:
-        raise TypeError(f"runs must be a non-empty list of {{{', '.join(_FIELDS)}}}, got {describe(runs)}")
+        raise TypeError(
+            f"runs must be a non-empty list of {{{', '.join(_FIELDS)}}}, got {describe(runs)}"
+        )
     kinds: list[str] = []
     for run in runs:
         if not isinstance(run, Mapping) or any(field not in run for field in _FIELDS):
             raise ValueError(f"every run needs the fields {_FIELDS}, got {run!r}")
-        require_entries(np.asarray([run["accuracy"]], float), "accuracy", low=0, high=1, why="an accuracy")
+        require_entries(
+            np.asarray([run["accuracy"]], float),
+            "accuracy",
+            low=0,
+            high=1,
+            why="an accuracy",
+        )
         if run["kind"] not in kinds:
             kinds.append(run["kind"])
     pairs = {run["n_pairs"] for run in runs}
     if not isinstance(no_lookup, Mapping) or not pairs <= set(no_lookup):
-        raise ValueError(f"no_lookup must be {{n_pairs: (low, high)}} for the pairs {sorted(pairs)}")
+        raise ValueError(
+            f"no_lookup must be {{n_pairs: (low, high)}} for the pairs {sorted(pairs)}"
+        )
     return kinds
 
 
@@ -69,27 +81,57 @@ def plot_recall_bound(
     kinds = list(kinds) if kinds is not None else _check_runs(runs, no_lookup)
     _check_runs(runs, no_lookup)
     features = sorted({int(run["r"]) for run in runs})
-    colours = dict(zip(features, plt.get_cmap("viridis")(np.linspace(0, 0.85, len(features))), strict=True))
+    colours = dict(
+        zip(
+            features,
+            plt.get_cmap("viridis")(np.linspace(0, 0.85, len(features))),
+            strict=True,
+        )
+    )
     made, rows = axes is None, -(-len(kinds) // 3)
     if made:
-        fig, grid = plt.subplots(rows, min(3, len(kinds)), figsize=(11, 3.4 * rows + 0.6), squeeze=False)
+        fig, grid = plt.subplots(
+            rows, min(3, len(kinds)), figsize=(11, 3.4 * rows + 0.6), squeeze=False
+        )
         axes = list(grid.flat)[: len(kinds)]
         fig.suptitle(title)
     x_all = sorted({run["n_pairs"] / run["r"] for run in runs})
     curve = np.geomspace(min(x_all) / 1.3, max(x_all) * 1.3, 200)
     for ax, kind in zip(axes, kinds, strict=True):
         mine = [run for run in runs if run["kind"] == kind]
-        shift = {r: 2.0 ** (0.05 * (features.index(r) - 1.5)) for r in features}  # cells of one N / r apart
+        # cells of one N / r apart
+        shift = {r: 2.0 ** (0.05 * (features.index(r) - 1.5)) for r in features}
         for r, n in sorted({(run["r"], run["n_pairs"]) for run in mine}):
             low, high = no_lookup[n]
             x = n / r * shift[r]
-            ax.plot([x, x], [low, high], color="0.6", lw=6, alpha=0.5, solid_capstyle="butt", zorder=1)
+            ax.plot(
+                [x, x],
+                [low, high],
+                color="0.6",
+                lw=6,
+                alpha=0.5,
+                solid_capstyle="butt",
+                zorder=1,
+            )
         for r in features:
             dots = [run for run in mine if run["r"] == r]
             if dots:
                 x = np.array([d["n_pairs"] / r for d in dots]) * shift[r]
-                ax.scatter(x, [d["accuracy"] for d in dots], s=22, color=colours[r], label=f"r = {r}", zorder=3)
-        ax.plot(curve, exact_readout_fraction(curve), "k--", lw=1, label="exact read-out of rank r: min(1, r/N)")
+                ax.scatter(
+                    x,
+                    [d["accuracy"] for d in dots],
+                    s=22,
+                    color=colours[r],
+                    label=f"r = {r}",
+                    zorder=3,
+                )
+        ax.plot(
+            curve,
+            exact_readout_fraction(curve),
+            "k--",
+            lw=1,
+            label="exact read-out of rank r: min(1, r/N)",
+        )
         ax.axvline(1, color="k", lw=1, label="the bound N = r")
         ax.set_xscale("log", base=2)
         ax.set_xticks(x_all, [f"{x:g}" if x >= 1 else f"1/{1 / x:g}" for x in x_all])

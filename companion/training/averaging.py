@@ -26,7 +26,9 @@ class LastCheckpoints:
 
     def __call__(self, model: nn.Module, step: int, loss: float) -> None:
         if (step + 1) % self.every == 0:  # after `step + 1` optimizer steps
-            self.state_dicts.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+            self.state_dicts.append(
+                {k: v.detach().clone() for k, v in model.state_dict().items()}
+            )
             self.steps.append(step + 1)
 
 
@@ -34,7 +36,9 @@ def _same_keys(state_dicts: Sequence[dict]) -> Sequence[dict]:
     if not state_dicts:
         raise ValueError("state_dicts is empty: nothing to average")
     if any(d.keys() != state_dicts[-1].keys() for d in state_dicts):
-        raise ValueError("the state dicts have different keys: checkpoints of different models?")
+        raise ValueError(
+            "the state dicts have different keys: checkpoints of different models?"
+        )
     return state_dicts
 
 

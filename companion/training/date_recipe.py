@@ -16,33 +16,60 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..data.date_task import DateDataset, Vocab, date_batches, make_date_dataset, source_vocab, target_vocab
+from ..data.date_task import (
+    DateDataset,
+    Vocab,
+    date_batches,
+    make_date_dataset,
+    source_vocab,
+    target_vocab,
+)
 from ..transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
 from .loop import train, warmup_cosine_schedule
 
-__all__ = ["decode_dates", "exact_match_accuracy", "DateTaskConfig", "date_task_config", "train_date_model"]
+__all__ = [
+    "decode_dates",
+    "exact_match_accuracy",
+    "DateTaskConfig",
+    "date_task_config",
+    "train_date_model",
+]
 
 _MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 
 
-def decode_dates(model: EncoderDecoder, data: DateDataset, src: Tensor, *, batch_size: int = 500) -> list[str]:
+def decode_dates(
+    model: EncoderDecoder, data: DateDataset, src: Tensor, *, batch_size: int = 500
+) -> list[str]:
     """Greedy-decode source ids ``(N, n_src)`` into ISO strings, ``batch_size`` rows at a time."""
     out: list[str] = []
     for start in range(0, src.shape[0], batch_size):
         ids = greedy_decode(
-            model, src[start : start + batch_size], bos_id=Vocab.bos_id, eos_id=Vocab.eos_id, max_new_tokens=11
+            model,
+            src[start : start + batch_size],
+            bos_id=Vocab.bos_id,
+            eos_id=Vocab.eos_id,
+            max_new_tokens=11,
         )
         out += [data.tgt_vocab.decode_text(row) for row in ids]
     return out
 
 
-def exact_match_accuracy(model: EncoderDecoder, data: DateDataset, split: str = "test") -> float:
+def exact_match_accuracy(
+    model: EncoderDecoder, data: DateDataset, split: str = "test"
+) -> float:
     """The fraction of ``split`` (``"test"`` or ``"train"``) pairs whose greedy decoding is exactly right."""
     if split not in ("test", "train"):
         raise ValueError(f"split must be 'test' or 'train', got {split!r}")
-    src, pairs = (data.test_src, data.test_pairs) if split == "test" else (data.train_src, data.train_pairs)
+    src, pairs = (
+        (data.test_src, data.test_pairs)
+        if split == "test"
+        else (data.train_src, data.train_pairs)
+    )
     guesses = decode_dates(model, data, src)
-    return sum(g == iso for g, (_, iso) in zip(guesses, pairs, strict=True)) / len(pairs)
+    return sum(g == iso for g, (_, iso) in zip(guesses, pairs, strict=True)) / len(
+        pairs
+    )
 
 
 def _date_model() -> TransformerConfig:
@@ -81,7 +108,9 @@ class DateTaskConfig:
 
     def model_config(self, data: DateDataset) -> TransformerConfig:
         """``model`` with ``data``'s vocabulary sizes and a context that holds its longest source."""
-        longest = max(self.model.context_length, data.train_src.shape[1], data.test_src.shape[1])
+        longest = max(
+            self.model.context_length, data.train_src.shape[1], data.test_src.shape[1]
+        )
         return dataclasses.replace(
             self.model,
             src_vocab_size=len(data.src_vocab),
@@ -102,7 +131,9 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
     in 700 steps. Any field can be overridden, a field of :class:`~companion.transformer.TransformerConfig`
     too, e.g. ``date_task_config(steps=400, level="char", d_model=32)``.
     """
-    model = {name: overrides.pop(name) for name in list(overrides) if name in _MODEL_FIELDS}
+    model = {
+        name: overrides.pop(name) for name in list(overrides) if name in _MODEL_FIELDS
+    }
     config = DateTaskConfig(**overrides)
     config.model = dataclasses.replace(config.model, **model)
     return config

@@ -21,7 +21,12 @@ import torch
 from ..bpe import BPETokenizer
 from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
-from ..validation import require_ndim, require_number, require_positive_int, require_positive_ints
+from ..validation import (
+    require_ndim,
+    require_number,
+    require_positive_int,
+    require_positive_ints,
+)
 from .loop import train, warmup_cosine_schedule
 from .windows import NextTokenWindows
 
@@ -53,28 +58,44 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def train_val_split(ids: list[int] | torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+def train_val_split(
+    ids: list[int] | torch.Tensor, val_fraction: float = 0.1
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The first 1 - val_fraction of the token ids for training, the rest for validation (1-D long tensors)."""
     ids = torch.as_tensor(ids, dtype=torch.long)
     require_ndim(ids, "ids", 1, "(n,)")
-    require_number(val_fraction, "val_fraction", low=0, high=1, low_open=True, high_open=True)
+    require_number(
+        val_fraction, "val_fraction", low=0, high=1, low_open=True, high_open=True
+    )
     cut = int(round(len(ids) * (1 - val_fraction)))
     return ids[:cut], ids[cut:]
 
 
-def random_windows(ids: torch.Tensor, batch_size: int, length: int, generator: torch.Generator) -> torch.Tensor:
+def random_windows(
+    ids: torch.Tensor, batch_size: int, length: int, generator: torch.Generator
+) -> torch.Tensor:
     """``batch_size`` windows of ``length + 1`` consecutive ids at random starts: (B, length + 1), drawn with
     replacement from the windows of stride 1 (:class:`~companion.training.windows.NextTokenWindows`)."""
     require_positive_int(batch_size, "batch_size")
     every_start = NextTokenWindows(ids, length, stride=1)
-    return every_start.windows(torch.randint(0, len(every_start), (batch_size,), generator=generator))
+    return every_start.windows(
+        torch.randint(0, len(every_start), (batch_size,), generator=generator)
+    )
 
 
 @torch.no_grad()
-def evaluate_loss(model: GPT, ids: torch.Tensor, length: int, *, batch_size: int = 32, max_windows: int = 64) -> float:
+def evaluate_loss(
+    model: GPT,
+    ids: torch.Tensor,
+    length: int,
+    *,
+    batch_size: int = 32,
+    max_windows: int = 64,
+) -> float:
     """The mean next-token loss (nats) over up to ``max_windows`` non-overlapping windows of ``ids``, in eval mode."""
     require_positive_ints(length=length, batch_size=batch_size, max_windows=max_windows)
-    disjoint = NextTokenWindows(ids, length, stride=length)  # windows that share no prediction
+    # windows that share no prediction
+    disjoint = NextTokenWindows(ids, length, stride=length)
     n = min(max_windows, len(disjoint))
     windows = disjoint.windows(range(n))
     was_training = model.training
@@ -114,9 +135,13 @@ def pretrain(
         n_heads=recipe["n_heads"], d_model=recipe["d_model"], dropout=recipe["dropout"],
     )  # fmt: skip
     model = GPT(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"]
+    )
     warmup = min(recipe["warmup_steps"], total_steps)
-    scheduler = warmup_cosine_schedule(optimizer, warmup_steps=warmup, total_steps=total_steps, min_factor=0.1)
+    scheduler = warmup_cosine_schedule(
+        optimizer, warmup_steps=warmup, total_steps=total_steps, min_factor=0.1
+    )
     generator = torch.Generator().manual_seed(recipe["seed"])
     val: dict[int, float] = {0: evaluate_loss(model, val_ids, recipe["length"])}
 
@@ -129,12 +154,21 @@ def pretrain(
         next_token_loss, steps=run_steps, optimizer=optimizer, scheduler=scheduler, seed=recipe["seed"],
         progress=progress, description="pretraining", callback=evaluate,
     )  # fmt: skip
-    return model.eval(), {"train_loss": losses, "val_steps": list(val), "val_loss": list(val.values())}
+    return model.eval(), {
+        "train_loss": losses,
+        "val_steps": list(val),
+        "val_loss": list(val.values()),
+    }
 
 
-def save_checkpoint(path: str | os.PathLike[str], model: GPT, tokenizer: BPETokenizer, **extras: Any) -> None:
+def save_checkpoint(
+    path: str | os.PathLike[str], model: GPT, tokenizer: BPETokenizer, **extras: Any
+) -> None:
     """Save the model's config and weights (float32), the tokenizer's merges and ``extras`` (plain Python values)."""
-    state = {k: v.float() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to embed.weight
+    # tied to embed.weight
+    state = {
+        k: v.float() for k, v in model.state_dict().items() if k != "lm_head.weight"
+    }
     torch.save(
         {
             "config": dataclasses.asdict(model.config),
@@ -148,13 +182,17 @@ def save_checkpoint(path: str | os.PathLike[str], model: GPT, tokenizer: BPEToke
     )
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> tuple[GPT, BPETokenizer, dict[str, Any]]:
+def load_checkpoint(
+    path: str | os.PathLike[str],
+) -> tuple[GPT, BPETokenizer, dict[str, Any]]:
     """The model (eval mode), tokenizer and extras saved by :func:`save_checkpoint`."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
     data = torch.load(path, map_location="cpu", weights_only=True)
     model = GPT(GPTConfig(**data["config"]))
-    state = dict(data["state_dict"]) | {"lm_head.weight": data["state_dict"]["embed.weight"]}
+    state = dict(data["state_dict"]) | {
+        "lm_head.weight": data["state_dict"]["embed.weight"]
+    }
     model.load_state_dict(state)
     merges = {(a, b): 256 + k for k, (a, b) in enumerate(data["merges"])}
     tokenizer = BPETokenizer(merges, data["pattern"], data["special_tokens"])

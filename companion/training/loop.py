@@ -15,7 +15,9 @@ from ..validation import describe, require_int, require_positive_int
 __all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
 
 
-def _batch_stream(batches: Iterable[Any] | Callable[[int], Any]) -> Callable[[int], Any]:
+def _batch_stream(
+    batches: Iterable[Any] | Callable[[int], Any],
+) -> Callable[[int], Any]:
     """Turn ``batches`` into a function ``step → batch``.
 
     A callable is used as it is; an iterable is iterated, and iterated again from the start when it runs out
@@ -24,9 +26,12 @@ def _batch_stream(batches: Iterable[Any] | Callable[[int], Any]) -> Callable[[in
     if callable(batches) and not isinstance(batches, Iterable):
         return batches
     if not isinstance(batches, Iterable):
-        raise TypeError(f"batches must be an iterable of batches or a function step -> batch, got {describe(batches)}")
+        raise TypeError(
+            f"batches must be an iterable of batches or a function step -> batch, got {describe(batches)}"
+        )
     iterator: Iterator[Any] = iter(batches)
-    restartable = iterator is not batches  # a list or DataLoader can start again, a generator cannot
+    # a list or DataLoader can start again, a generator cannot
+    restartable = iterator is not batches
 
     def next_batch(step: int) -> Any:
         nonlocal iterator
@@ -47,7 +52,11 @@ def _batch_stream(batches: Iterable[Any] | Callable[[int], Any]) -> Callable[[in
 
 
 def warmup_cosine_schedule(
-    optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int, min_factor: float = 0.0
+    optimizer: torch.optim.Optimizer,
+    *,
+    warmup_steps: int,
+    total_steps: int,
+    min_factor: float = 0.0,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """Learning rate: a linear warm-up over ``warmup_steps``, then a cosine decay to ``min_factor · lr``.
 
@@ -58,13 +67,17 @@ def warmup_cosine_schedule(
     (:func:`train` does).
     """
     require_int(total_steps, "total_steps", low=1)
-    require_int(warmup_steps, "warmup_steps", low=0, high=total_steps, why="at most total_steps")
+    require_int(
+        warmup_steps, "warmup_steps", low=0, high=total_steps, why="at most total_steps"
+    )
 
     def factor(t: int) -> float:
         if t < warmup_steps:
             return (t + 1) / warmup_steps
         progress = min(1.0, (t - warmup_steps) / max(1, total_steps - warmup_steps))
-        return min_factor + (1.0 - min_factor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return min_factor + (1.0 - min_factor) * 0.5 * (
+            1.0 + math.cos(math.pi * progress)
+        )
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
@@ -151,7 +164,9 @@ def train(
         raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
     require_positive_int(steps, "steps")
     if not callable(loss_fn):
-        raise TypeError(f"loss_fn must be a function (model, batch) -> loss, got {describe(loss_fn)}")
+        raise TypeError(
+            f"loss_fn must be a function (model, batch) -> loss, got {describe(loss_fn)}"
+        )
     if seed is not None:
         torch.manual_seed(seed)
     if optimizer is None:
@@ -167,9 +182,18 @@ def train(
     bar = tqdm(range(steps), desc=description, disable=not progress, leave=True)
     try:
         for step in bar:
-            value = train_step(model, next_batch(step), loss_fn, optimizer, scheduler=scheduler, grad_clip=grad_clip)
+            value = train_step(
+                model,
+                next_batch(step),
+                loss_fn,
+                optimizer,
+                scheduler=scheduler,
+                grad_clip=grad_clip,
+            )
             if not math.isfinite(value):
-                raise FloatingPointError(f"the loss became {value} at step {step}; try a smaller learning rate")
+                raise FloatingPointError(
+                    f"the loss became {value} at step {step}; try a smaller learning rate"
+                )
             history.append(value)
             if progress and (step % 10 == 0 or step == steps - 1):
                 bar.set_postfix(loss=f"{value:.4f}")

@@ -41,14 +41,21 @@ def train_recall(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
-    for name, value in (("steps", steps), ("every", every), ("batch_size", batch_size), ("test_size", test_size)):
+    for name, value in (
+        ("steps", steps),
+        ("every", every),
+        ("batch_size", batch_size),
+        ("test_size", test_size),
+    ):
         require_positive_int(value, name)
     why = f"(seed + 1) * steps <= {TEST_SEED}, the test batches' seed"
     require_int(seed, "seed", low=0, high=TEST_SEED // steps - 1, why=why)
     test_tokens, test_answers = make_recall_batch(test_size, task, seed=TEST_SEED)
     history, clock = [], {"start": time.process_time(), "measuring": 0.0}
 
-    def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def loss_fn(
+        model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
         tokens, answers = batch
         return F.cross_entropy(model(tokens)[:, -1], answers)  # only the answer counts
 
@@ -59,7 +66,9 @@ def train_recall(
             with torch.no_grad():
                 accuracy = recall_accuracy(model(test_tokens), test_answers)
             model.train()
-            history.append((step + 1, now - clock["start"] - clock["measuring"], accuracy))
+            history.append(
+                (step + 1, now - clock["start"] - clock["measuring"], accuracy)
+            )
             clock["measuring"] += time.process_time() - now
 
     train(

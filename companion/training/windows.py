@@ -18,13 +18,17 @@ from ..validation import require_ndim, require_positive_ints
 __all__ = ["NextTokenWindows", "sliding_windows"]
 
 
-def _stream(ids: torch.Tensor | Sequence[int], length: int, stride: int) -> torch.Tensor:
+def _stream(
+    ids: torch.Tensor | Sequence[int], length: int, stride: int
+) -> torch.Tensor:
     """``ids`` as a 1-D long tensor, checked to hold one window of ``length + 1`` ids at least."""
     ids = torch.as_tensor(ids, dtype=torch.long)
     require_ndim(ids, "ids", 1, "(N,)")
     require_positive_ints(length=length, stride=stride)
     if len(ids) < length + 1:
-        raise ValueError(f"ids has {len(ids)} tokens, fewer than a window of length + 1 = {length + 1}")
+        raise ValueError(
+            f"ids has {len(ids)} tokens, fewer than a window of length + 1 = {length + 1}"
+        )
     return ids
 
 

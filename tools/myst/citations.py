@@ -13,7 +13,9 @@ class Citations:
     def __init__(self, bib: Path | None) -> None:
         from pybtex.database import parse_file
 
-        self.entries = parse_file(str(bib)).entries if bib is not None and bib.exists() else {}
+        self.entries = (
+            parse_file(str(bib)).entries if bib is not None and bib.exists() else {}
+        )
         self.used: list[str] = []
 
     def label(self, key: str) -> tuple[str, str]:
@@ -22,7 +24,10 @@ class Citations:
         if entry is None:
             return key, "n.d."
         people = entry.persons.get("author") or entry.persons.get("editor") or []
-        last = [" ".join(part.render_as("text") for part in p.rich_last_names) for p in people]
+        last = [
+            " ".join(part.render_as("text") for part in p.rich_last_names)
+            for p in people
+        ]
         if len(last) == 1 or (len(last) == 2 and last[1] != "others"):
             names = " and ".join(last)
         else:
@@ -47,10 +52,19 @@ class Citations:
         for entry in known:  # pybtex does not read \url{...} in a note
             for field, value in entry.fields.items():
                 entry.fields[field] = re.sub(r"\\url\{([^}]*)\}", r"\1", value)
-        formatted = {e.key: _plain_html(e.text.render_as("html")) for e in style.format_entries(known)}
+        formatted = {
+            e.key: _plain_html(e.text.render_as("html"))
+            for e in style.format_entries(known)
+        }
         lines = []
-        for key in sorted(self.used, key=lambda k: (self.label(k)[0].lower(), self.label(k)[1], k)):
-            lines.append(f"- {formatted[key]}" if key in formatted else f"- {key} (not in the bibliography)")
+        for key in sorted(
+            self.used, key=lambda k: (self.label(k)[0].lower(), self.label(k)[1], k)
+        ):
+            lines.append(
+                f"- {formatted[key]}"
+                if key in formatted
+                else f"- {key} (not in the bibliography)"
+            )
         return "\n".join(lines)
 
 

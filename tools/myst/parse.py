@@ -18,7 +18,9 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 # The book's parse.myst_enable_extensions (_config.yml; tests/test_myst.py keeps them equal).
-EXTENSIONS = frozenset({"amsmath", "dollarmath", "colon_fence", "deflist", "substitution"})
+EXTENSIONS = frozenset(
+    {"amsmath", "dollarmath", "colon_fence", "deflist", "substitution"}
+)
 FENCES = ("fence", "colon_fence")
 _OPTION = re.compile(r"^:(?P<name>[\w-]+):[ \t]*(?P<value>.*)$")
 
@@ -47,7 +49,9 @@ def parser() -> MarkdownIt:
     from myst_parser.config.main import MdParserConfig
     from myst_parser.parsers.mdit import create_md_parser
 
-    return create_md_parser(MdParserConfig(enable_extensions=set(EXTENSIONS)), RendererHTML)
+    return create_md_parser(
+        MdParserConfig(enable_extensions=set(EXTENSIONS)), RendererHTML
+    )
 
 
 def tokens(text: str) -> list[Token]:
@@ -56,12 +60,18 @@ def tokens(text: str) -> list[Token]:
 
 def directive_name(token: Token) -> str | None:
     """The name of the directive a fence token opens (``{note}`` → ``note``), or None for a plain fence."""
-    if token.type not in FENCES or not token.info.startswith("{") or "}" not in token.info:
+    if (
+        token.type not in FENCES
+        or not token.info.startswith("{")
+        or "}" not in token.info
+    ):
         return None
     return token.info[1 : token.info.index("}")]
 
 
-def blocks(text: str, names: set[str] | frozenset[str] | None = None) -> list[str | Directive | Verbatim]:
+def blocks(
+    text: str, names: set[str] | frozenset[str] | None = None
+) -> list[str | Directive | Verbatim]:
     """``text`` cut into its top-level fences and the runs of lines between them (each run one string).
 
     With ``names``, only the directives of those names are cut out; every other line stays in the runs.
@@ -83,7 +93,9 @@ def blocks(text: str, names: set[str] | frozenset[str] | None = None) -> list[st
             out.append(Verbatim("\n".join(lines[first:end])))
         else:
             options, body = directive_options(token.content)
-            out.append(Directive(name, token.info[len(name) + 2 :].strip(), options, body))
+            out.append(
+                Directive(name, token.info[len(name) + 2 :].strip(), options, body)
+            )
         start = end
     if start < len(lines):
         out.append("\n".join(lines[start:]))
@@ -94,7 +106,11 @@ def _check_closed(token: Token, lines: list[str]) -> None:
     """markdown-it runs an unclosed fence to the end of the page; the book would lose the rest: an error."""
     first, end = token.map
     closing = lines[end - 1].strip()
-    if end - 1 == first or not (closing and set(closing) == {token.markup[0]} and len(closing) >= len(token.markup)):
+    if end - 1 == first or not (
+        closing
+        and set(closing) == {token.markup[0]}
+        and len(closing) >= len(token.markup)
+    ):
         raise ValueError(f"the fence {lines[first]!r} is never closed")
 
 
@@ -108,7 +124,10 @@ def directive_options(content: str) -> tuple[dict[str, str], str]:
         end = next((n for n in range(1, len(lines)) if lines[n].strip() == "---"), None)
         if end is None:
             raise ValueError("a directive's YAML options (---) are never closed")
-        options = {str(key): str(value) for key, value in (yaml.safe_load("\n".join(lines[1:end])) or {}).items()}
+        options = {
+            str(key): str(value)
+            for key, value in (yaml.safe_load("\n".join(lines[1:end])) or {}).items()
+        }
         k = end + 1
     while k < len(lines) and (option := _OPTION.match(lines[k])):
         options[option["name"]] = option["value"].strip()
@@ -131,5 +150,9 @@ def walk(stream: list[Token]) -> Iterator[Token]:
 def headings(stream: list[Token]) -> Iterator[tuple[int, str]]:
     """``(index, text)`` of each ATX heading (``## Text``) at the top level of a token stream."""
     for i, token in enumerate(stream):
-        if token.type == "heading_open" and not token.level and token.markup.startswith("#"):
+        if (
+            token.type == "heading_open"
+            and not token.level
+            and token.markup.startswith("#")
+        ):
             yield i, stream[i + 1].content

@@ -14,11 +14,26 @@ from tools.myst.parse import Directive, Verbatim, blocks, tokens, walk
 from tools.myst.targets import Target, number
 
 # Admonitions and the title each shows when the directive gives none.
-ADMONITIONS = {name: name.capitalize() for name in ("note", "tip", "hint", "important", "attention", "caution")}
-ADMONITIONS |= {"warning": "Warning", "danger": "Danger", "error": "Error", "seealso": "See also", "admonition": ""}
+ADMONITIONS = {
+    name: name.capitalize()
+    for name in ("note", "tip", "hint", "important", "attention", "caution")
+}
+ADMONITIONS |= {
+    "warning": "Warning",
+    "danger": "Danger",
+    "error": "Error",
+    "seealso": "See also",
+    "admonition": "",
+}
 CITE_ROLES = ("cite", "cite:p", "cite:ps", "cite:t", "cite:ts")
 LINK_ROLES = ("ref", "numref", "eq", "prf:ref")
-TEXT_ROLES = {"term": "{}", "abbr": "{}", "sub": "<sub>{}</sub>", "sup": "<sup>{}</sup>", "guilabel": "{}"}
+TEXT_ROLES = {
+    "term": "{}",
+    "abbr": "{}",
+    "sub": "<sub>{}</sub>",
+    "sup": "<sup>{}</sup>",
+    "guilabel": "{}",
+}
 TEXT_ROLES |= {name: "`{}`" for name in ("code", "kbd", "samp", "file", "command")}
 # The Sphinx roles of a listing's docstrings (reStructuredText in Python source), reduced to their text.
 _SPHINX_ROLE = re.compile(
@@ -96,12 +111,22 @@ class Renderer:
                 labelled.add(token.map[1] - 1)
             elif token.type == "myst_role":
                 roles.append((token.meta["name"], token.content))
-        lines = [(n, line) for n, line in enumerate(text.split("\n")) if n not in hidden]
-        text = "\n".join(line[: line.rindex("$$") + 2] if n in labelled else line for n, line in lines)
+        lines = [
+            (n, line) for n, line in enumerate(text.split("\n")) if n not in hidden
+        ]
+        text = "\n".join(
+            line[: line.rindex("$$") + 2] if n in labelled else line
+            for n, line in lines
+        )
         out, at = [], 0
-        for name, content in roles:  # in the order of the text: {name}`content` (``content`` around a `)
-            written = [f"{{{name}}}{ticks}{content}{ticks}" for ticks in ("`", "``", "```")]
-            found, written = min((text.find(w, at), w) for w in written if text.find(w, at) >= 0)
+        # in the order of the text: {name}`content` (``content`` around a `)
+        for name, content in roles:
+            written = [
+                f"{{{name}}}{ticks}{content}{ticks}" for ticks in ("`", "``", "```")
+            ]
+            found, written = min(
+                (text.find(w, at), w) for w in written if text.find(w, at) >= 0
+            )
             out += [text[at:found], self.role(name, content)]
             at = found + len(written)
         return "".join(out) + text[at:]
@@ -123,11 +148,17 @@ class Renderer:
             return f"```{d.argument}\n{d.body}\n```"
         if d.name in ("margin", "sidebar", "epigraph", "div", "container"):
             return self.markdown(d.body)
-        raise ValueError(f"no notebook rendering for the MyST directive {{{d.name}}}: add one to tools/myst/render.py")
+        raise ValueError(
+            f"no notebook rendering for the MyST directive {{{d.name}}}: add one to tools/myst/render.py"
+        )
 
     def path(self, name: str) -> Path:
         """A file a directive names: from the repository's root if it starts with ``/``, else from the page."""
-        return self.book.root / name[1:] if name.startswith("/") else (self.base / name).resolve()
+        return (
+            self.book.root / name[1:]
+            if name.startswith("/")
+            else (self.base / name).resolve()
+        )
 
     def listing(self, d: Directive) -> str:
         from sphinx.directives.code import LiteralIncludeReader
@@ -136,13 +167,19 @@ class Renderer:
         if name in self.hide:
             return f"*(The companion's `{name}` is left out of the homework: it gives an exercise away.)*"
         path = self.path(d.argument)
-        options: dict[str, object] = {k: v for k, v in d.options.items() if k not in ("caption", "name", "class")}
+        options: dict[str, object] = {
+            k: v for k, v in d.options.items() if k not in ("caption", "name", "class")
+        }
         if "dedent" in options:
             options["dedent"] = int(options["dedent"]) if options["dedent"] else None
         config = SimpleNamespace(source_encoding="utf-8-sig")
         code, _ = LiteralIncludeReader(str(path), options, config).read()
         code = _SPHINX_ROLE.sub(_role_text, code)
-        shown = path.relative_to(self.book.root) if path.is_relative_to(self.book.root) else path.name
+        shown = (
+            path.relative_to(self.book.root)
+            if path.is_relative_to(self.book.root)
+            else path.name
+        )
         language = d.options.get("language", "python" if path.suffix == ".py" else "")
         origin = f"# from {shown}\n" if language == "python" else ""
         return f"```{language}\n{origin}{code.rstrip()}\n```"
@@ -160,19 +197,28 @@ class Renderer:
         return head + ("\n\n" if body.startswith("$$") else " ") + body
 
     def admonition(self, d: Directive) -> str:
-        title = self.markdown(d.argument) or ADMONITIONS.get(d.name, "") or d.name.capitalize()
+        title = (
+            self.markdown(d.argument)
+            or ADMONITIONS.get(d.name, "")
+            or d.name.capitalize()
+        )
         body = self.markdown(d.body)
         if d.name == "dropdown" or "dropdown" in d.options.get("class", "").split():
-            return f"<details>\n<summary><b>{title}</b></summary>\n\n{body}\n\n</details>"
+            return (
+                f"<details>\n<summary><b>{title}</b></summary>\n\n{body}\n\n</details>"
+            )
         text = f"**{title}.** {body}"
-        if "$$" in body:  # display math cannot be quoted: Jupyter would hand the "> " to MathJax
+        # display math cannot be quoted: Jupyter would hand the "> " to MathJax
+        if "$$" in body:
             return text
         return "\n".join(f"> {line}".rstrip() for line in text.split("\n"))
 
     def image(self, d: Directive) -> str:
         source = d.argument
         if not source.startswith(("http://", "https://")):
-            source = self.book.file_url(self.path(source).relative_to(self.book.root).as_posix())
+            source = self.book.file_url(
+                self.path(source).relative_to(self.book.root).as_posix()
+            )
         caption = self.markdown(d.body) if d.name == "figure" else ""
         alt = d.options.get("alt") or caption.split("\n")[0] or Path(source).name
         return f"![{alt}]({source})" + (f"\n\n*{caption}*" if caption else "")
@@ -189,7 +235,9 @@ class Renderer:
             if target.startswith("/"):
                 page = target[1:]
             else:
-                page = os.path.normpath(f"{self.page}/{target}" if self.page else target)
+                page = os.path.normpath(
+                    f"{self.page}/{target}" if self.page else target
+                )
             found = self.book.targets().get(page)
             return f"[{text or (found.text if found else target)}]({self.book.page_url(Target(page, '', ''))})"
         if name in LINK_ROLES:
@@ -204,7 +252,9 @@ class Renderer:
             plain = re.sub(r"\s*\([^)]*\)$", "", content) if name == "abbr" else content
             shown = text if name in ("term", "abbr", "guilabel") and text else plain
             return TEXT_ROLES[name].format(shown)
-        raise ValueError(f"no notebook rendering for the MyST role {{{name}}}: add one to tools/myst/render.py")
+        raise ValueError(
+            f"no notebook rendering for the MyST role {{{name}}}: add one to tools/myst/render.py"
+        )
 
 
 def _explicit(content: str) -> tuple[str | None, str]:

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 from docutils.nodes import make_id
 
-from tools.myst.parse import FENCES, blocks, directive_name, directive_options, headings, tokens
+from tools.myst.parse import (
+    FENCES,
+    blocks,
+    directive_name,
+    directive_options,
+    headings,
+    tokens,
+)
 
 # What the book numbers, by directive: the word it shows before the number.
 NUMBERED = {"figure": "Figure", "exercise-start": "Exercise", "math": "equation"}
@@ -37,9 +44,12 @@ def page_targets(text: str, page: str, chapter: int | None) -> dict[str, Target]
 
     def visit(text: str) -> None:
         stream = tokens(text)
-        fences = [i for i, t in enumerate(stream) if t.type in FENCES and not t.level] + [len(stream)]
+        fences = [
+            i for i, t in enumerate(stream) if t.type in FENCES and not t.level
+        ] + [len(stream)]
         for i, token in enumerate(stream):
-            if token.type == "myst_target":  # names the next heading before the next fence
+            # names the next heading before the next fence
+            if token.type == "myst_target":
                 end = next(f for f in fences if f > i)
                 heading = next((h for j, h in headings(stream) if i < j < end), None)
                 if heading is not None:
@@ -48,7 +58,9 @@ def page_targets(text: str, page: str, chapter: int | None) -> dict[str, Target]
             if name is None:
                 continue
             kind = NUMBERED.get(name) or (
-                name[4:].capitalize() if name.startswith("prf:") and name != "prf:proof" else None
+                name[4:].capitalize()
+                if name.startswith("prf:") and name != "prf:proof"
+                else None
             )
             options, body = directive_options(token.content)
             if kind:
@@ -56,7 +68,9 @@ def page_targets(text: str, page: str, chapter: int | None) -> dict[str, Target]
                 label = options.get("label") or options.get("name")
                 shown = number(chapter, counts[kind])
                 if label and kind == "equation":
-                    found[label] = Target(page, f"equation-{make_id(label)}", f"({shown})")
+                    found[label] = Target(
+                        page, f"equation-{make_id(label)}", f"({shown})"
+                    )
                 elif label:
                     found[label] = Target(page, make_id(label), f"{kind} {shown}")
             if body and name != "code-cell":

@@ -79,7 +79,16 @@ from .standard import compare
 from .standard import expect_dtype as _expect_dtype  # noqa: F401
 from .trials import Case, Trial, case, describe, draw_trials, run_student  # noqa: F401
 from .trials import copies as _copies  # noqa: F401
-from .verdicts import ERROR, NOT_ATTEMPTED, PASSED, WRONG, Abort, Mismatch, NotAttempted, Verdict  # noqa: F401
+from .verdicts import (  # noqa: F401
+    ERROR,
+    NOT_ATTEMPTED,
+    PASSED,
+    WRONG,
+    Abort,
+    Mismatch,
+    NotAttempted,
+    Verdict,
+)
 from .withholding import WithheldReference, withheld
 
 __all__ = [

@@ -14,7 +14,11 @@ def copy_value(value: Any) -> Any:
     """A deep copy that shares nothing with ``value`` (tensors, models, lists of them), for one caller."""
     if isinstance(value, torch.Tensor):
         out = value.detach().clone()
-        return out.requires_grad_() if value.requires_grad and out.dtype.is_floating_point else out
+        return (
+            out.requires_grad_()
+            if value.requires_grad and out.dtype.is_floating_point
+            else out
+        )
     try:
         return copy.deepcopy(value)
     except Exception:  # an object that cannot be copied is passed as it is
@@ -24,7 +28,11 @@ def copy_value(value: Any) -> Any:
 def changed(before: Any, after: Any) -> bool:
     """Whether ``after`` (the student's copy) differs from ``before`` (the original), models included."""
     if isinstance(before, torch.Tensor):
-        if not isinstance(after, torch.Tensor) or before.shape != after.shape or before.dtype != after.dtype:
+        if (
+            not isinstance(after, torch.Tensor)
+            or before.shape != after.shape
+            or before.dtype != after.dtype
+        ):
             return True
         return not torch.equal(before.detach(), after.detach())
     if isinstance(before, nn.Module):

@@ -13,7 +13,14 @@ from torch import nn
 from . import active
 from .arguments import changed, copy_value
 from .printing import safe_str, show
-from .verdicts import BASE_EXCEPTION_HINTS, Abort, Mismatch, NotAttempted, own_base_exception_hint, student_line
+from .verdicts import (
+    BASE_EXCEPTION_HINTS,
+    Abort,
+    Mismatch,
+    NotAttempted,
+    own_base_exception_hint,
+    student_line,
+)
 from .withholding import WithheldReference, withheld
 
 FORWARD_HINT = (
@@ -33,22 +40,35 @@ def _snapshots(
     """``(name, object, copy)`` for every tensor and module argument (lists and tuples of them too) and for the
     module ``student`` itself, so that :func:`call` can tell whether the student's code changed one in place."""
     try:
-        signature = inspect.signature(student.forward if isinstance(student, nn.Module) else student)
-        names = [k for k, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        signature = inspect.signature(
+            student.forward if isinstance(student, nn.Module) else student
+        )
+        names = [
+            k
+            for k, p in signature.parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         names = []
-    named = [(f"`{names[i]}`" if i < len(names) else f"#{i + 1}", a) for i, a in enumerate(args)]
+    named = [
+        (f"`{names[i]}`" if i < len(names) else f"#{i + 1}", a)
+        for i, a in enumerate(args)
+    ]
     named += [(f"`{k}`", v) for k, v in kwargs.items()]
     out = [(f"its argument {n}", a, copy_value(a)) for n, a in named if _watched(a)]
     if isinstance(student, nn.Module):
-        out.append(("the module's parameters", student, copy_value(student.state_dict())))
+        out.append(
+            ("the module's parameters", student, copy_value(student.state_dict()))
+        )
     return out
 
 
 def _watched(value: Any) -> bool:
     if isinstance(value, (torch.Tensor, nn.Module)):
         return True
-    return isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, nn.Module)) for v in value)
+    return isinstance(value, (list, tuple)) and any(
+        isinstance(v, (torch.Tensor, nn.Module)) for v in value
+    )
 
 
 def _expect_unchanged(snapshots: list[tuple[str, Any, Any]], input: str) -> None:
@@ -69,7 +89,13 @@ def _expect_unchanged(snapshots: list[tuple[str, Any, Any]], input: str) -> None
             )
 
 
-def call(student: Callable[..., Any], *args: Any, input: str, _changes_arguments: bool = False, **kwargs: Any) -> Any:
+def call(
+    student: Callable[..., Any],
+    *args: Any,
+    input: str,
+    _changes_arguments: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Call student code, turning whatever it raises into a verdict-friendly exception.
 
     ``NotImplementedError`` becomes :class:`NotAttempted` (unless it is nn.Module's complaint about a missing
@@ -84,7 +110,9 @@ def call(student: Callable[..., Any], *args: Any, input: str, _changes_arguments
     that trains a model it is given).
     """
     check = active.current()
-    names, namespaces = (check.withhold, check.namespaces) if check is not None else ((), [])
+    names, namespaces = (
+        (check.withhold, check.namespaces) if check is not None else ((), [])
+    )
     snapshots = [] if _changes_arguments else _snapshots(student, args, kwargs)
     try:
         with withheld(names, namespaces):
@@ -92,7 +120,9 @@ def call(student: Callable[..., Any], *args: Any, input: str, _changes_arguments
     except NotImplementedError as e:
         if isinstance(student, nn.Module) and lacks_forward(type(student)):
             raise Mismatch(
-                f"Your class {type(student).__name__} has no method `forward`.", input=input, hint=FORWARD_HINT
+                f"Your class {type(student).__name__} has no method `forward`.",
+                input=input,
+                hint=FORWARD_HINT,
             ) from e
         raise NotAttempted() from e
     except WithheldReference as e:
@@ -103,14 +133,19 @@ def call(student: Callable[..., Any], *args: Any, input: str, _changes_arguments
             "the checker compares yours with.",
         ) from e
     except KeyboardInterrupt:
-        if check is None or check.interrupts.pressed:  # the stop button (or no checker running): stop
+        # the stop button (or no checker running): stop
+        if check is None or check.interrupts.pressed:
             raise
         raise Mismatch(
-            "Your code raised KeyboardInterrupt.", input=input, hint=BASE_EXCEPTION_HINTS["KeyboardInterrupt"]
+            "Your code raised KeyboardInterrupt.",
+            input=input,
+            hint=BASE_EXCEPTION_HINTS["KeyboardInterrupt"],
         ) from None
     except (SystemExit, GeneratorExit) as e:
         name = type(e).__name__
-        raise Mismatch(f"Your code raised {name}.", input=input, hint=BASE_EXCEPTION_HINTS[name]) from None
+        raise Mismatch(
+            f"Your code raised {name}.", input=input, hint=BASE_EXCEPTION_HINTS[name]
+        ) from None
     except Exception as e:
         raise Mismatch(
             f"Your code raised {type(e).__name__}: {safe_str(e)}{student_line(e)}",

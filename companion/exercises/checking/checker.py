@@ -85,10 +85,16 @@ class Checker:
             return self._verdict(student, caller_namespace(), memory)
         except (KeyboardInterrupt, Abort):
             raise
-        except BaseException as e:  # a bug of the checker's own, or something no case anticipated
-            if raised_by_student(e):  # the student's own exception class, raised where no case expected code
+        # a bug of the checker's own, or something no case anticipated
+        except BaseException as e:
+            # the student's own exception class, raised where no case expected code
+            if raised_by_student(e):
                 name = type(e).__name__
-                hint = own_base_exception_hint(name) if not isinstance(e, Exception) else None
+                hint = (
+                    own_base_exception_hint(name)
+                    if not isinstance(e, Exception)
+                    else None
+                )
                 return Verdict(
                     self.exercise,
                     WRONG,
@@ -102,7 +108,9 @@ class Checker:
                 hint="This is not a verdict on your code; tell your instructor, with the code you checked.",
             )
 
-    def _verdict(self, student: Any, caller: dict[str, Any] | None, memory: RemoteMemory | None) -> Verdict:
+    def _verdict(
+        self, student: Any, caller: dict[str, Any] | None, memory: RemoteMemory | None
+    ) -> Verdict:
         wrong = self._wrong_object(student)
         if wrong is not None:
             return wrong
@@ -126,20 +134,31 @@ class Checker:
             )
         namespaces = [ns for ns in (caller, namespace_of(student)) if ns is not None]
         check = ActiveCheck(self.withhold, namespaces, memory)
-        with check, check.interrupts, forked_random_state(self._seed), known_torch_state():
+        with (
+            check,
+            check.interrupts,
+            forked_random_state(self._seed),
+            known_torch_state(),
+        ):
             try:
                 count = self._cases(student)
             except NotAttempted:
                 return Verdict(self.exercise, NOT_ATTEMPTED)
             except Mismatch as m:
-                return Verdict(self.exercise, WRONG, m.problem, m.input, m.expected, m.got, m.hint)
+                return Verdict(
+                    self.exercise, WRONG, m.problem, m.input, m.expected, m.got, m.hint
+                )
             except KeyboardInterrupt:
                 if check.interrupts.pressed:
                     raise
                 return raised_verdict(self.exercise, "KeyboardInterrupt")
             except (SystemExit, GeneratorExit) as e:
                 return raised_verdict(self.exercise, type(e).__name__)
-        checks, hidden = count if isinstance(count, tuple) else (count if isinstance(count, int) else 1, 0)
+        checks, hidden = (
+            count
+            if isinstance(count, tuple)
+            else (count if isinstance(count, int) else 1, 0)
+        )
         return Verdict(self.exercise, PASSED, cases=checks, hidden=hidden)
 
     def _wrong_object(self, student: Any) -> Verdict | None:
@@ -162,8 +181,17 @@ class Checker:
                 f"Expected a function or class to check, got {show(student, 120)}.",
                 hint=f"Pass the object itself, e.g. check({name}), not the result of calling it.",
             )
-        if isinstance(student, type) and issubclass(student, nn.Module) and lacks_forward(student):
-            return Verdict(name, WRONG, f"Your class {student.__name__} has no method `forward`.", hint=FORWARD_HINT)
+        if (
+            isinstance(student, type)
+            and issubclass(student, nn.Module)
+            and lacks_forward(student)
+        ):
+            return Verdict(
+                name,
+                WRONG,
+                f"Your class {student.__name__} has no method `forward`.",
+                hint=FORWARD_HINT,
+            )
         return None
 
     def __call__(self, student: Any) -> None:

@@ -52,19 +52,27 @@ def expect(
     )
 
 
-def _diagnose(got: Any, expected: Any, mistakes: Mistakes, atol: float, rtol: float) -> str | None:
+def _diagnose(
+    got: Any, expected: Any, mistakes: Mistakes, atol: float, rtol: float
+) -> str | None:
     for wrong, hint in mistakes:
         try:
             candidate = wrong()
         except Exception:
             continue
-        if same(got, candidate, atol=atol, rtol=rtol) and not same(expected, candidate, atol=atol, rtol=rtol):
+        if same(got, candidate, atol=atol, rtol=rtol) and not same(
+            expected, candidate, atol=atol, rtol=rtol
+        ):
             return hint
     return None
 
 
 def confirmed(
-    rows: Sequence[tuple[Any, Any, Sequence[Any]]], hints: Sequence[str], *, atol: float = 1e-5, rtol: float = 1e-4
+    rows: Sequence[tuple[Any, Any, Sequence[Any]]],
+    hints: Sequence[str],
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
 ) -> list[str]:
     """The hints of the mistakes that no case contradicts.
 
@@ -83,11 +91,21 @@ def confirmed(
             answer is not RAISED and same(got, answer, atol=atol, rtol=rtol)
         )
 
-    return [hint for i, hint in enumerate(hints) if all(agrees(g, e, a[i]) for g, e, a in rows)]
+    return [
+        hint
+        for i, hint in enumerate(hints)
+        if all(agrees(g, e, a[i]) for g, e, a in rows)
+    ]
 
 
 def expect_close(
-    got: Any, expected: float, *, input: str, what: str = "The result", tol: float = 1e-5, hint: str | None = None
+    got: Any,
+    expected: float,
+    *,
+    input: str,
+    what: str = "The result",
+    tol: float = 1e-5,
+    hint: str | None = None,
 ) -> None:
     """:func:`expect` for a single number, within ``tol·max(1, |expected|)`` (kept for older checkers)."""
     expect(got, float(expected), input=input, what=what, hint=hint, atol=tol, rtol=tol)
@@ -99,17 +117,36 @@ LONG_HINT = (
 )
 
 
-def expect_long(got: Any, expected: Any, *, input: str, what: str = "The result") -> None:
+def expect_long(
+    got: Any, expected: Any, *, input: str, what: str = "The result"
+) -> None:
     """Raise :class:`Mismatch` where ``expected`` holds an int64 tensor (ids, as the task states) and ``got``
     has another integer dtype there (int32, uint8...): PyTorch's embeddings and losses take torch.long.
     Lists and tuples are looked at item by item; anything else is left to :func:`expect`."""
-    if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)) and len(got) == len(expected):
+    if (
+        isinstance(expected, (tuple, list))
+        and isinstance(got, (tuple, list))
+        and len(got) == len(expected)
+    ):
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-            expect_long(g, e, input=input, what=f"{what} (item {i})" if len(expected) > 1 else what)
+            expect_long(
+                g,
+                e,
+                input=input,
+                what=f"{what} (item {i})" if len(expected) > 1 else what,
+            )
         return
-    if not (isinstance(expected, torch.Tensor) and expected.dtype == torch.long and isinstance(got, torch.Tensor)):
+    if not (
+        isinstance(expected, torch.Tensor)
+        and expected.dtype == torch.long
+        and isinstance(got, torch.Tensor)
+    ):
         return
-    if got.dtype != torch.long and not got.dtype.is_floating_point and not got.dtype.is_complex:
+    if (
+        got.dtype != torch.long
+        and not got.dtype.is_floating_point
+        and not got.dtype.is_complex
+    ):
         dtype = str(got.dtype).removeprefix("torch.")
         raise Mismatch(
             f"{what} {agree(what, 'has the wrong dtype')}: expected int64, got {dtype}.",

@@ -25,34 +25,60 @@ def expect_gradient_kept(got: Any, label: str, what: str) -> None:
     if not isinstance(got, torch.Tensor):
         if number(got) is not None:
             problem = agree(what, "is a plain number")
-            raise Mismatch(f"{what} {problem}, with no gradient.", input=label, got=show(got), hint=_NO_GRADIENT_HINT)
+            raise Mismatch(
+                f"{what} {problem}, with no gradient.",
+                input=label,
+                got=show(got),
+                hint=_NO_GRADIENT_HINT,
+            )
         return  # the comparison of values says what is wrong
     if got.numel() == 1 and (not got.requires_grad or got.grad_fn is None):
         problem = agree(what, "carries no gradient")
-        raise Mismatch(f"{what} {problem}.", input=label, got=show(got), hint=_NO_GRADIENT_HINT)
+        raise Mismatch(
+            f"{what} {problem}.", input=label, got=show(got), hint=_NO_GRADIENT_HINT
+        )
 
 
 def trainable(value: Any) -> Any:
     """``value`` with every floating-point tensor (in lists and tuples too) a leaf that requires grad: the
     inputs a loss must reach (:func:`expect_gradients` compares their gradients with the reference's)."""
-    if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and not value.requires_grad:
+    if (
+        isinstance(value, torch.Tensor)
+        and value.dtype.is_floating_point
+        and not value.requires_grad
+    ):
         return value.detach().clone().requires_grad_()
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(trainable(v) for v in value)
     return value
 
 
-def expect_gradients(t: Trial, label: str, atol: float, rtol: float, names: Sequence[str] = ()) -> None:
+def expect_gradients(
+    t: Trial, label: str, atol: float, rtol: float, names: Sequence[str] = ()
+) -> None:
     """Backpropagate the student's result and the reference's: every model argument and every input tensor
     that requires grad gets the same gradients (a ``.detach()`` on the way is caught here)."""
-    theirs = [a for a in (*t.student_args[0], *t.student_args[1].values()) if isinstance(a, nn.Module)]
-    ours = [a for a in (*t.reference_args[0], *t.reference_args[1].values()) if isinstance(a, nn.Module)]
+    theirs = [
+        a
+        for a in (*t.student_args[0], *t.student_args[1].values())
+        if isinstance(a, nn.Module)
+    ]
+    ours = [
+        a
+        for a in (*t.reference_args[0], *t.reference_args[1].values())
+        if isinstance(a, nn.Module)
+    ]
     expect_loss_gradients(t.got, t.expected, _leaves(t.student_args, names), _leaves(t.reference_args, names),
                           theirs, ours, label, atol, rtol)  # fmt: skip
 
 
-def _leaves(arguments: tuple[list[Any], dict[str, Any]], names: Sequence[str]) -> list[tuple[str, torch.Tensor]]:
-    names = [f"`{names[i]}`" if i < len(names) else f"argument {i + 1}" for i in range(len(arguments[0]))]
+def _leaves(
+    arguments: tuple[list[Any], dict[str, Any]], names: Sequence[str]
+) -> list[tuple[str, torch.Tensor]]:
+    names = [
+        f"`{names[i]}`" if i < len(names) else f"argument {i + 1}"
+        for i in range(len(arguments[0]))
+    ]
     names += [f"`{k}`" for k in arguments[1]]
     return [(n, a) for n, a in zip(names, [*arguments[0], *arguments[1].values()], strict=True)
             if isinstance(a, torch.Tensor) and a.requires_grad and a.is_leaf]  # fmt: skip
@@ -86,7 +112,9 @@ def expect_loss_gradients(
         ) from e
     expected.reshape(()).backward()
     for mine, model in zip(theirs, ours, strict=True):
-        for (name, p), (_, q) in zip(mine.named_parameters(), model.named_parameters(), strict=True):
+        for (name, p), (_, q) in zip(
+            mine.named_parameters(), model.named_parameters(), strict=True
+        ):
             gp = p.grad if p.grad is not None else torch.zeros_like(p)
             gq = q.grad if q.grad is not None else torch.zeros_like(q)
             if not torch.allclose(gp, gq, atol=max(atol, 1e-5), rtol=max(rtol, 1e-4)):
@@ -99,9 +127,15 @@ def expect_loss_gradients(
     for (name, mine), (_, ref) in zip(inputs, reference_inputs, strict=True):
         gm = mine.grad if mine.grad is not None else torch.zeros_like(mine)
         gr = ref.grad if ref.grad is not None else torch.zeros_like(ref)
-        if not torch.allclose(gm.to(gr.dtype), gr, atol=max(atol, 1e-5), rtol=max(rtol, 1e-4)):
+        if not torch.allclose(
+            gm.to(gr.dtype), gr, atol=max(atol, 1e-5), rtol=max(rtol, 1e-4)
+        ):
             nothing = mine.grad is None or not mine.grad.any()
-            how = "zero: nothing flows back to it" if nothing else "not the reference loss's"
+            how = (
+                "zero: nothing flows back to it"
+                if nothing
+                else "not the reference loss's"
+            )
             raise Mismatch(
                 f"The gradient of your loss with respect to {name} is {how}.",
                 input=label,

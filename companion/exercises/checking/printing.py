@@ -46,7 +46,9 @@ def brief(value: Any) -> str:
             values = value.tolist()
             if value.dtype.is_floating_point:
                 values = round_values(values)
-            return f"tensor({values})" + ("" if value.dtype in (torch.float32, torch.long) else f", {value.dtype}")
+            return f"tensor({values})" + (
+                "" if value.dtype in (torch.float32, torch.long) else f", {value.dtype}"
+            )
         return f"tensor of shape {tuple(value.shape)}, dtype {value.dtype}"
     if isinstance(value, nn.Module):
         return f"a {type(value).__name__} model"
@@ -82,4 +84,8 @@ def agree(what: str, problem: str) -> str:
     if not _plural(what):
         return problem
     first, _, rest = problem.partition(" ")
-    return f"{_PLURAL_VERBS.get(first, first)} {rest}".rstrip() if first in _PLURAL_VERBS else problem
+    return (
+        f"{_PLURAL_VERBS.get(first, first)} {rest}".rstrip()
+        if first in _PLURAL_VERBS
+        else problem
+    )

@@ -11,17 +11,27 @@ _IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 
 def snapshot(namespace: dict[str, Any]) -> dict[str, Any]:
     """The notebook's public variables (name → object) before an exercise, for :func:`restore`."""
-    return {k: v for k, v in namespace.items() if not k.startswith("_") and k not in _IPYTHON_NAMES}
+    return {
+        k: v
+        for k, v in namespace.items()
+        if not k.startswith("_") and k not in _IPYTHON_NAMES
+    }
 
 
-def restore(namespace: dict[str, Any], saved: dict[str, Any], keep: Sequence[str] = ()) -> list[str]:
+def restore(
+    namespace: dict[str, Any], saved: dict[str, Any], keep: Sequence[str] = ()
+) -> list[str]:
     """Put back every variable of ``saved`` that the student's cells replaced or deleted, except ``keep``.
 
     The homework calls this after each checker, so that ``emb = Embedding(10, 4)`` or ``x = ...`` written while
     trying an answer out does not break the chapter's cells below. Names the student added stay. Returns the
     names put back (and says which, when there are any).
     """
-    back = [k for k, v in saved.items() if k not in keep and (k not in namespace or namespace[k] is not v)]
+    back = [
+        k
+        for k, v in saved.items()
+        if k not in keep and (k not in namespace or namespace[k] is not v)
+    ]
     for k in back:
         namespace[k] = saved[k]
     if back:

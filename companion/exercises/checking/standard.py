@@ -103,13 +103,29 @@ def compare(
             if safe_difference(t.got, t.expected, atol, rtol) is not None:
                 values = _mistake_answers(trials)
                 named = confirmed(
-                    [(RAISED if u.error else u.got, u.expected, values[j]) for j, u in enumerate(trials)],
+                    [
+                        (RAISED if u.error else u.got, u.expected, values[j])
+                        for j, u in enumerate(trials)
+                    ],
                     [h for _, h in mistakes],
                     atol=atol,
                     rtol=rtol,
                 )
-                here = [(lambda v=values[i][k]: v, h) for k, (_, h) in enumerate(mistakes) if h in named]
-                expect(t.got, t.expected, input=label, what=what, hint=hint, atol=atol, rtol=rtol, mistakes=here)
+                here = [
+                    (lambda v=values[i][k]: v, h)
+                    for k, (_, h) in enumerate(mistakes)
+                    if h in named
+                ]
+                expect(
+                    t.got,
+                    t.expected,
+                    input=label,
+                    what=what,
+                    hint=hint,
+                    atol=atol,
+                    rtol=rtol,
+                    mistakes=here,
+                )
             if differentiable:
                 expect_gradients(t, label, atol, rtol, _names(reference))
 
@@ -129,7 +145,9 @@ def compare(
     return Checker(exercise, run, seed=seed, kind="function", withhold=withhold)
 
 
-def _trainable(cases: Sequence[Case] | Callable[[], Sequence[Case]]) -> Callable[[], Sequence[Case]]:
+def _trainable(
+    cases: Sequence[Case] | Callable[[], Sequence[Case]],
+) -> Callable[[], Sequence[Case]]:
     """``cases`` with every floating-point tensor argument a leaf that requires grad (a loss must reach each)."""
 
     def draw() -> list[Case]:
@@ -141,11 +159,20 @@ def _trainable(cases: Sequence[Case] | Callable[[], Sequence[Case]]) -> Callable
 
 
 def expect_dtype(got: Any, expected: Any, label: str, what: str) -> None:
-    if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)) and len(got) == len(expected):
-        for g, e in zip(got, expected, strict=True):  # each output of a tuple keeps the input's dtype
+    if (
+        isinstance(expected, (tuple, list))
+        and isinstance(got, (tuple, list))
+        and len(got) == len(expected)
+    ):
+        # each output of a tuple keeps the input's dtype
+        for g, e in zip(got, expected, strict=True):
             expect_dtype(g, e, label, what)
         return
-    if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and got.dtype != expected.dtype:
+    if (
+        isinstance(expected, torch.Tensor)
+        and isinstance(got, torch.Tensor)
+        and got.dtype != expected.dtype
+    ):
         raise Mismatch(
             f"{what} {agree(what, 'has the wrong dtype')}: the task asks for the input's dtype.",
             input=label,
@@ -163,7 +190,9 @@ def _names(reference: Callable[..., Any]) -> list[str]:
         return []
 
 
-def _arguments(reference: Callable[..., Any], c: Case, args: list[Any], kwargs: dict[str, Any]):
+def _arguments(
+    reference: Callable[..., Any], c: Case, args: list[Any], kwargs: dict[str, Any]
+):
     """``(name, original, student's copy)`` for every argument."""
     try:
         names = list(inspect.signature(reference).parameters)

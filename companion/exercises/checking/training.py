@@ -15,19 +15,33 @@ from .expectations import expect
 from .verdicts import Mismatch
 
 
-def expect_trains_like(mine: nn.Module, reference: nn.Module, x: torch.Tensor, *, input: str, lr: float = 0.1) -> None:
+def expect_trains_like(
+    mine: nn.Module,
+    reference: nn.Module,
+    x: torch.Tensor,
+    *,
+    input: str,
+    lr: float = 0.1,
+) -> None:
     """``mine`` (the student's module, already given the reference's weights) and ``reference`` are trained one
     SGD step on the loss ``(module(x) · w).sum()`` with a fixed random ``w``; raise :class:`Mismatch` where the
     output in training mode, the gradient reaching ``x`` or the output after the step differ."""
     label = f"{input}; training mode, loss = (output · w).sum() with a fixed random w, one SGD step (lr={lr})"
     mine.train()
     reference.train()
-    ours_x, their_x = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    ours_x, their_x = (
+        x.detach().clone().requires_grad_(),
+        x.detach().clone().requires_grad_(),
+    )
     expected = reference(ours_x)
     got = call(mine, their_x, input=label)
     hint = "Training mode must compute what evaluation mode does here (the exercise leaves out dropout)."
     expect(got, expected, input=label, what="The output in training mode", hint=hint)
-    w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(11))
+    w = torch.randn(
+        expected.shape,
+        dtype=expected.dtype,
+        generator=torch.Generator().manual_seed(11),
+    )
     (expected * w).sum().backward()
     call(lambda: (got * w).sum().backward(), input=label + ", then loss.backward()")
     _expect_gradient(their_x.grad, ours_x.grad, label)

@@ -44,14 +44,22 @@ def describe(reference: Callable[..., Any], c: Case, *, full: bool = False) -> s
     text = f"{text}  ({c.why})" if c.why else text
     if full:
         for k, v in bound:
-            if isinstance(v, torch.Tensor) and not (v.numel() <= 12 and v.ndim <= 2) and 0 < v.numel() <= 32:
+            if (
+                isinstance(v, torch.Tensor)
+                and not (v.numel() <= 12 and v.ndim <= 2)
+                and 0 < v.numel() <= 32
+            ):
                 text += f"\n{k} = {show(v, 2000).split(chr(10), 1)[-1]}"
     return text
 
 
 def _bound(reference: Callable[..., Any], c: Case) -> list[tuple[str, Any]]:
     try:
-        return list(inspect.signature(reference).bind_partial(*c.args, **c.kwargs).arguments.items())
+        return list(
+            inspect.signature(reference)
+            .bind_partial(*c.args, **c.kwargs)
+            .arguments.items()
+        )
     except (TypeError, ValueError):
         return [(f"#{i + 1}", a) for i, a in enumerate(c.args)] + list(c.kwargs.items())
 
@@ -71,12 +79,18 @@ class Trial:
 
     def label(self, reference: Callable[..., Any], *, full: bool = False) -> str:
         text = describe(reference, self.case, full=full)
-        return text if self.hidden_seed is None else f"{text}  [a hidden random case, seed {self.hidden_seed}]"
+        return (
+            text
+            if self.hidden_seed is None
+            else f"{text}  [a hidden random case, seed {self.hidden_seed}]"
+        )
 
 
 def copies(c: Case) -> tuple[list[Any], dict[str, Any]]:
     """Copies of the arguments of ``c`` (positional, keyword), sharing nothing with them."""
-    return [copy_value(a) for a in c.args], {k: copy_value(v) for k, v in c.kwargs.items()}
+    return [copy_value(a) for a in c.args], {
+        k: copy_value(v) for k, v in c.kwargs.items()
+    }
 
 
 def draw_trials(
@@ -91,7 +105,10 @@ def draw_trials(
     if hidden is not None:
         with hidden_inputs() as seed:
             for c in hidden():
-                if not any(same((c.args, c.kwargs), (s.args, s.kwargs), atol=0, rtol=0) for s in shown):
+                if not any(
+                    same((c.args, c.kwargs), (s.args, s.kwargs), atol=0, rtol=0)
+                    for s in shown
+                ):
                     trials.append(Trial(c, hidden_seed=seed))
     for t in trials:
         t.reference_args = copies(t.case)
@@ -99,12 +116,19 @@ def draw_trials(
     return trials
 
 
-def run_student(student: Callable[..., Any], reference: Callable[..., Any], trials: Sequence[Trial]) -> None:
+def run_student(
+    student: Callable[..., Any], reference: Callable[..., Any], trials: Sequence[Trial]
+) -> None:
     """Call the student's function on each trial (on copies of its arguments, the reference withheld),
     keeping the answer or the :class:`Mismatch` raised; :class:`NotAttempted` stops everything."""
     for t in trials:
         t.student_args = copies(t.case)
         try:
-            t.got = call(student, *t.student_args[0], input=t.label(reference, full=True), **t.student_args[1])
+            t.got = call(
+                student,
+                *t.student_args[0],
+                input=t.label(reference, full=True),
+                **t.student_args[1],
+            )
         except Mismatch as m:
             t.error = m

@@ -69,12 +69,22 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.status == PASSED:
-            extra = f", {self.hidden} of them on hidden random inputs" if self.hidden else ""
+            extra = (
+                f", {self.hidden} of them on hidden random inputs"
+                if self.hidden
+                else ""
+            )
             return f"PASSED  {self.exercise}: your code agrees with the reference ({self.cases} checks{extra})."
         if self.status == NOT_ATTEMPTED:
             return not_attempted_message(self.exercise)
-        lines = [f"{'ERROR' if self.status == ERROR else 'WRONG'}  {self.exercise}: {self.problem}"]
-        for label, value in (("input", self.input), ("expected", self.expected), ("got", self.got)):
+        lines = [
+            f"{'ERROR' if self.status == ERROR else 'WRONG'}  {self.exercise}: {self.problem}"
+        ]
+        for label, value in (
+            ("input", self.input),
+            ("expected", self.expected),
+            ("got", self.got),
+        ):
             if value is not None:
                 lines.append(_field(label, value))
         if self.hint:
@@ -106,7 +116,9 @@ BASE_EXCEPTION_HINTS = {
 
 def raised_verdict(exercise: str, name: str) -> Verdict:
     """WRONG: the student's code raised ``name``, one of :data:`BASE_EXCEPTION_HINTS`."""
-    return Verdict(exercise, WRONG, f"Your code raised {name}.", hint=BASE_EXCEPTION_HINTS[name])
+    return Verdict(
+        exercise, WRONG, f"Your code raised {name}.", hint=BASE_EXCEPTION_HINTS[name]
+    )
 
 
 def student_line(e: BaseException) -> str:
@@ -114,7 +126,11 @@ def student_line(e: BaseException) -> str:
     as " (at line N of FILE: CODE)", or "" when no such frame is known."""
     import traceback
 
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not any(p in f.filename for p in _LIBRARY)]
+    frames = [
+        f
+        for f in traceback.extract_tb(e.__traceback__)
+        if not any(p in f.filename for p in _LIBRARY)
+    ]
     if not frames:
         return ""
     f = frames[-1]
@@ -138,4 +154,11 @@ def raised_by_student(e: BaseException) -> bool:
     whose class is defined outside Python, PyTorch, NumPy and the companion (in a notebook, say)."""
     if not isinstance(e, Exception):
         return True
-    return type(e).__module__.split(".")[0] not in {"builtins", "torch", "numpy", "companion", "math", "_operator"}
+    return type(e).__module__.split(".")[0] not in {
+        "builtins",
+        "torch",
+        "numpy",
+        "companion",
+        "math",
+        "_operator",
+    }

@@ -27,7 +27,11 @@ def resolve(names: Sequence[str]) -> list[tuple[str, Any]]:
             except ImportError:
                 continue
             for attr in parts[i:]:
-                obj = inspect.getattr_static(obj, attr) if isinstance(obj, type) else getattr(obj, attr)
+                obj = (
+                    inspect.getattr_static(obj, attr)
+                    if isinstance(obj, type)
+                    else getattr(obj, attr)
+                )
             out.append((dotted, obj))
             break
         else:
@@ -48,7 +52,9 @@ def _stand_in(name: str) -> Callable[..., Any]:
 
 
 @contextmanager
-def withheld(names: Sequence[str], namespaces: Sequence[dict[str, Any]] = ()) -> Iterator[None]:
+def withheld(
+    names: Sequence[str], namespaces: Sequence[dict[str, Any]] = ()
+) -> Iterator[None]:
     """Replace each dotted name (``"companion.bpe.merge"``) by a stand-in raising :class:`WithheldReference`.
 
     The same object bound under another name is replaced too, found by identity: in every loaded
@@ -61,10 +67,18 @@ def withheld(names: Sequence[str], namespaces: Sequence[dict[str, Any]] = ()) ->
     try:
         for name, obj in targets:  # the attribute itself (a method of a class included)
             owner_name, attr = name.rsplit(".", 1)
-            owner = resolve([owner_name])[0][1] if "." in owner_name else importlib.import_module(owner_name)
+            owner = (
+                resolve([owner_name])[0][1]
+                if "." in owner_name
+                else importlib.import_module(owner_name)
+            )
             patches.append((owner, attr, obj))
             setattr(owner, attr, _stand_in(name))
-        modules = [m for k, m in list(sys.modules.items()) if k.split(".")[0] == "companion" and m is not None]
+        modules = [
+            m
+            for k, m in list(sys.modules.items())
+            if k.split(".")[0] == "companion" and m is not None
+        ]
         spaces = [vars(m) for m in modules] + list(namespaces)
         for space in spaces:
             for key, value in list(space.items()):
@@ -106,8 +120,15 @@ def namespace_of(student: Any) -> dict[str, Any] | None:
 
 def own_name(reference: Callable[..., Any]) -> tuple[str, ...]:
     """``("companion.module.name",)`` when ``reference`` is a top-level function of the companion, else ``()``."""
-    module, name = getattr(reference, "__module__", "") or "", getattr(reference, "__qualname__", "")
-    public = module.startswith("companion.") and not module.startswith("companion.exercises") and "." not in name
+    module, name = (
+        getattr(reference, "__module__", "") or "",
+        getattr(reference, "__qualname__", ""),
+    )
+    public = (
+        module.startswith("companion.")
+        and not module.startswith("companion.exercises")
+        and "." not in name
+    )
     return (f"{module}.{name}",) if public and "<" not in name else ()
 
 
@@ -154,7 +175,11 @@ def _own_functions(student: Any) -> Iterator[Any]:
         yield student
         return
     for cls in student.__mro__:
-        if (getattr(cls, "__module__", "") or "").split(".")[0] in ("torch", "builtins", "companion"):
+        if (getattr(cls, "__module__", "") or "").split(".")[0] in (
+            "torch",
+            "builtins",
+            "companion",
+        ):
             continue
         yield from vars(cls).values()
 
