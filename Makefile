@@ -1,5 +1,6 @@
 # Two commands that work on a fresh clone (Python 3.11+, no GPU needed):
-#   make book   set up .venv, execute every chapter and build the HTML book in _build/html
+#   make book   set up .venv, execute every chapter and build the HTML book in _build/html (two chapters at a
+#               time: tools/build_book.py runs jupyter-book build with Sphinx's parallel reading)
 #   make test   the same setup, then every check CI runs (lint, freshness, book, PDF, unit, homework, Colab, pages)
 #   make pdf    make book, then print it as one PDF, _build/pdf/book.pdf (headless Chromium), and check it
 # Other targets: make unit (fast developer loop, < 1 min), make lint, make sync (regenerate reader and homework
@@ -32,7 +33,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 book: $(STAMP)
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python tools/build_book.py . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/$(HTML)/index.html"
 
 # The PDF edition, printed from the notebooks `make book` executed (tools/pdf.py: nothing runs twice), then checked:
@@ -74,10 +75,11 @@ bubblewrap:
 
 # Everything, in order of cost: lint, freshness of generated notebooks, the book build (which executes every
 # chapter with its hidden asserts and fails on any error), then one pytest session on two workers: the unit
-# tests, the slow tests (training, the second execution of every chapter in the Colab simulation, the
-# rendered-page checks of the built HTML in headless Chromium) and nbval on every homework notebook. The
-# workers (pytest-xdist, --dist loadscope) take units of work longest first, as tests/conftest.py orders them:
-# a test module, a homework notebook (nbval's cells share one kernel) or one chapter of the Colab simulation.
+# tests, the slow tests (training, the Colab simulation, the rendered-page checks of the built HTML in headless
+# Chromium) and nbval on every homework notebook (the second execution of every chapter's code, on the second
+# floating-point path: tests/perturbed.py). The workers (pytest-xdist, --dist loadscope) take units of work
+# longest first, as tests/conftest.py orders them: a test module or a homework notebook (nbval's cells share
+# one kernel).
 # The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
 # nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
 # what to run), so that a machine without it fails in seconds, not after twenty minutes; the second, the same for
@@ -89,7 +91,7 @@ test: $(STAMP)
 	$(call timed,lint,$(BIN)/ruff check .)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
-	$(call timed,build,$(BIN)/jupyter-book build . -W -n --keep-going)
+	$(call timed,build,$(BIN)/python tools/build_book.py . -W -n --keep-going)
 	$(call timed,pdf,$(BIN)/python tools/pdf.py build && $(BIN)/python tools/pdf.py check)
 	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope --no-loadscope-reorder tests --nbval-lax \
 		--nbval-current-env book/homework/*.ipynb --durations=40 --junitxml=_build/pytest.xml)

@@ -57,22 +57,12 @@ def _seeded():
 
 # Scheduling for `make test`'s two workers (pytest-xdist, `--dist loadscope --no-loadscope-reorder`). Each test
 # module, and each homework notebook (nbval's cells share one kernel), is one unit of work that stays on one
-# worker; each chapter of the Colab simulation is a unit of its own, so both workers share the simulation instead
-# of one worker running all eleven chapters while the other waits. Units are handed out longest first (the
-# longest-processing-time rule): the Colab chapters, the last chapter first (the later chapters train more), then
-# every unit holding a slow-marked test, then the rest, each group ordered by its number of tests. A unit handed
-# out last is then a short one, not a ten-minute one.
+# worker (xdist's loadscope), and xdist hands the units out in the order this hook leaves them in: longest
+# first (the longest-processing-time rule). First the Colab simulation (a fresh virtual environment, then
+# chapters), then the homework notebooks, the last chapter first (the later chapters train more), then every
+# unit holding a slow-marked test, then the rest, each group ordered by its number of tests. A unit handed out
+# last is then a short one, not a ten-minute one.
 COLAB_MODULE = "tests/test_colab.py"
-
-
-def _unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: its file, or its chapter for the Colab simulation."""
-    path, _, name = nodeid.partition("::")
-    return (
-        f"{path}::{name[name.index('[') :]}"
-        if path == COLAB_MODULE and "[" in name
-        else path
-    )
 
 
 def pytest_collection_modifyitems(
@@ -80,27 +70,15 @@ def pytest_collection_modifyitems(
 ) -> None:
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        units.setdefault(_unit(item.nodeid), []).append(item)
-    first = {unit: items.index(tests[0]) for unit, tests in units.items()}
+        units.setdefault(item.nodeid.partition("::")[0], []).append(item)
 
     def rank(unit: str) -> tuple[int, int]:
         tests = units[unit]
-        if unit.startswith(COLAB_MODULE):
-            return (0, -first[unit])
+        if unit == COLAB_MODULE:
+            return (0, 0)
+        if unit.endswith(".ipynb"):
+            return (1, -int(Path(unit).name[:2]))
         slow = any(item.get_closest_marker("slow") for item in tests)
-        return (1 if slow else 2, -len(tests))
+        return (2 if slow else 3, -len(tests))
 
     items[:] = [item for unit in sorted(units, key=rank) for item in units[unit]]
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` with the units above in place of xdist's (which are whole modules)."""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class Units(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return _unit(nodeid)
-
-    return Units(config, log)
