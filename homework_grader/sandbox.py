@@ -375,6 +375,9 @@ def serve(rfd: int, wfd: int) -> None:
         )
     )
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
+    # the grader reads the memory before the answer's code runs (what the answer keeps counts), then says go
+    if wire.read(rfd).get("op") != "go":
+        return
     namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
     try:
         exec(compile(init["code"], "<your answer>", "exec"), namespace)
