@@ -317,7 +317,8 @@ def linear_attention_step(q, k, v, s, z):
     return y, s, z
 """
 # After the fork server was stopped, the student's next answer (in a new sandbox) tries to read the memory of its
-# fork server and of its monitor (/proc/PID/mem, process_vm_readv): it is right only when every read was refused.
+# fork server and of its monitor (/proc/PID/mem, process_vm_readv) and to trace them (ptrace): it is right only when
+# every try was refused.
 PEEKS = (
     "import ctypes\n"
     + STRIP_HOOK
@@ -346,6 +347,9 @@ def peeked():
         remote = (ctypes.c_void_p * 2)(start, 16)
         if libc.process_vm_readv(pid, local, 1, remote, 1, 0) > 0:
             read.append(got.raw)
+        if libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
+            read.append(b"traced")
+            libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
     return read
 
 """
@@ -485,8 +489,8 @@ def test_killing_the_watchers_is_named(book):
 def test_a_stopping_answer_is_named_and_the_next_is_graded(book, student):
     """A SIGSTOP to the fork server, to every process, to the monitor or to its own process group: that answer's
     row says so (an error, or a timeout that names the stop), and the student's next answer is graded in a new
-    sandbox (where, after the fork server was stopped, it could read the memory of neither its fork server nor its
-    monitor); the classmates graded beside it pass (above)."""
+    sandbox (where, after the fork server was stopped, it could neither read the memory of its fork server or its
+    monitor nor trace them); the classmates graded beside it pass (above)."""
     from homework_grader.remote import HALTED, LOST
 
     row = book[student]
