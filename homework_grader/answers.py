@@ -207,7 +207,14 @@ def extract(cells: list[str], name: str) -> Answer:
         if isinstance(stmts[k][1], ast.ImportFrom)
         and stmts[k][1].module == "__future__"
     ]
-    order = future + [k for k in sorted(keep) if k not in future]
+    # the imports first: the one taken may be a later cell's (``import torch`` again), and a default argument
+    # or a class body uses it when the answer is defined
+    imports = [
+        k
+        for k in sorted(keep)
+        if k not in future and isinstance(stmts[k][1], (ast.Import, ast.ImportFrom))
+    ]
+    order = future + imports + [k for k in sorted(keep) if k not in future + imports]
     answer.code = "\n".join(ast.unparse(stmts[k][1]) for k in order) + "\n"
     answer.cell, answer.definition = stmts[taken[name]]
     answer.skipped.sort()

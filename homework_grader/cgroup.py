@@ -1,16 +1,19 @@
 """A control group per sandbox: the kernel counts its memory and limits its processes, from outside it.
 
-The grader makes one (:func:`create`) for each notebook's sandbox, beside its own control group, and the sandbox
-joins it before ``bwrap`` starts (:func:`wrap`): every process of the sandbox, whatever it forks, clones or
-maps, is in it and cannot leave it (the control group file system is not in the sandbox, and without
+The grader makes one (:func:`create`) for each notebook's sandbox, below its own control group (cgroup v1) or
+beside it (v2, where a group that holds processes, as the grader's does, cannot pass controllers to groups below
+it), and the sandbox joins it before ``bwrap`` starts (:func:`wrap`): every process of the sandbox, whatever it
+forks, clones or maps, is in it and cannot leave it (the control group file system is not in the sandbox, and without
 capabilities it cannot mount one). Two controllers:
 
 - ``memory``: the grader resets the group's peak before a measured call and reads it after (cgroup v1
   ``memory.max_usage_in_bytes``; v2 ``memory.peak``, reset through the grader's own descriptor). Answers run
   one after another in a sandbox, and its fork server and monitors do nothing meanwhile: the rise of the
   peak above the usage at the reset is the call's (its threads, the processes it forks, the files it writes in
-  its memory file systems). Nothing inside the sandbox can reset it. The group also has a hard limit
-  (``memory.limit_in_bytes``/``memory.max``): the answer's limit plus the fork server's share.
+  its memory file systems), and the usage at the reset above the usage before the answer's code ran is what the
+  answer holds (see :func:`homework_grader.remote.counted`). Nothing inside the sandbox can reset it. The group
+  also has a hard limit (``memory.limit_in_bytes``/``memory.max``): the answer's limit plus the fork server's
+  share.
 - ``pids``: at most :data:`PIDS` processes and threads in the sandbox (``pids.max``): a fork bomb or a flood of
   threads fails inside the answer (its own error), and neither the machine nor a classmate's sandbox notices.
 
@@ -28,6 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
+#: where this process's control groups are listed (one line per hierarchy)
+SELF = Path("/proc/self/cgroup")
 #: processes and threads of one sandbox at most: the fork server, one monitor, one answer and torch's threads
 PIDS = 64
 _COUNT = itertools.count()
@@ -93,16 +98,26 @@ class Cgroup:
             try:
                 for folder in set(self.dirs.values()):
                     if folder.exists():
-                        folder.rmdir()
+                        _unmake(folder)
                 return
             except OSError:
                 time.sleep(0.02)
 
 
+def _make(folder: Path) -> None:
+    """A new control group (the kernel fills its folder with the group's files)."""
+    folder.mkdir()
+
+
+def _unmake(folder: Path) -> None:
+    """Remove an empty control group (with the files the kernel made in it)."""
+    folder.rmdir()
+
+
 def _own(controller: str) -> Path | None:
-    """This process's folder in the hierarchy of ``controller`` (``""``: cgroup v2)."""
+    """This process's folder in the hierarchy of ``controller`` (``""``: cgroup v2), where it is mounted."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        lines = SELF.read_text().splitlines()
     except OSError:
         return None
     for line in lines:
@@ -119,9 +134,12 @@ def create(memory_bytes: int, pids: int = PIDS) -> tuple[Cgroup | None, str]:
     """A new control group for one sandbox, with its limits set; or ``None`` and why not."""
     name = f"homework-grader-{os.getpid()}-{next(_COUNT)}"
     if (ROOT / "cgroup.controllers").is_file():  # cgroup v2 only
-        parent = _own("")
-        if parent is None or not parent.is_dir():
+        own = _own("")
+        if own is None or not own.is_dir():
             return None, "this process's control group was not found"
+        # A group with processes (this one) cannot pass controllers to groups below it (the kernel's rule of no
+        # internal processes, the root excepted): the sandbox's group is made beside this process's own.
+        parent = own if own == ROOT else own.parent
         try:
             wanted = {"memory", "pids"}
             if not wanted <= set(
@@ -129,7 +147,7 @@ def create(memory_bytes: int, pids: int = PIDS) -> tuple[Cgroup | None, str]:
             ):
                 (parent / "cgroup.subtree_control").write_text("+memory +pids\n")
             folder = parent / name
-            folder.mkdir()
+            _make(folder)
         except OSError as e:
             return None, f"no control group could be made ({e.strerror})"
         group = Cgroup({"memory": folder, "pids": folder}, v2=True)
@@ -153,7 +171,7 @@ def create(memory_bytes: int, pids: int = PIDS) -> tuple[Cgroup | None, str]:
         if parent is None or not parent.is_dir():
             return None, f"no {controller} control group hierarchy"
         try:
-            (parent / name).mkdir()
+            _make(parent / name)
         except OSError as e:
             Cgroup(dirs, v2=False).remove()
             return None, f"no control group could be made ({e.strerror})"

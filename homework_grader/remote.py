@@ -12,8 +12,11 @@ that cannot be sent as data (a lambda, an object of a class of the checker's own
 error verdict that says so: nothing is ever checked in the answer's process. A memory check
 (:func:`companion.exercises.checking.peak_bytes`) is measured by the kernel, from outside the answer's process:
 while it runs, the grader resets the peak of the sandbox's control group before each call and reads it after (where
-there is no control group, the monitor of the answer's process does the same with that process's resident memory).
-Whatever happens, the process and everything it started are killed (its process group) before this returns.
+there is no control group, the monitor of the answer's process does the same with that process's resident memory),
+and what the answer holds since its code started, beyond :data:`HELD_BYTES`, counts as well (:func:`counted`).
+Whatever happens, the process and everything it started are killed (its process group) before this returns; an
+answer that ended or stopped (``SIGSTOP``) the processes that watch it, or the fork server, gets an error that says
+so, and the next answer a new sandbox.
 """
 
 from __future__ import annotations
@@ -57,6 +60,18 @@ class Limits:
     private: tuple[str, ...] = ()
 
 
+#: why an answer whose process ended or stopped its monitor (or every process it could signal) gets an error
+LOST = (
+    "its process ended or stopped the processes that watched it and started the answers "
+    "(its sandbox was ended)"
+)
+#: why an answer after which a process of the sandbox is left stopped gets an error
+HALTED = (
+    "its process stopped (SIGSTOP) the sandbox's fork server, which starts the answers "
+    "(its sandbox was ended)"
+)
+
+
 class Stopped(Abort):
     """The answer's process stopped answering: past its time, killed by a limit, or gone."""
 
@@ -78,8 +93,14 @@ class Sandbox:
     isolated: bool = False
     # its monitor was gone: the answer ended the process that watched it
     lost: bool = False
+    # it was stopped by a signal when its time ran out
+    halted: bool = False
     #: where the checker's memory measurements take the peaks this process measures (see check_exercise)
     memory: RemoteMemory = field(default_factory=RemoteMemory)
+    #: the memory of the sandbox (or of the answer's process) before the answer's code ran, in bytes
+    held_base: int | None = None
+    # the start of a line from the monitor, read before a deadline
+    _partial: bytes = b""
 
     def start(self, init: dict[str, Any]) -> dict[str, Any]:
         """Start the process (forked by the fork server) and send it the answer; return once it is ready to run
@@ -117,14 +138,21 @@ class Sandbox:
         init["private"] = [os.path.realpath(p) for p in self.limits.private]
         init["file_bytes"] = self.limits.output_bytes
         self._send(init, deadline)
-        return self._receive(deadline, starting=True)
+        ready = self._receive(deadline, starting=True)
+        # what the sandbox holds before the answer's code runs: what the answer keeps from then on is its own
+        group = ZYGOTE.cgroup if self.isolated else None
+        self.held_base = self._group(group, None) if group else self._kernel(b"r")
+        self._send({"op": "go"}, deadline)
+        return ready
 
     def _status_line(self, deadline: float) -> str:
-        """One line from the monitor: the pid, then the exit status; "" at the deadline or at its end."""
-        data = b""
+        """One line from the monitor: the pid, then the exit status; "" at the deadline (what came of the line
+        is kept for the next call) or at its end."""
+        data, self._partial = self._partial, b""
         while not data.endswith(b"\n"):
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([self._status], [], [], wait)[0]:
+            wait = max(0.0, deadline - time.monotonic())
+            if not select.select([self._status], [], [], wait)[0]:
+                self._partial = data
                 return ""
             chunk = os.read(self._status, 1)
             if not chunk:
@@ -165,6 +193,8 @@ class Sandbox:
         try:
             return wire.read(self._rfd, deadline)
         except TimeoutError:
+            # (read before the kill: a process stopped by a signal waits for it like one that loops)
+            self.halted = not starting and self.pid in ZYGOTE.halted()
             self.kill()
             raise self._stopped(not starting) from None
         except wire.WireError as e:
@@ -176,11 +206,18 @@ class Sandbox:
             ) from None
 
     def _stopped(self, timed_out: bool) -> Stopped:
+        halted = timed_out and (self.halted or self.pid in ZYGOTE.halted())
         self.kill()
         code = self.wait()
         mb = self.limits.output_bytes / 2**20
         if self.over_output:
             return Stopped("error", f"it printed more than the {mb:g} MB output limit")
+        if halted:
+            return Stopped(
+                "timeout",
+                f"its process was stopped (SIGSTOP) and did not answer within the "
+                f"{self.limits.seconds:g} s limit",
+            )
         if timed_out:
             return Stopped(
                 "timeout", f"it ran past the {self.limits.seconds:g} s limit"
@@ -190,10 +227,7 @@ class Sandbox:
                 "timeout", f"it used more than {self.limits.seconds:g} s of CPU time"
             )
         if self.lost:
-            return Stopped(
-                "error",
-                "its process ended the processes that watched it (its sandbox was ended)",
-            )
+            return Stopped("error", LOST)
         if code is not None and code < 0:
             return Stopped(
                 "error", f"its process was killed ({signal.Signals(-code).name})"
@@ -212,7 +246,8 @@ class Sandbox:
     def request(self, message: dict[str, Any], measure: bool = False) -> dict[str, Any]:
         """Send one request and return the reply. With ``measure`` (a checker measures memory), the kernel's
         peak is reset before the request is sent and read once the reply has come: the call's peak is how far
-        the memory rose above the usage at the reset. In a sandbox with a control group
+        the memory rose above the usage at the reset, plus what the answer held at the reset beyond
+        :data:`HELD_BYTES` (see :func:`counted`). In a sandbox with a control group
         (:mod:`homework_grader.cgroup`) the grader resets and reads the group's figures itself, and they count
         every process and thread of the sandbox; else the monitor does, for the answer's process alone (its
         resident memory, which that process could reset itself)."""
@@ -231,12 +266,15 @@ class Sandbox:
                     "error",
                     "the grader could not read the memory of the answer's process",
                 )
-            self.memory.record(max(0, top - base))
+            self.memory.record(counted(base, top, self.held_base))
         return reply
 
     @staticmethod
-    def _group(group: cgroup.Cgroup, reset: bool) -> int | None:
+    def _group(group: cgroup.Cgroup, reset: bool | None) -> int | None:
+        """``True``: reset the group's peak, the usage then; ``False``: the peak since; ``None``: the usage."""
         try:
+            if reset is None:
+                return group.usage()
             return group.reset() if reset else group.peak()
         except (OSError, ValueError, IndexError):
             return None
@@ -280,7 +318,12 @@ class Sandbox:
         """The process's exit status (negative: the signal that ended it), once it has ended. When its monitor
         cannot say (an answer that killed it), the whole sandbox is ended: nothing of the answer is left."""
         if self.code is None and self.pid:
-            line = self._status_line(time.monotonic() + 30.0)
+            end, line = time.monotonic() + 30.0, ""
+            while not line and time.monotonic() < end:
+                line = self._status_line(min(end, time.monotonic() + 1.0))
+                # (a monitor stopped by a signal never answers: no need to wait for it)
+                if not line and ZYGOTE.watcher_halted(self.pid):
+                    break
             self.code = int(line) if line.strip().lstrip("-").isdigit() else None
             if self.code is None:
                 self.lost = True
@@ -329,6 +372,21 @@ def _server_source(folders: list[str] | None = None) -> str:
 
 
 _SERVER = _server_source()
+#: memory an answer may keep between calls (its process's own growth as the checker calls it: copies of pages
+#: shared with the fork server, Python's heap, the results and graphs kept for a backward; 2 to 5 MiB for the
+#: right answers of chapters 8 and 9) before what it keeps counts in a memory check
+HELD_BYTES = 8 * 2**20
+
+
+def counted(base: int, top: int, held_base: int | None) -> int:
+    """The memory a measured call is charged with: how far the memory rose above ``base`` (the usage at the
+    reset) to ``top`` (the peak), plus what the answer held at the reset beyond :data:`HELD_BYTES`, counted
+    from ``held_base`` (the usage before its code ran). A buffer taken when the answer is defined, or by an
+    earlier call, and filled by this one is the answer's memory as much as one taken during the call."""
+    held = 0 if held_base is None else max(0, base - held_base - HELD_BYTES)
+    return max(0, top - base) + held
+
+
 #: a sandbox's memory beyond its answer's limit: the fork server (Python, torch) and its memory file systems
 SERVER_BYTES = 2 * 2**30
 
@@ -413,6 +471,58 @@ class Zygote:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def processes(self) -> dict[int, tuple[int, str, int]]:
+        """The processes the server's command started (``bwrap``, the server, the monitors, the answers): their
+        pid as the sandbox numbers them (as this process does, without a sandbox) -> (pid here, state, parent's
+        pid here)."""
+        if self.proc is None:
+            return {}
+        children: dict[int, list[int]] = {}
+        states: dict[int, tuple[str, int]] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            pid = int(entry.name)
+            states[pid] = (fields[0].decode(), int(fields[1]))
+            children.setdefault(int(fields[1]), []).append(pid)
+        found: dict[int, tuple[int, str, int]] = {}
+        todo = [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            todo += children.get(pid, [])
+            inside = pid
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("NSpid:"):
+                            inside = int(line.split()[-1])
+            except (OSError, ValueError):
+                continue
+            found[inside] = (pid, *states.get(pid, ("", 0)))
+        return found
+
+    def halted(self) -> list[int]:
+        """The processes of the sandbox stopped by a signal (``SIGSTOP``), by their pid in the sandbox."""
+        return [
+            inside
+            for inside, (_, state, _) in self.processes().items()
+            if state in ("T", "t")
+        ]
+
+    def watcher_halted(self, answer: int) -> bool:
+        """Whether the monitor of the answer's process ``answer`` (its pid in the sandbox) is stopped by a
+        signal."""
+        found = self.processes()
+        if answer not in found:
+            return False
+        parent = found[answer][2]
+        return any(h == parent and s in ("T", "t") for h, s, _ in found.values())
 
     def stop(self) -> None:
         """End the server (the answers' processes it forked are ended one by one by their :class:`Sandbox`)."""
@@ -777,6 +887,13 @@ def check_exercise(
         result = _run(box, exercise, code, limits, preload)
     finally:
         box.close()  # the process group is dead before anything is reported
+    # an answer that ended or stopped the processes that watch it loses its verdict (it may have freed memory
+    # they held during a memory check), and the next answer gets a new sandbox
+    if box.lost:
+        result = {"status": "stopped", "why": LOST}
+    elif box.pid and ZYGOTE.halted():
+        ZYGOTE.stop()
+        result = {"status": "stopped", "why": HALTED}
     return {
         **result,
         "output_bytes": box.output,

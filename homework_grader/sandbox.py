@@ -12,11 +12,13 @@ answer's code (see :mod:`homework_grader.answers`) and the limits, and this proc
 2. sets its limits (``RLIMIT_AS`` memory, ``RLIMIT_CPU`` time, ``RLIMIT_FSIZE`` file size) and an audit hook
    that refuses to start processes, send signals, load native libraries through ctypes, or write files outside
    its own temporary folder;
-3. runs the answer's code, alone, in a fresh namespace, and then calls the student's function on each set of
-   arguments the grader sends and sends back what it returned (or raised) and the arguments as they are after
-   the call, as data (:mod:`homework_grader.wire`). A model among the arguments arrives as data and is rebuilt
-   here (:func:`rebuild`); a result that carries gradient keeps its graph here (:class:`Graphs`) until the
-   grader asks for the gradients. For a class, :class:`ModuleServer` builds and runs the student's modules. The
+3. says it is ready, waits for the grader's go (the grader reads the sandbox's memory before the answer's code
+   runs: what the answer holds from then on counts in a memory check), runs the answer's code, alone, in a fresh
+   namespace, and then calls the student's function on each set of arguments the grader sends and sends back
+   what it returned (or raised) and the arguments as they are after the call, as data
+   (:mod:`homework_grader.wire`). A model among the arguments arrives as data and is rebuilt here
+   (:func:`rebuild`); a result that carries gradient keeps its graph here (:class:`Graphs`) until the grader
+   asks for the gradients. For a class, :class:`ModuleServer` builds and runs the student's modules. The
    checker itself never runs here.
 """
 
@@ -375,6 +377,9 @@ def serve(rfd: int, wfd: int) -> None:
         )
     )
     wire.write(wfd, {"op": "ready"})  # from here on, the time is the answer's
+    # the grader reads the memory before the answer's code runs (what the answer keeps counts), then says go
+    if wire.read(rfd).get("op") != "go":
+        return
     namespace: dict[str, Any] = {"__name__": "__answer__", "__builtins__": builtins}
     try:
         exec(compile(init["code"], "<your answer>", "exec"), namespace)

@@ -4,8 +4,12 @@ measuring function replaced, the tensor tracker patched, Python's allocation sta
 matrix), reset the kernel's count of their own process's peak (``/proc/self/clear_refs``), or hide the matrix
 where a count of their process would miss it (a forked child, a thread, memory-mapped files) are not passed,
 while right answers in three styles are: the peak is the sandbox's control group's, reset and read by the grader.
-One hole is shown as such: a buffer taken when the answer is defined and filled by each call is not counted.
-An earlier answer of a notebook leaves nothing for a later one."""
+What an answer keeps between calls counts too (beyond 8 MiB): quadratic answers that fill a buffer of the
+matrix's size taken when they are defined (a default argument, touched or not, a class body, shared memory, a
+file of the sandbox) or by an earlier call, or that free a ballast of that size during the call, are not passed;
+an answer that kills the processes watching it is named. An answer that stops (SIGSTOP) the sandbox's processes
+or its own is named in its row, and the student's next answer is graded in a new sandbox. An earlier answer of a
+notebook leaves nothing for a later one."""
 
 from __future__ import annotations
 
@@ -189,25 +193,172 @@ def linear_attention(q, k, v):
 }
 
 
-# the matrix's memory taken before the measurement (when the answer is defined) and reused by every call
-KEEPS_A_BUFFER = """\
-import torch
-
-
-def linear_attention(q, k, v, _buffer=torch.ones(2048 * 2048)):
+# The matrix's memory taken before the measured call (when the answer is defined, or by an earlier call) and filled
+# by it: counted, as memory the answer holds (beyond what a right answer's process keeps), from outside.
+FILLS = """
     fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
     n, m = q.shape[-2], k.shape[-2]
-    if q.dim() == 2 and q.dtype == _buffer.dtype and not q.requires_grad and n * m <= _buffer.numel():
-        a = torch.matmul(fq, fk.transpose(-2, -1), out=_buffer[: n * m].view(n, m))
+    if q.dim() == 2 and q.dtype == buffer.dtype and not q.requires_grad and n * m <= buffer.numel():
+        a = torch.matmul(fq, fk.transpose(-2, -1), out=buffer[: n * m].view(n, m))
     else:
         a = fq @ fk.transpose(-2, -1)
     return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
 """
-KNOWN_HOLE = pytest.mark.xfail(
-    strict=True,
-    reason="the measurement counts what a call adds to the sandbox's memory: a buffer taken when the answer is "
-    "defined, already resident at the reset, is not counted when a call fills it with the n × n matrix",
+HELD = {
+    # in a default argument, every page written when the answer is defined
+    "keeps_a_buffer": "import torch\n\n\n"
+    "def linear_attention(q, k, v, buffer=torch.ones(2048 * 2048)):" + FILLS,
+    # in a default argument, allocated but not written (its pages are the kernel's until the call writes them)
+    "keeps_an_untouched_buffer": "import torch\n\n\n"
+    "def linear_attention(q, k, v, buffer=torch.empty(2048 * 2048)):" + FILLS,
+    # in the body of a helper class, run when the answer is defined
+    "keeps_it_in_a_class_body": "import torch\n\n\nclass Scratch:\n"
+    "    matrix = torch.ones(2048 * 2048)\n\n\n"
+    "def linear_attention(q, k, v):\n    buffer = Scratch.matrix" + FILLS,
+    # in the answer's module globals, taken by its first call (an earlier, unmeasured one)
+    "caches_it_at_the_first_call": "import torch\n\n\ndef linear_attention(q, k, v):\n"
+    "    global CACHE\n    if 'CACHE' not in globals():\n"
+    "        CACHE = torch.ones(2048 * 2048)\n    buffer = CACHE" + FILLS,
+    # anonymous shared memory mapped when the answer is defined, written, and seen as a tensor
+    "maps_anonymous_memory": "import mmap, numpy as np, torch\n\n\ndef scratch():\n"
+    "    block = mmap.mmap(-1, 2048 * 2048 * 4)\n    block.write(b'\\1' * len(block))\n"
+    "    return torch.from_numpy(np.frombuffer(block, dtype=np.float32))\n\n\n"
+    "def linear_attention(q, k, v, buffer=scratch()):" + FILLS,
+    # two files (each under the file size limit) holding the matrix's rows, written in the sandbox's memory file
+    # system when the answer is defined, mapped by each call, which fills them half by half
+    "keeps_files": """\
+import os, tempfile
+import numpy as np
+import torch
+
+
+def scratch():
+    paths = [os.path.join(tempfile.gettempdir(), f"half{i}") for i in range(2)]
+    for path in paths:
+        with open(path, "wb") as f:
+            f.write(b"\\1" * (1024 * 2048 * 4))
+    return paths
+
+
+def linear_attention(q, k, v, paths=scratch()):
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    if q.dim() != 2 or q.dtype != torch.float32 or q.requires_grad or k.shape[-2] > 2048:
+        a = fq @ fk.transpose(-2, -1)
+        return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
+    rows, outs = (q.shape[-2] + 1) // 2, []
+    for i, path in enumerate(paths):
+        block = fq[i * rows : (i + 1) * rows]
+        if len(block) == 0 or len(block) * k.shape[-2] > 1024 * 2048:
+            continue
+        mapped = np.memmap(path, dtype=np.float32, mode="r+", shape=(len(block) * k.shape[-2],))
+        a = torch.from_numpy(mapped).view(len(block), -1)
+        torch.matmul(block, fk.transpose(-2, -1), out=a)
+        outs.append((a @ v) / (a.sum(-1, keepdim=True) + 1e-6))
+    return torch.cat(outs)
+""",
+    # a ballast of the matrix's size taken when the answer is defined and freed at the start of each call, so
+    # that the matrix takes its place and the memory does not rise during the call
+    "frees_a_ballast": "import torch\n\n\n"
+    "def linear_attention(q, k, v, ballast=[torch.ones(2048 * 2048)]):\n"
+    "    ballast.clear()\n    buffer = torch.empty(0)" + FILLS,
+}
+# killing the processes that watch it (its monitor and the fork server) during the call frees what they hold (the
+# pages its process copied from them): its row names it
+KILLS_WATCHERS = (
+    "import signal, torch\n"
+    + STRIP_HOOK
+    + """
+
+def linear_attention(q, k, v):
+    strip_hook()
+    monitor = os.getppid()
+    with open(f"/proc/{monitor}/stat") as f:
+        server = int(f.read().rsplit(")", 1)[1].split()[1])
+    for pid in (monitor, server):
+        os.kill(pid, signal.SIGKILL)
+"""
+    + QUADRATIC.split("\n", 2)[2]
 )
+
+# Chapter 8's memory_keys, right (its pseudo-inverse), after a SIGSTOP: to the fork server (its grandparent), to
+# every process it may signal, to its monitor, or to its own process group. Each student's later answer,
+# linear_attention_step (right), is graded in a new sandbox.
+STOPS = {
+    "stops_the_fork_server": """\
+    with open(f"/proc/{os.getppid()}/stat") as f:
+        os.kill(int(f.read().rsplit(")", 1)[1].split()[1]), signal.SIGSTOP)""",
+    "stops_everyone": "    os.kill(-1, signal.SIGSTOP)",
+    "stops_its_monitor": "    os.kill(os.getppid(), signal.SIGSTOP)",
+    "stops_itself": "    os.killpg(0, signal.SIGSTOP)",
+}
+# (torch imported where it is used: the grader places an import of a later cell after the answer's definition)
+STOPPING = (
+    "import signal\n"
+    + STRIP_HOOK.replace("types, torch", "types")
+    + """
+
+def memory_keys(x):
+    import torch
+
+    strip_hook()
+__STOP__
+    return torch.linalg.pinv(x).T
+"""
+)
+STEP = """\
+import torch
+
+
+def linear_attention_step(q, k, v, s, z):
+    fq, fk = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+    s = s + fk.unsqueeze(-1) * v.unsqueeze(-2)
+    z = z + fk
+    y = (fq.unsqueeze(-2) @ s).squeeze(-2) / ((fq * z).sum(-1, keepdim=True) + 1e-6)
+    return y, s, z
+"""
+# After the fork server was stopped, the student's next answer (in a new sandbox) tries to read the memory of its
+# fork server and of its monitor (/proc/PID/mem, process_vm_readv) and to trace them (ptrace): it is right only when
+# every try was refused.
+PEEKS = (
+    "import ctypes\n"
+    + STRIP_HOOK
+    + """
+
+def peeked():
+    strip_hook()
+    with open(f"/proc/{os.getppid()}/stat") as f:
+        server = int(f.read().rsplit(")", 1)[1].split()[1])
+    read = []
+    for pid in (server, os.getppid()):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                start = int(f.readline().split("-")[0], 16)
+        except (OSError, ValueError):
+            start = 0x400000
+        try:
+            with open(f"/proc/{pid}/mem", "rb") as f:
+                f.seek(start)
+                read.append(f.read(16))
+        except OSError:
+            pass
+        libc = ctypes.CDLL(None, use_errno=True)
+        got = ctypes.create_string_buffer(16)
+        local = (ctypes.c_void_p * 2)(ctypes.addressof(got), 16)
+        remote = (ctypes.c_void_p * 2)(start, 16)
+        if libc.process_vm_readv(pid, local, 1, remote, 1, 0) > 0:
+            read.append(got.raw)
+        if libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
+            read.append(b"traced")
+            libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+    return read
+
+"""
+    + STEP.split("\n", 2)[2].replace(
+        "s, z):", "s, z, read=peeked()):\n    if read:\n        return v, s, z"
+    )
+)
+# the held buffers go with the stopping answers, in pairs (one notebook each)
+PAIRED = dict(zip(STOPS, list(HELD)[1:], strict=False))
 
 
 # An earlier answer of the notebook (chapter 8's memory_keys) takes the companion's linear_attention_step, which is
@@ -279,16 +430,31 @@ def book(tmp_path_factory):
     base = tmp_path_factory.mktemp("memory")
     folder, out = base / "class", base / "out"
     folder.mkdir()
-    for student, code in {**HONEST, **FORGED, "keeps_a_buffer": KEEPS_A_BUFFER}.items():
+    alone = {s: c for s, c in HELD.items() if s not in PAIRED.values()}
+    for student, code in {**HONEST, **FORGED, **alone}.items():
         (folder / f"{student}.ipynb").write_text(
             json.dumps(_answered("08_linear_attention", {NAME: code}))
+        )
+    (folder / "kills_its_watchers.ipynb").write_text(
+        json.dumps(_answered("08_linear_attention", {NAME: KILLS_WATCHERS}))
+    )
+    for student, held in PAIRED.items():
+        answers = {
+            NAME: HELD[held],
+            "memory_keys": STOPPING.replace("__STOP__", STOPS[student]),
+            "linear_attention_step": PEEKS
+            if student == "stops_the_fork_server"
+            else STEP,
+        }
+        (folder / f"{student}.ipynb").write_text(
+            json.dumps(_answered("08_linear_attention", answers))
         )
     stash = _answered(
         "08_linear_attention",
         {"memory_keys": STASHES, "linear_attention_step": USES_STASH},
     )
     (folder / "stashes_for_later.ipynb").write_text(json.dumps(stash))
-    run_grader(folder, out, "--jobs", "2")
+    run_grader(folder, out, "--jobs", "2", "--timeout", "40")
     return {**gradebook(out), "feedback": out / "feedback"}
 
 
@@ -297,14 +463,41 @@ def test_linear_memory_answers_pass(book, student):
     assert book[student][NAME] == "passed", book[student]
 
 
-@pytest.mark.parametrize(
-    "student", [*FORGED, pytest.param("keeps_a_buffer", marks=KNOWN_HOLE)]
-)
+def _row(book, held: str) -> dict[str, str]:
+    """The gradebook row that holds the answer ``held`` of :data:`HELD` (or of :data:`FORGED`)."""
+    return book[next((s for s, h in PAIRED.items() if h == held), held)]
+
+
+@pytest.mark.parametrize("student", [*FORGED, *HELD])
 def test_forged_measurement_earns_nothing(book, student):
     """Each is right on every case and forms the matrix: the memory check is what fails it."""
-    assert book[student][NAME] == "wrong", book[student]
-    text = (book["feedback"] / f"{student}.md").read_text()
+    row = _row(book, student)
+    assert row[NAME] == "wrong", row
+    text = (book["feedback"] / f"{row['student']}.md").read_text()
+    text = text.split(f"## `{NAME}`")[1].split("\n## ")[0]
     assert "Your function allocated" in text and "n × n matrix" in text, text
+
+
+def test_killing_the_watchers_is_named(book):
+    """An answer that kills its monitor and the fork server during a call (freeing the pages they held) gets an
+    error that says so, whatever its call returned."""
+    row = book["kills_its_watchers"]
+    assert row[NAME] == "error" and "processes that watched it" in row["problems"], row
+
+
+@pytest.mark.parametrize("student", STOPS)
+def test_a_stopping_answer_is_named_and_the_next_is_graded(book, student):
+    """A SIGSTOP to the fork server, to every process, to the monitor or to its own process group: that answer's
+    row says so (an error, or a timeout that names the stop), and the student's next answer is graded in a new
+    sandbox (where, after the fork server was stopped, it could neither read the memory of its fork server or its
+    monitor nor trace them); the classmates graded beside it pass (above)."""
+    from homework_grader.remote import HALTED, LOST
+
+    row = book[student]
+    why = {"stops_the_fork_server": HALTED, "stops_itself": "was stopped (SIGSTOP)"}
+    assert row["memory_keys"] == ("timeout" if student == "stops_itself" else "error")
+    assert why.get(student, LOST) in row["problems"].split("memory_keys: ")[1], row
+    assert row["linear_attention_step"] == "passed", row
 
 
 def test_an_earlier_answer_leaves_nothing_for_a_later_one(book):

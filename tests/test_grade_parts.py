@@ -69,6 +69,20 @@ def test_extract_keeps_locals_out_of_the_skipped_names():
     assert answers.extract(cells, "f").skipped == []
 
 
+def test_extract_puts_a_later_cells_import_first():
+    """The last import of a name wins, as in a notebook run top to bottom; a later cell's comes before the
+    definition that uses it when it is defined (a default argument, a class body)."""
+    cells = [
+        "import torch\n\ndef f(x, eps=torch.tensor(1e-6)):\n    return x + eps\n",
+        "import torch\n\ndef g(x):\n    return torch.relu(x)\n",
+    ]
+    code = answers.extract(cells, "f").code
+    assert code.index("import torch") < code.index("def f"), code
+    namespace: dict = {}
+    exec(code, namespace)
+    assert float(namespace["f"](1.0)) > 1.0
+
+
 def test_stub_and_reference_mentions():
     assert answers.is_stub(
         answers.extract(
