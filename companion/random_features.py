@@ -305,7 +305,9 @@ def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
 
 
-def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
+def positive_softmax_features(
+    x: Tensor, w: Tensor, stabilize: str | None = None
+) -> Tensor:
     """φ(x) = exp(xw − ‖x‖²/2 − c) / √m: x (..., d), w (d, m) ~ N(0, I) -> (..., m)."""
     x, w = _check_features(x, w, stabilize=stabilize)
     exponent = x @ w - (x * x).sum(-1, keepdim=True) / 2  # (..., m)

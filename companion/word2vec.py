@@ -58,6 +58,7 @@ from .validation import (
     check_negative_sampling,
     check_windowed_stream,
     describe,
+    door,
     require_choice,
     require_entries,
     require_floating_tensor,
@@ -194,7 +195,9 @@ def _check_keep(sample: object, formula: object) -> float:
     return require_probability(sample, "sample")
 
 
-def keep_probabilities(counts: Tensor, sample=1e-3, formula="reference") -> Tensor:
+def keep_probabilities(
+    counts: Tensor, sample: float = 1e-3, formula: str = "reference"
+) -> Tensor:
     """P(keep) of each word (V,) from counts (V,): f = counts / Σ counts, s = sample."""
     c, sample = _check_counts(counts), _check_keep(sample, formula)
     if sample == 0:
@@ -319,7 +322,9 @@ def skipgram_pairs(
 # The loss, the teaching model, and the hand-derived gradients
 
 
-def negative_sampling_loss(v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction="mean"):
+def negative_sampling_loss(
+    v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction: str = "mean"
+) -> Tensor:
     """-log σ(u_pos·v) - Σ_k log σ(-u_neg[k]·v): v, u_pos (B, D), u_neg (B, K, D)."""
     check_negative_sampling(v, u_pos, u_neg, reduction)
     pos = (u_pos * v).sum(-1)  # (B,)
@@ -328,6 +333,11 @@ def negative_sampling_loss(v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction="m
     if reduction == "none":
         return loss
     return loss.mean() if reduction == "mean" else loss.sum()
+
+
+def _check_pairs(centres: object, contexts: object, negatives: object) -> None:
+    check_integer_tensors(centres=centres, contexts=contexts)
+    check_integer_tensors(negatives=(negatives, 2, "(B, K)"))
 
 
 class SkipGramNegativeSampling(nn.Module):
@@ -344,9 +354,8 @@ class SkipGramNegativeSampling(nn.Module):
             self.input.weight.copy_((w - 0.5) / dim)
             self.output.weight.zero_()  # inputs uniform in [-0.5/D, 0.5/D], outputs 0
 
+    @door(_check_pairs)
     def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:
-        check_integer_tensors(centres=centres, contexts=contexts)
-        check_integer_tensors(negatives=(negatives, 2, "(B, K)"))
         v = self.input(centres)  # (B, D); centres, contexts (B,)
         return negative_sampling_loss(v, self.output(contexts), self.output(negatives))
 

@@ -72,13 +72,16 @@ CONFIG = ROOT / "_config.yml"
 SETUP_TAG = "companion-setup"
 
 SETUP_TEMPLATE = """\
-# Setup, the same in every chapter: in Google Colab, install the book's companion package
-# at the release this book was built from ({ref}); anywhere else, do nothing.
+# Setup, the same in every chapter: in Google Colab, install the book's companion
+# package at the release this book was built from ({ref}); anywhere else, do nothing.
 import os
 import subprocess
 import sys
 
-PACKAGE = "{name} @ git+{url}@{ref}"
+PACKAGE = (
+    "{name} @ "
+    "git+{url}@{ref}"
+)
 if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
