@@ -37,7 +37,7 @@ from companion.data.corpus import (
     load_wordsim353,
 )
 from companion.evaluation import evaluate_analogies, evaluate_word_pairs
-from companion.word2vec import (
+from companion.training.word2vec import (
     CHAPTER_CONFIG,
     Word2VecConfig,
     to_keyed_vectors,

@@ -22,7 +22,8 @@
   :mod:`companion.recall_capacity` (what a state of r features can recall: the bound, built by hand);
 - chapter 9: :mod:`companion.banded_attention` (the near field), :mod:`companion.fmmformer` (near plus low-rank
   far field), :mod:`companion.nbody` (the n-body analogue);
-- chapter 10: :mod:`companion.random_features` (random maps whose dot products approximate a kernel).
+- chapter 10: :mod:`companion.kernels` (shift-invariant kernels and the frequencies Bochner's theorem pairs
+  with them), :mod:`companion.random_features` (random maps whose dot products approximate a kernel).
 
 **Machinery**: what the chapters use without teaching it, in sub-packages. A concept module never imports one
 (``tests/test_architecture.py`` holds the rule); machinery may import concepts.
@@ -33,7 +34,8 @@
   next-sentence data, chapter 7), :mod:`companion.data.metrics` (SQuAD, SNLI and GLUE metrics, chapter 7),
   :mod:`companion.data.span_task` (the generated span task, chapter 7), :mod:`companion.data.recall_task`
   (associative recall, chapters 8-10);
-- :mod:`companion.training`, training recipes: the training loop and schedules (chapter 5),
+- :mod:`companion.training`, training recipes: :mod:`companion.training.word2vec` (the fast word2vec trainer,
+  chapter 3), the training loop and schedules (chapter 5),
   :mod:`companion.training.date_recipe` (the dates encoder-decoder and its training, chapter 5),
   :mod:`companion.training.gpt_pretraining` (GPT's pretraining on Python's documentation, the shipped
   checkpoint, chapter 6) and :mod:`companion.training.recall_recipe` (training on recall, chapters 8-10);

@@ -37,6 +37,7 @@ from .validation import (
 )
 
 __all__ = [
+    "AttentionFn",
     "weightless_self_attention",
     "attention_loop",
     "scaled_dot_product_attention",
@@ -46,6 +47,9 @@ __all__ = [
     "KVCache",
     "MultiHeadAttention",
 ]
+
+AttentionFn = Callable[..., Tensor]
+"""An attention function ``(q, k, v, mask=None, **options) -> output``, as :class:`MultiHeadAttention` calls it."""
 
 
 def weightless_self_attention(x, *, return_weights=False):
@@ -242,7 +246,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         rotary: nn.Module | None = None,
-        attention: Callable[..., torch.Tensor] = scaled_dot_product_attention,
+        attention: AttentionFn = scaled_dot_product_attention,
     ) -> None:
         super().__init__()
         require_heads(d_model, n_heads)

@@ -166,15 +166,15 @@ def _check_banded(
 
 
 def banded_attention(
-    q,
-    k,
-    v,
-    mask=None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     *,
-    causal=False,
-    bandwidth=DEFAULT_BANDWIDTH,
-    block_size=None,
-    dropout_p=0.0,
+    causal: bool = False,
+    bandwidth: int = DEFAULT_BANDWIDTH,
+    block_size: int | None = None,
+    dropout_p: float = 0.0,
 ) -> Tensor:
     """softmax(band_k(QKᵀ/√d_k)) V in O(N·k): q (..., n_q, d), k, v (..., n_k, d)."""
     q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)

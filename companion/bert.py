@@ -375,7 +375,9 @@ class SpanHead(nn.Module):
         return start_logits, end_logits
 
 
-def span_loss(start_logits, end_logits, starts, ends) -> torch.Tensor:
+def span_loss(
+    start_logits: Tensor, end_logits: Tensor, starts: Tensor, ends: Tensor
+) -> Tensor:
     """(CE(start logits, starts) + CE(end logits, ends)) / 2: logits (B, n), (B,)."""
     _check_span_logits(start_logits, end_logits)
     loss_start = F.cross_entropy(start_logits, starts)  # mean over the batch
@@ -383,7 +385,9 @@ def span_loss(start_logits, end_logits, starts, ends) -> torch.Tensor:
     return (loss_start + loss_end) / 2
 
 
-def best_span(start_logits, end_logits, context_mask, max_len=30) -> torch.Tensor:
+def best_span(
+    start_logits: Tensor, end_logits: Tensor, context_mask: Tensor, max_len: int = 30
+) -> Tensor:
     """argmax over context i ≤ j < i + max_len of start[i] + end[j]: (B, n) → (B, 2)."""
     _check_span_inputs(start_logits, end_logits, context_mask, max_len)
     B, n = start_logits.shape

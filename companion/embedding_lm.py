@@ -42,6 +42,7 @@ from . import decoding
 from .text import Vocabulary, tokenize
 from .validation import (
     describe,
+    door,
     require_floating_tensor,
     require_ids,
     require_index,
@@ -121,13 +122,19 @@ def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list
     return out
 
 
+def _check_lm(vocab_size: object, dim: object, tied: object) -> None:
+    require_positive_ints(vocab_size=vocab_size, dim=dim)
+    require_instance(tied, bool, "tied")
+
+
 class WordEmbeddingLM(nn.Module):
     """``p(next | prev = i) = softmax(U e_i)``: tables E, U ``(|V|, d)``, e_i = E[i]."""
 
-    def __init__(self, vocab_size: int, dim: int = 2, *, seed=0, tied=False) -> None:
+    @door(_check_lm)
+    def __init__(
+        self, vocab_size: int, dim: int = 2, *, seed: int = 0, tied: bool = False
+    ) -> None:
         super().__init__()
-        require_positive_ints(vocab_size=vocab_size, dim=dim)
-        require_instance(tied, bool, "tied")
         V, d = vocab_size, dim
         g = torch.Generator().manual_seed(seed)  # N(0, 1) entries, as in the figure
         self.E = nn.Parameter(torch.randn(V, d, generator=g))  # row i: e_i

@@ -133,7 +133,9 @@ def cooccurrence_matrix(
     return x.to_dense() if dense else x
 
 
-def cooccurrence_matrix_loop(ids: Tensor, vocab_size, window=10, sentence_ids=None):
+def cooccurrence_matrix_loop(
+    ids: Tensor, vocab_size: int, window: int = 10, sentence_ids: Tensor | None = None
+) -> Tensor:
     """:func:`cooccurrence_matrix` as plain loops, dense ``(V, V)``: the definition."""
     sent = check_token_stream(ids, window, sentence_ids, vocab_size, nonempty=True)
     tokens, sent = ids.tolist(), sent.tolist()

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import KVCache
+from .attention import AttentionFn, KVCache
 from .attention import scaled_dot_product_attention as sdpa
 from .decoding import check_sampling_options, decode
 
@@ -44,6 +44,7 @@ from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 from .validation import (
     check_token_ids,
     describe,
+    door,
     require_choice,
     require_heads,
     require_index,
@@ -161,12 +162,17 @@ def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
     )
 
 
+def _check_gpt(config: object) -> None:
+    require_instance(config, GPTConfig, "config")
+
+
 class GPT(nn.Module):
     """logits = lm_head(norm(blocks(E[ids] + P))), Eᵀ if tied: (B, n) → (B, n, V)."""
 
-    def __init__(self, config: GPTConfig, *, attention=sdpa) -> None:
+    @door(_check_gpt)
+    def __init__(self, config: GPTConfig, *, attention: AttentionFn = sdpa) -> None:
         super().__init__()
-        self.config = c = require_instance(config, GPTConfig, "config")
+        self.config = c = config
         d, h, T = c.d_model, c.n_heads, c.context_length
         self.embed = nn.Embedding(c.vocab_size, d)  # E
         rotary = c.positional == "rope"  # no P: the blocks rotate q and k

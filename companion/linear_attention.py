@@ -237,15 +237,15 @@ def quadratic_linear_attention(
 
 
 def linear_attention(
-    q,
-    k,
-    v,
-    mask=None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     *,
-    causal=False,
-    feature_map=elu_plus_one,
-    eps=DEFAULT_EPS,
-    dropout_p=0.0,
+    causal: bool = False,
+    feature_map: FeatureMap = elu_plus_one,
+    eps: float = DEFAULT_EPS,
+    dropout_p: float = 0.0,
 ) -> Tensor:
     """v̂_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + eps): q (..., n_q, d_k) → v̂ (..., n_q, d_v)."""
     _no_dropout(dropout_p)
@@ -376,14 +376,14 @@ def causal_linear_attention_recurrent(
 
 
 def causal_linear_attention_chunked(
-    q,
-    k,
-    v,
-    mask=None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
     *,
-    feature_map=elu_plus_one,
-    eps=DEFAULT_EPS,
-    chunk_size=DEFAULT_CHUNK_SIZE,
+    feature_map: FeatureMap = elu_plus_one,
+    eps: float = DEFAULT_EPS,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> Tensor:
     """y_c = (A V_c + φQ_c S_{<c}) / (A 1 + φQ_c z_{<c} + eps), A = tril(φQ_c φK_cᵀ)."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)

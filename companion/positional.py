@@ -150,7 +150,9 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return rotated.flatten(-2)
 
 
-def apply_rope(x: Tensor, positions: Tensor | None = None, *, base=10000.0) -> Tensor:
+def apply_rope(
+    x: Tensor, positions: Tensor | None = None, *, base: float = 10000.0
+) -> Tensor:
     """Rotate each pair (x_2i, x_2i+1) of x (..., n, d) by φ = pos · base^(−2i/d)."""
     positions = _rope_positions(x, positions)  # (n,), default 0 … n-1; x (..., n, d)
     angle = rope_angles(positions, x.shape[-1], base=base)

@@ -5,16 +5,8 @@ difference is ``Δ = x − y``. A shift-invariant kernel is written ``k(Δ)``. F
 ``w`` of shape ``(d, R)``, drawn from the density ``p(w)`` that Bochner's theorem pairs with the kernel;
 phases ``b`` of shape ``(R,)`` are uniform on ``[0, 2π)``. ``R`` counts the features (the columns of ``z``).
 
-Bochner's theorem: a continuous shift-invariant kernel is positive definite iff ``k(Δ) = E_w[cos(wᵀΔ)]`` for a
-probability density ``p(w)`` (up to a scale). The pairs used here (σ is the length scale):
-
-=============  ==================================  ==========================================
-kernel         k(Δ)                                p(w), each coordinate independent
-=============  ==================================  ==========================================
-``gaussian``   exp(−‖Δ‖² / (2σ²))                  normal, mean 0, standard deviation 1/σ
-``laplace``    exp(−‖Δ‖₁ / σ)                      Cauchy, location 0, scale 1/σ
-``cauchy``     ∏ⱼ 1 / (1 + Δⱼ² / σ²)               Laplace, location 0, scale 1/σ
-=============  ==================================  ==========================================
+The kernels and Bochner's pairs of kernel and frequency density live in :mod:`companion.kernels`; their
+names are re-exported here, so that ``random_features.sample_frequencies`` and the rest keep working.
 
 Two unbiased estimators with ``R`` features (Rahimi and Recht, 2007):
 
@@ -43,6 +35,16 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+# the kernels and their frequencies, re-exported (documented in companion.kernels)
+from .kernels import KERNELS as KERNELS
+from .kernels import cauchy_kernel as cauchy_kernel
+from .kernels import gaussian_kernel as gaussian_kernel
+from .kernels import kernel_at as kernel_at
+from .kernels import laplace_kernel as laplace_kernel
+from .kernels import orthogonal_gaussian as orthogonal_gaussian
+from .kernels import sample_frequencies as sample_frequencies
+from .kernels import sample_phases as sample_phases
+from .kernels import shift_invariant_kernel as shift_invariant_kernel
 from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
 from .validation import (
     check_attention_inputs,
@@ -57,15 +59,6 @@ from .validation import (
 )
 
 __all__ = [
-    "KERNELS",
-    "gaussian_kernel",
-    "laplace_kernel",
-    "cauchy_kernel",
-    "shift_invariant_kernel",
-    "kernel_at",
-    "sample_frequencies",
-    "orthogonal_gaussian",
-    "sample_phases",
     "random_fourier_features",
     "random_fourier_features_cos_sin",
     "RandomFourierFeatures",
@@ -86,142 +79,7 @@ __all__ = [
     "PerformerAttention",
 ]
 
-KERNELS = ("gaussian", "laplace", "cauchy")
-"""The shift-invariant kernels the module samples frequencies for (Bochner's pairs in the table above)."""
 VARIANTS = ("cos", "cos_sin")
-
-
-# ----------------------------------------------------------------------------------------------------
-# Shift-invariant kernels (exact)
-
-
-def gaussian_kernel(
-    x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0
-) -> torch.Tensor:
-    """k(x, y) = exp(−‖x − y‖² / (2σ²)) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/(2σ²)."""
-    x, y = check_pair(x, y, ndim=2)
-    sigma = require_number(sigma, "sigma", low=0, low_open=True)
-    # ‖x − y‖², (N, M)
-    sq = (x * x).sum(-1)[:, None] + (y * y).sum(-1)[None, :] - 2 * x @ y.T
-    return torch.exp(-sq.clamp_min(0) / (2 * sigma**2))
-
-
-def laplace_kernel(
-    x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0
-) -> torch.Tensor:
-    """k(x, y) = exp(−‖x − y‖₁ / σ) for x (N, d), y (M, d) -> (N, M); scikit-learn's γ is 1/σ."""
-    x, y = check_pair(x, y, ndim=2)
-    sigma = require_number(sigma, "sigma", low=0, low_open=True)
-    return torch.exp(-torch.cdist(x, y, p=1) / sigma)
-
-
-def cauchy_kernel(x: torch.Tensor, y: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
-    """k(x, y) = ∏ⱼ 1 / (1 + (xⱼ − yⱼ)² / σ²) for x (N, d), y (M, d) -> (N, M)."""
-    x, y = check_pair(x, y, ndim=2)
-    sigma = require_number(sigma, "sigma", low=0, low_open=True)
-    delta = x[:, None, :] - y[None, :, :]  # (N, M, d)
-    return torch.exp(-torch.log1p((delta / sigma) ** 2).sum(-1))
-
-
-_KERNEL_FUNCTIONS = {
-    "gaussian": gaussian_kernel,
-    "laplace": laplace_kernel,
-    "cauchy": cauchy_kernel,
-}
-
-
-def shift_invariant_kernel(
-    x: torch.Tensor, y: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0
-) -> torch.Tensor:
-    """The kernel matrix K[i, j] = k(x_i − y_j) of one of :data:`KERNELS` for x (N, d), y (M, d) -> (N, M)."""
-    return _KERNEL_FUNCTIONS[require_choice(kernel, "kernel", KERNELS)](x, y, sigma)
-
-
-def kernel_at(
-    delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0
-) -> torch.Tensor:
-    """k(Δ) for differences Δ of shape (..., d) -> (...), for one of :data:`KERNELS`."""
-    delta = require_floats(delta, "delta", "(..., d)", min_ndim=1, nonempty=(-1,))
-    kernel, sigma = (
-        require_choice(kernel, "kernel", KERNELS),
-        require_number(sigma, "sigma", low=0, low_open=True),
-    )
-    u = delta / sigma
-    if kernel == "gaussian":
-        return torch.exp(-(u * u).sum(-1) / 2)
-    if kernel == "laplace":
-        return torch.exp(-u.abs().sum(-1))
-    return torch.exp(-torch.log1p(u * u).sum(-1))
-
-
-# ----------------------------------------------------------------------------------------------------
-# Sampling p(w) (Bochner) and the phases b
-
-
-def orthogonal_gaussian(
-    d: int,
-    R: int,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
-    """W (d, R) in blocks of d orthogonal columns, each with the norm of a N(0, I_d) vector (χ_d): w_r ~ N(0, I)."""
-    d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
-    n_blocks = math.ceil(R / d)
-    q, r = torch.linalg.qr(
-        torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64)
-    )
-    # sign fix: each q is uniform (Haar)
-    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
-    # χ_d per column
-    norms = torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64).norm(
-        dim=1
-    )
-    # (n_blocks, d, d): orthogonal columns of χ_d lengths
-    blocks = q * norms[:, None, :]
-    return blocks.transpose(0, 1).reshape(d, n_blocks * d)[:, :R].to(dtype)
-
-
-def sample_frequencies(
-    d: int,
-    R: int,
-    kernel: str = "gaussian",
-    sigma: float = 1.0,
-    orthogonal: bool = False,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
-    """R frequencies w_r ~ p(w) as the columns of W (d, R): N(0, σ⁻²I), Cauchy(0, 1/σ) or Laplace(0, 1/σ)."""
-    d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
-    kernel, sigma = (
-        require_choice(kernel, "kernel", KERNELS),
-        require_number(sigma, "sigma", low=0, low_open=True),
-    )
-    if orthogonal and kernel != "gaussian":
-        raise ValueError(
-            f"orthogonal frequencies are implemented for the gaussian kernel only, got kernel={kernel!r}"
-        )
-    if orthogonal:
-        return orthogonal_gaussian(d, R, generator, dtype) / sigma
-    if kernel == "gaussian":
-        w = torch.randn(d, R, generator=generator, dtype=torch.float64)
-    elif kernel == "laplace":  # standard Cauchy: tan(π(u − 1/2)), u ~ U(0, 1)
-        w = torch.tan(
-            math.pi * (torch.rand(d, R, generator=generator, dtype=torch.float64) - 0.5)
-        )
-    else:  # standard Laplace: the difference of two independent Exp(1) variables
-        e = torch.empty(2, d, R, dtype=torch.float64).exponential_(generator=generator)
-        w = e[0] - e[1]
-    return (w / sigma).to(dtype)
-
-
-def sample_phases(
-    R: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
-):
-    """R phases b_r ~ U(0, 2π) -> (R,)."""
-    R = require_positive_int(R, "R")
-    return (2 * math.pi * torch.rand(R, generator=generator, dtype=torch.float64)).to(
-        dtype
-    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -447,7 +305,9 @@ def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return h * torch.cat([torch.cos(xw), torch.sin(xw)], dim=-1) / math.sqrt(w.shape[1])
 
 
-def positive_softmax_features(x: Tensor, w: Tensor, stabilize=None) -> Tensor:
+def positive_softmax_features(
+    x: Tensor, w: Tensor, stabilize: str | None = None
+) -> Tensor:
     """φ(x) = exp(xw − ‖x‖²/2 − c) / √m: x (..., d), w (d, m) ~ N(0, I) -> (..., m)."""
     x, w = _check_features(x, w, stabilize=stabilize)
     exponent = x @ w - (x * x).sum(-1, keepdim=True) / 2  # (..., m)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import KVCache, MultiHeadAttention
+from .attention import AttentionFn, KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
 from .decoding import beam_search, decode
 from .masks import padding_to_attention_mask
@@ -43,6 +43,7 @@ from .positional import (
 from .validation import (
     check_token_ids,
     describe,
+    door,
     require_choice,
     require_floats,
     require_heads,
@@ -94,16 +95,23 @@ class LayerNorm(nn.Module):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
+def _check_feed_forward(dropout: object, activation: object) -> None:
+    require_choice(activation, "activation", sorted(ACTIVATIONS))
+    require_probability(dropout)
+
+
 class FeedForward(nn.Module):
     """FFN(x) = W₂ act(W₁ x + b₁) + b₂, position-wise: (…, d) → (…, d_ff) → (…, d)."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout=0.0, activation="relu") -> None:
+    @door(_check_feed_forward)
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"
+    ) -> None:
         super().__init__()
-        require_choice(activation, "activation", sorted(ACTIVATIONS))
         self.activation = ACTIVATIONS[activation]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(require_probability(dropout))
+        self.dropout = nn.Dropout(float(dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -112,7 +120,9 @@ class FeedForward(nn.Module):
 class Residual(nn.Module):
     """x + dropout(f(norm(x))) if norm_first (pre-norm) else norm(x + dropout(f(x)))."""
 
-    def __init__(self, d_model: int, dropout=0.0, *, norm_first: bool, eps=1e-5):
+    def __init__(
+        self, d_model: int, dropout: float = 0.0, *, norm_first: bool, eps: float = 1e-5
+    ) -> None:
         super().__init__()
         self.norm = LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
@@ -129,15 +139,15 @@ class EncoderBlock(nn.Module):
 
     def __init__(
         self,
-        d_model,
-        n_heads,
-        d_ff,
-        dropout=0.0,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
         *,
-        norm_first,
-        activation="relu",
-        eps=1e-5,
-        attention=sdpa,
+        norm_first: bool,
+        activation: str = "relu",
+        eps: float = 1e-5,
+        attention: AttentionFn = sdpa,
     ) -> None:
         super().__init__()
         mha = partial(MultiHeadAttention, dropout=dropout, attention=attention)
@@ -176,15 +186,15 @@ class DecoderBlock(nn.Module):
 
     def __init__(
         self,
-        d_model,
-        n_heads,
-        d_ff,
-        dropout=0.0,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
         *,
-        norm_first,
-        activation="relu",
-        eps=1e-5,
-        attention=sdpa,
+        norm_first: bool,
+        activation: str = "relu",
+        eps: float = 1e-5,
+        attention: AttentionFn = sdpa,
     ) -> None:
         super().__init__()
         mha = partial(MultiHeadAttention, dropout=dropout, attention=attention)
@@ -244,6 +254,14 @@ class TransformerConfig:
             )
 
 
+def _check_src(self: EncoderDecoder, src: object) -> None:
+    check_token_ids(src, "src", self.config.src_vocab_size, self.config.context_length)
+
+
+def _check_tgt(self: EncoderDecoder, tgt: object) -> None:
+    check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length)
+
+
 class EncoderDecoder(nn.Module):
     """memory = encoder(src_embed(src)·√d_model + positions), logits = lm_head(decoder(tgt_embed(tgt)·√d_model
     + positions, memory)): src (B, n_src), tgt (B, n_tgt) → logits (B, n_tgt, tgt_vocab_size)."""
@@ -292,11 +310,9 @@ class EncoderDecoder(nn.Module):
             return None
         return padding_to_attention_mask(ids != self.config.pad_id, heads=True)
 
+    @door(_check_src)
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids (B, n_src) → memory (B, n_src, d_model)."""
-        check_token_ids(
-            src, "src", self.config.src_vocab_size, self.config.context_length
-        )
         x = self.dropout(
             self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model))
         )
@@ -305,11 +321,9 @@ class EncoderDecoder(nn.Module):
             x = block(x, mask)
         return self.encoder_norm(x)
 
+    @door(_check_tgt)
     def decode(self, tgt: Tensor, memory: Tensor, src: Tensor | None = None) -> Tensor:
         """tgt (B, n_tgt), memory (B, n_src, d) → logits (B, n_tgt, V); t predicts t + 1."""
-        check_token_ids(
-            tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length
-        )
         x = self.dropout(
             self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model))
         )
@@ -337,7 +351,9 @@ def _check_seq2seq_batch(batch: object) -> tuple[Tensor, Tensor]:
     return src, check_token_ids(tgt, "tgt", None, min_length=2)
 
 
-def seq2seq_loss(model: EncoderDecoder, batch: tuple, *, label_smoothing=0.0) -> Tensor:
+def seq2seq_loss(
+    model: EncoderDecoder, batch: tuple[Tensor, Tensor], *, label_smoothing: float = 0.0
+) -> Tensor:
     """Mean cross-entropy of tgt[:, 1:] given src, tgt[:, :-1]: batch = (src, tgt)."""
     src, tgt = _check_seq2seq_batch(batch)  # tgt = [BOS, y_1 … y_T, EOS, PAD …]
     logits = model(src, tgt[:, :-1]).flatten(0, 1)  # (B (n_tgt-1), V): teacher forcing
@@ -356,16 +372,25 @@ def _check_smoothing(logits: object, y: object, epsilon: object) -> None:
     require_probability(epsilon, "epsilon")
 
 
-def smoothed_targets(y: Tensor, n_classes: int, epsilon: float, dtype=None) -> Tensor:
-    """q = (1 - ε) one_hot(y) + ε / V: (N,) → (N, V), every row summing to 1."""
+def _check_smoothed_targets(y: object, n_classes: object, epsilon: object) -> None:
     require_probability(epsilon, "epsilon")
     require_positive_int(n_classes, "n_classes")
-    one_hot = F.one_hot(require_integer_tensor(y, "y"), n_classes)  # (N, V)
+    require_integer_tensor(y, "y")
+
+
+@door(_check_smoothed_targets)
+def smoothed_targets(
+    y: Tensor, n_classes: int, epsilon: float, dtype: torch.dtype | None = None
+) -> Tensor:
+    """q = (1 - ε) one_hot(y) + ε / V: (N,) → (N, V), every row summing to 1."""
+    one_hot = F.one_hot(y, n_classes)  # (N, V)
     one_hot = one_hot.to(dtype or torch.get_default_dtype())
     return (1 - epsilon) * one_hot + epsilon / n_classes
 
 
-def label_smoothed_cross_entropy(logits, y, epsilon, *, ignore_index=-100) -> Tensor:
+def label_smoothed_cross_entropy(
+    logits: Tensor, y: Tensor, epsilon: float, *, ignore_index: int = -100
+) -> Tensor:
     """mean over y != ignore_index of -Σ_v q_v log softmax(logits)_v: (N, V), (N,)."""
     _check_smoothing(logits, y, epsilon)
     kept = y != ignore_index  # (N,): padding does not count
@@ -432,22 +457,22 @@ def _check_beam_decode(
 
 @torch.no_grad()
 def beam_decode(
-    model,
-    src,
+    model: EncoderDecoder,
+    src: Tensor,
     *,
-    bos_id,
-    eos_id=None,
-    max_new_tokens=32,
-    beam_size=4,
-    alpha=0.6,
-):
+    bos_id: int,
+    eos_id: int | None = None,
+    max_new_tokens: int = 32,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+) -> tuple[Tensor, float]:
     """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); the paper's k, α."""
     _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens)
     bos = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
     with eval_mode(model):
         memory = model.encode(src)  # (1, n_src, d), once
 
-        def logits(y):  # (k, 1 + t) → (k, V): the k prefixes share the memory
+        def logits(y: Tensor) -> Tensor:  # (k, 1 + t) → (k, V): prefixes share memory
             k = y.shape[0]
             return model.decode(y, memory.expand(k, -1, -1), src.expand(k, -1))[:, -1]
 

@@ -76,11 +76,14 @@ def find_checker(name: str) -> str:
     import companion.exercises
     from companion.exercises.checking import Checker
 
-    found = []
+    found, seen = [], []
     for info in pkgutil.iter_modules(companion.exercises.__path__):
         module = f"companion.exercises.{info.name}"
-        if isinstance(getattr(importlib.import_module(module), name, None), Checker):
+        checker = getattr(importlib.import_module(module), name, None)
+        # a checker re-exported by its chapter's module is found there, once
+        if isinstance(checker, Checker) and all(checker is not c for c in seen):
             found.append(module)
+            seen.append(checker)
     if len(found) != 1:
         raise ValueError(
             f"expected one checker called {name} in companion.exercises, found {found or 'none'}"

@@ -12,7 +12,7 @@ from companion.data.corpus import (
     load_wordsim353,
 )
 from companion.evaluation import AnalogyQuestion
-from companion.word2vec import Word2VecConfig, to_keyed_vectors, train_word2vec
+from companion.training.word2vec import Word2VecConfig, to_keyed_vectors, train_word2vec
 
 WORDSIM = str(gensim_data_path("wordsim353.tsv"))
 ANALOGIES = str(gensim_data_path("questions-words.txt"))

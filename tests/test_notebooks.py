@@ -52,13 +52,16 @@ def test_the_real_config_names_a_github_repository():
 
 # The setup cell as a reader sees it, written out by hand (not formatted from the template it checks).
 SETUP_CELL_FOR_SOMEONE_A_BOOK_V2 = """\
-# Setup, the same in every chapter: in Google Colab, install the book's companion package
-# at the release this book was built from (v2.5.1); anywhere else, do nothing.
+# Setup, the same in every chapter: in Google Colab, install the book's companion
+# package at the release this book was built from (v2.5.1); anywhere else, do nothing.
 import os
 import subprocess
 import sys
 
-PACKAGE = "a-book-code @ git+https://github.com/someone/a-book@v2.5.1"
+PACKAGE = (
+    "a-book-code @ "
+    "git+https://github.com/someone/a-book@v2.5.1"
+)
 if "google.colab" in sys.modules or os.environ.get("COMPANION_SOURCE"):
     source = os.environ.get("COMPANION_SOURCE") or PACKAGE
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)"""
@@ -94,7 +97,7 @@ def test_the_setup_cell_installs_the_release_and_the_buttons_open_it():
 
     release = f"v{companion.__version__}"
     package = re.search(
-        r'^PACKAGE = "(\S+) @ git\+(\S+)@(\S+)"$',
+        r'^PACKAGE = \(\n    "(\S+) @ "\n    "git\+(\S+)@(\S+)"\n\)$',
         notebooks.setup_cell_source(),
         re.MULTILINE,
     )

@@ -313,7 +313,7 @@ def wrong_table_of_shown_answers(start_logits, end_logits, context_mask, max_len
     """Right on the shown cases (a table filled from the checker's messages), a guess elsewhere."""
     key = (tuple(start_logits.flatten().tolist()), max_len)
     if not _SHOWN:
-        from companion.exercises.bert import _best_span_cases
+        from companion.exercises.bert_spans import _best_span_cases
 
         with torch.random.fork_rng():
             torch.manual_seed(0)

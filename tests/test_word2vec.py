@@ -10,6 +10,7 @@ from scipy import stats
 
 from companion import word2vec as w2v
 from companion.data.corpus import load_lee
+from companion.training import word2vec as trainer
 
 TOY = [
     ["the", "cat", "sat", "on", "the", "mat"],
@@ -25,8 +26,8 @@ def lee():
 
 @pytest.fixture(scope="module")
 def lee_model(lee):
-    cfg = w2v.Word2VecConfig(vector_size=32, epochs=2, threads=1, seed=0)
-    return w2v.train_word2vec(lee, cfg, progress=False)
+    cfg = trainer.Word2VecConfig(vector_size=32, epochs=2, threads=1, seed=0)
+    return trainer.train_word2vec(lee, cfg, progress=False)
 
 
 # --- vocabulary -------------------------------------------------------------------------------------------
@@ -46,14 +47,16 @@ def test_empty_corpus_and_min_count_removing_everything_are_clear_errors():
     with pytest.raises(ValueError, match="the corpus is empty"):
         w2v.build_vocab([[], []])
     with pytest.raises(ValueError, match="the corpus is empty"):
-        w2v.train_word2vec([], progress=False)
+        trainer.train_word2vec([], progress=False)
     with pytest.raises(
         ValueError,
         match=r"min_count=4 removes every word: the most frequent word occurs 3 times",
     ):
         w2v.build_vocab(TOY, min_count=4)
     with pytest.raises(ValueError, match="removes every word"):
-        w2v.train_word2vec(TOY, w2v.Word2VecConfig(min_count=10), progress=False)
+        trainer.train_word2vec(
+            TOY, trainer.Word2VecConfig(min_count=10), progress=False
+        )
     with pytest.raises(TypeError, match="one str"):
         w2v.build_vocab("the cat sat")
 
@@ -288,28 +291,30 @@ def test_teaching_module_trains_with_autograd():
 
 @pytest.mark.slow
 def test_training_is_deterministic_and_thread_count_independent(lee, lee_model):
-    again = w2v.train_word2vec(lee, lee_model.config, progress=False)
+    again = trainer.train_word2vec(lee, lee_model.config, progress=False)
     assert (
         torch.equal(again.vectors, lee_model.vectors)
         and again.loss_history == lee_model.loss_history
     )
-    two = w2v.train_word2vec(
+    two = trainer.train_word2vec(
         lee,
-        w2v.Word2VecConfig(**{**lee_model.config.__dict__, "threads": 2}),
+        trainer.Word2VecConfig(**{**lee_model.config.__dict__, "threads": 2}),
         progress=False,
     )
     assert torch.equal(two.vectors, lee_model.vectors)
-    other = w2v.train_word2vec(
+    other = trainer.train_word2vec(
         lee,
-        w2v.Word2VecConfig(**{**lee_model.config.__dict__, "seed": 1}),
+        trainer.Word2VecConfig(**{**lee_model.config.__dict__, "seed": 1}),
         progress=False,
     )
     assert not torch.equal(other.vectors, lee_model.vectors)
 
 
 def test_training_restores_the_thread_setting(lee, three_threads):
-    w2v.train_word2vec(
-        lee[:20], w2v.Word2VecConfig(vector_size=8, epochs=1, threads=2), progress=False
+    trainer.train_word2vec(
+        lee[:20],
+        trainer.Word2VecConfig(vector_size=8, epochs=1, threads=2),
+        progress=False,
     )
     assert torch.get_num_threads() == three_threads
 
@@ -330,26 +335,26 @@ def test_skipgram_learns(lee_model):
 def test_cbow_and_per_pair_negatives_learn(lee):
     small = lee[:100]
     for cfg in (
-        w2v.Word2VecConfig(
+        trainer.Word2VecConfig(
             architecture="cbow", vector_size=16, epochs=3, min_count=3, threads=1
         ),
-        w2v.Word2VecConfig(
+        trainer.Word2VecConfig(
             vector_size=16, epochs=3, min_count=3, shared_negatives=False, threads=1
         ),
     ):
-        m = w2v.train_word2vec(small, cfg, progress=False)
+        m = trainer.train_word2vec(small, cfg, progress=False)
         assert m.epoch_losses[-1] < m.epoch_losses[0], cfg
     with pytest.raises(ValueError, match="skip-gram only"):
-        w2v.Word2VecConfig(architecture="cbow", shared_negatives=False)
+        trainer.Word2VecConfig(architecture="cbow", shared_negatives=False)
 
 
 def test_config_validation():
     with pytest.raises(ValueError, match="architecture"):
-        w2v.Word2VecConfig(architecture="glove")
+        trainer.Word2VecConfig(architecture="glove")
     with pytest.raises(ValueError, match="window must be a positive int, got 0"):
-        w2v.Word2VecConfig(window=0)
+        trainer.Word2VecConfig(window=0)
     with pytest.raises(ValueError, match="min_alpha"):
-        w2v.Word2VecConfig(alpha=0.01, min_alpha=0.1)
+        trainer.Word2VecConfig(alpha=0.01, min_alpha=0.1)
 
 
 @pytest.mark.slow
@@ -361,4 +366,4 @@ def test_export_to_gensim(lee_model):
     assert kv.get_vecattr(word, "count") == int(lee_model.vocab.counts[3])
     assert torch.equal(lee_model[word], lee_model.vectors[3])
     with pytest.raises(ValueError, match="one word per row"):
-        w2v.to_keyed_vectors(torch.zeros(3, 2), ["a", "b"])
+        trainer.to_keyed_vectors(torch.zeros(3, 2), ["a", "b"])

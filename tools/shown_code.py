@@ -197,6 +197,28 @@ def classify(code: str) -> list[str]:
     return kinds
 
 
+def unannotated(listing: Listing) -> list[str]:
+    """The functions of ``listing`` whose signature lacks an annotation, as ``name(arg, ..., return)``: every
+    argument but ``self``/``cls``, and the return value, carry one (CONTRIBUTING.md#signatures-and-line-width).
+    """
+    found = []
+    for node in ast.walk(ast.parse(textwrap.dedent("\n".join(listing.lines)))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            args = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+            args += [x for x in (a.vararg, a.kwarg) if x is not None]
+            missing = [
+                x.arg
+                for x in args
+                if x.annotation is None and x.arg not in ("self", "cls")
+            ]
+            if node.returns is None:
+                missing.append("return")
+            if missing:
+                found.append(f"{node.name}({', '.join(missing)})")
+    return found
+
+
 def problems(found: list[Listing]) -> list[str]:
     """What breaks the rule for shown code, one sentence each; empty when the book keeps it."""
     out = []

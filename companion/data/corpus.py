@@ -11,7 +11,7 @@ loader                      what it returns
 ==========================  ============================================================================
 
 Every corpus is a list of sentences (here: articles or texts), each a list of lower-case str tokens, the
-form ``gensim.models.Word2Vec`` and :func:`companion.word2vec.train_word2vec` take.
+form ``gensim.models.Word2Vec`` and :func:`companion.training.word2vec.train_word2vec` take.
 
 Parsing the Wikipedia dump takes a few seconds, so the tokenised result is cached on disk, outside the
 repository: in ``$COMPANION_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/companion``, else

@@ -7,7 +7,8 @@ Every model of the book trains with :func:`train`::
 ``loss_fn(model, batch)`` returns a scalar loss, so the same loop serves the encoder–decoder of chapter 5,
 the GPT of chapter 6, the BERT of chapter 7 and anything else: only the loss function changes.
 
-The recipes (a model, its data and its training run) live beside the loop: the dates encoder-decoder of chapter 5
+The recipes (a model, its data and its training run) live beside the loop: word2vec's fast trainer of chapter 3
+(:mod:`companion.training.word2vec`), the dates encoder-decoder of chapter 5
 (:mod:`companion.training.date_recipe`), GPT's pretraining (chapter 6, :mod:`companion.training.gpt_pretraining`)
 and associative recall (chapters 8-10, :mod:`companion.training.recall_recipe`). The windows of (input, target)
 pairs that GPT's pretraining draws are :mod:`companion.training.windows`.
