@@ -72,21 +72,16 @@ from tqdm.auto import tqdm
 
 from .text import Vocabulary
 from .validation import (
-    check_integer_tensors,
     check_negative_sampling,
     check_windowed_stream,
     describe,
     require_choice,
     require_entries,
-    require_floating_tensor,
-    require_index_range,
+    require_ids,
     require_int,
-    require_integer_tensor,
     require_ndim,
     require_number,
-    require_positive_int,
     require_positive_ints,
-    require_probability,
     require_tensor,
 )
 
@@ -146,7 +141,7 @@ def build_vocab(sentences: Iterable[Sequence[str]], min_count: int = 5) -> Vocab
             largest count).
     """
     sents = _check_sentences(sentences)
-    require_positive_int(min_count, "min_count")
+    require_int(min_count, "min_count", low=1)
     counts: Counter[str] = Counter()
     for s in sents:
         counts.update(s)
@@ -214,7 +209,7 @@ def _check_counts(counts: object) -> torch.Tensor:
 
 def _check_keep(sample: object, formula: object) -> float:
     require_choice(formula, "formula", ("reference", "paper"))
-    return require_probability(sample, "sample")
+    return require_number(sample, "sample", low=0, high=1, high_open=True)
 
 
 def keep_probabilities(counts: Tensor, sample=1e-3, formula="reference") -> Tensor:
@@ -234,9 +229,9 @@ def subsample(
     ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """A ``(N,)`` bool mask keeping token ``t`` with probability ``keep[ids[t]]``, independently."""
-    require_integer_tensor(ids, "ids")
-    require_floating_tensor(keep, "keep")
-    require_index_range(ids, "ids", keep.numel())
+    require_tensor(ids, "ids", "int")
+    require_tensor(keep, "keep", "float")
+    require_ids(ids, "ids", keep.numel(), None)
     return (
         torch.rand(ids.shape, generator=generator, dtype=torch.float64)
         < keep.to(torch.float64)[ids]
@@ -261,7 +256,7 @@ def sample_negatives(
     Returns:
         ``torch.long`` ids of the given ``shape``.
     """
-    require_floating_tensor(noise, "noise")
+    require_tensor(noise, "noise", "float")
     require_ndim(noise, "noise", 1, "(V,)")
     require_entries(noise, "noise", low=0, why="a distribution")
     if not math.isclose(float(noise.sum()), 1.0, rel_tol=1e-6):
@@ -279,7 +274,7 @@ def reduced_windows(
 ) -> torch.Tensor:
     """The reference code's dynamic windows: ``n`` half-widths drawn uniformly from ``1..window``."""
     require_int(n, "n", low=0)
-    require_positive_int(window, "window")
+    require_int(window, "window", low=1)
     return torch.randint(1, window + 1, (n,), generator=generator)
 
 
@@ -353,6 +348,12 @@ def negative_sampling_loss(v: Tensor, u_pos: Tensor, u_neg: Tensor, reduction="m
     return loss.mean() if reduction == "mean" else loss.sum()
 
 
+def _check_batch(centres: object, contexts: object, negatives: object) -> None:
+    require_tensor(centres, "centres", "int")
+    require_tensor(contexts, "contexts", "int")
+    require_ids(negatives, "negatives", None, 2, "(B, K)")
+
+
 class SkipGramNegativeSampling(nn.Module):
     """negative_sampling_loss(input(centres), output(contexts), output(negatives))."""
 
@@ -368,8 +369,7 @@ class SkipGramNegativeSampling(nn.Module):
             self.output.weight.zero_()  # inputs uniform in [-0.5/D, 0.5/D], outputs 0
 
     def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:
-        check_integer_tensors(centres=centres, contexts=contexts)
-        check_integer_tensors(negatives=(negatives, 2, "(B, K)"))
+        _check_batch(centres, contexts, negatives)
         v = self.input(centres)  # (B, D); centres, contexts (B,)
         return negative_sampling_loss(v, self.output(contexts), self.output(negatives))
 
@@ -398,8 +398,8 @@ def skipgram_window_gradients(
     Returns:
         ``(grad_v (G, C, D), grad_u (G, 1 + K, D), loss)`` with ``loss`` the 0-d sum ``L``.
     """
-    require_floating_tensor(v, "v")
-    require_floating_tensor(u, "u")
+    require_tensor(v, "v", "float")
+    require_tensor(u, "u", "float")
     require_ndim(v, "v", 3, "(G, C, D)")
     require_ndim(u, "u", 3, "(G, 1 + K, D)")
     g, c, d = v.shape
@@ -491,7 +491,7 @@ class Word2VecConfig:
             "batch_pairs",
             "slices",
         ):
-            require_positive_int(getattr(self, name), name)
+            require_int(getattr(self, name), name, low=1)
         if not 0 <= self.sample < 1:
             raise ValueError(f"sample must lie in [0, 1), got {self.sample}")
         if not 0 < self.min_alpha <= self.alpha:
@@ -499,7 +499,7 @@ class Word2VecConfig:
                 f"need 0 < min_alpha <= alpha, got min_alpha={self.min_alpha}, alpha={self.alpha}"
             )
         if self.threads is not None:
-            require_positive_int(self.threads, "threads")
+            require_int(self.threads, "threads", low=1)
         if self.architecture == "cbow" and not self.shared_negatives:
             raise ValueError(
                 "shared_negatives=False applies to skip-gram only (CBOW has one output per window)"
@@ -553,7 +553,7 @@ def to_keyed_vectors(
     vectors: torch.Tensor, words: Sequence[str], counts: torch.Tensor | None = None
 ) -> Any:
     """A gensim ``KeyedVectors`` holding ``vectors`` (``(V, D)``) under the keys ``words``, in this order."""
-    require_floating_tensor(vectors, "vectors")
+    require_tensor(vectors, "vectors", "float")
     require_ndim(vectors, "vectors", 2, "(V, D)")
     if len(words) != vectors.shape[0]:
         raise ValueError(
