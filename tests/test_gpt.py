@@ -331,15 +331,13 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
 
 def test_bad_input_gets_clear_errors():
     model = GPT(tiny_config())
-    with raises(ValueError, "[0, 96] (the table has 97 rows), got index 97"):
+    with raises(ValueError, "ids", "[0, 96]", "got index 97"):
         model(torch.tensor([[1, 97]]))
-    with raises(ValueError, "25 positions", "more than the context length T = 24"):
+    with raises(ValueError, "ids", "25 positions", "T = 24"):
         model(torch.zeros(1, 25, dtype=torch.long))
     with raises(ValueError, "ids", "at least 1 token", "got shape (1, 0)"):
         generate(model, torch.zeros(1, 0, dtype=torch.long), 3)
-    with raises(
-        ValueError, "20 + max_new_tokens 5 = 25 exceeds the context length T = 24"
-    ):
+    with raises(ValueError, "max_new_tokens 5 = 25", "T = 24"):
         generate(model, torch.zeros(1, 20, dtype=torch.long), 5)
     with raises(TypeError, "integer"):
         model(torch.zeros(1, 3))
@@ -351,24 +349,24 @@ def test_bad_input_gets_clear_errors():
         sample_next(torch.zeros(1, 4), temperature=-1)
     with raises(ValueError, "n >= 2"):
         next_token_loss(model, torch.zeros(2, 1, dtype=torch.long))
-    with pytest.raises(ValueError, match="d_model = 30 must be divisible|divisible"):
+    with raises(ValueError, "d_model = 30", "divisible by n_heads = 4"):
         GPTConfig(d_model=30, n_heads=4)
-    for field, value, message in (
+    for field, value, fragments in (
         (
             "positional",
             "alibi",
-            "positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'",
+            ("positional", "'rope'", "got 'alibi'"),
         ),
         (
             "activation",
             "tanh",
-            "activation must be one of 'gelu', 'gelu_tanh' or 'relu', got 'tanh'",
+            ("activation", "'gelu_tanh'", "got 'tanh'"),
         ),
-        ("init", "xavier", "init must be one of 'gpt2' or 'pytorch', got 'xavier'"),
+        ("init", "xavier", ("init", "'pytorch'", "got 'xavier'")),
     ):
-        with pytest.raises(ValueError, match=message):
+        with raises(ValueError, *fragments):
             tiny_config(**{field: value})
-    with raises(TypeError, "tie_weights must be a bool, got"):
+    with raises(TypeError, "tie_weights", "bool", "got a str"):
         tiny_config(tie_weights="yes")
 
 
