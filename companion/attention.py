@@ -27,13 +27,11 @@ from torch import Tensor, nn
 
 from .validation import (
     check_attention_inputs,
-    check_heads,
-    check_mha_inputs,
-    require_floating_tensor,
+    require_floats,
     require_heads,
-    require_min_ndim,
-    require_positive_int,
-    require_probability,
+    require_int,
+    require_ndim,
+    require_number,
 )
 
 __all__ = [
@@ -54,7 +52,7 @@ AttentionFn = Callable[..., Tensor]
 
 def weightless_self_attention(x, *, return_weights=False):
     """y_i = Σ_j softmax_j(x_i·x_j) x_j: x, y (..., n, d); weights (..., n, n)."""
-    require_min_ndim(require_floating_tensor(x, "x"), "x", 2, "(..., n, d)")
+    require_floats(x, "x", "(..., n, d)", min_ndim=2)
     weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)
     y = weights @ x
     return (y, weights) if return_weights else y
@@ -130,7 +128,10 @@ def scaled_dot_product_attention(
     check_attention_inputs(q, k, v, mask)
     weights = _attention_weights(q, k, mask, causal, scale)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=require_probability(dropout_p, "dropout_p"))
+        weights = F.dropout(
+            weights,
+            p=require_number(dropout_p, "dropout_p", low=0, high=1, high_open=True),
+        )
     out = weights @ v
     return (out, weights) if return_weights else out
 
@@ -158,7 +159,7 @@ def blocked_attention(
     if block_size is None:
         # 2^22 float32 scores = 16 MiB
         block_size = max(1, 2**22 // max(1, math.prod(lead) * n_k))
-    require_positive_int(block_size, "block_size")
+    require_int(block_size, "block_size", low=1)
     mask = _allowed(mask, causal, n_q, n_k, q.device)
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
     # One batch dimension for all the leading ones: q (B, n_q, d_k), k_t (B, d_k, n_k), v (B, n_k, d_v).
@@ -195,16 +196,21 @@ def blocked_attention(
     return out.reshape(*lead, n_q, d_v)
 
 
+def _check_split(x: object, n_heads: object) -> None:
+    x = require_ndim(x, "x", 2, "(..., n, d_model)", at_least=True)
+    require_heads(x.shape[-1], n_heads)
+
+
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(..., n, d_model) → (..., n_heads, n, d_head), d_model = n_heads·d_head."""
-    check_heads(x, n_heads)
+    _check_split(x, n_heads)
     x = x.unflatten(-1, (n_heads, x.shape[-1] // n_heads))  # (..., n, n_heads, d_head)
     return x.transpose(-3, -2)  # (..., n_heads, n, d_head)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(..., n_heads, n, d_head) → (..., n, n_heads·d_head), the inverse of :func:`split_heads`."""
-    require_min_ndim(x, "x", 3, "(..., n_heads, n, d_head)")
+    require_ndim(x, "x", 3, "(..., n_heads, n, d_head)", at_least=True)
     return x.transpose(-3, -2).flatten(-2)
 
 
@@ -226,6 +232,24 @@ class KVCache:
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
         return self.k, self.v
+
+
+def _check_mha_inputs(query: object, key: object, value: object, d_model: int) -> None:
+    """Raise unless ``query (B, n_q, d_model)``, ``key (B, n_k, d_model)``, ``value (B, n_k, d_model)``."""
+    q, k, v = (
+        require_floats(x, name, "(batch, seq, d_model)", ndim=3)
+        for name, x in (("query", query), ("key", key), ("value", value))
+    )
+    for name, x in (("query", q), ("key", k), ("value", v)):
+        if x.shape[-1] != d_model:
+            raise ValueError(
+                f"{name} must have last dimension d_model = {d_model}, got shape {tuple(x.shape)}"
+            )
+    if k.shape[0] != q.shape[0] or v.shape[:2] != k.shape[:2]:
+        raise ValueError(
+            f"key and value must have shape ({q.shape[0]}, n_k, {d_model}) with the same n_k, got shapes "
+            f"{tuple(k.shape)} and {tuple(v.shape)} for query of shape {tuple(q.shape)}"
+        )
 
 
 class MultiHeadAttention(nn.Module):
@@ -252,7 +276,7 @@ class MultiHeadAttention(nn.Module):
         require_heads(d_model, n_heads)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         # on the attention weights, while training
-        self.dropout = require_probability(dropout)
+        self.dropout = require_number(dropout, "dropout", low=0, high=1, high_open=True)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -267,7 +291,7 @@ class MultiHeadAttention(nn.Module):
         """concat(head_1 … head_h) W_O: query (B, n_q, d_model) → (B, n_q, d_model)."""
         key = query if key is None else key  # self-attention by default
         value = key if value is None else value
-        check_mha_inputs(query, key, value, self.d_model)
+        _check_mha_inputs(query, key, value, self.d_model)
         q = split_heads(self.q_proj(query), self.n_heads)  # (B, h, n_q, d_head)
         k = split_heads(self.k_proj(key), self.n_heads)  # (B, h, n_k, d_head)
         v = split_heads(self.v_proj(value), self.n_heads)  # (B, h, n_k, d_head)

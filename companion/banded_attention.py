@@ -40,11 +40,11 @@ from torch import Tensor
 from .validation import (
     check_attention_inputs,
     check_mask,
-    require_floating_tensor,
+    require_int,
     require_keys_cover_queries,
-    require_positive_int,
+    require_number,
     require_positive_ints,
-    require_probability,
+    require_tensor,
 )
 
 __all__ = [
@@ -87,7 +87,7 @@ def band_mask(n_q, n_k=None, bandwidth=DEFAULT_BANDWIDTH, *, causal=False) -> Te
 
 def band_matrix(a: Tensor, bandwidth: int, *, causal: bool = False) -> Tensor:
     """band_k(A): the entries of A (..., n_q, n_k) inside the band of :func:`band_mask`, zeros elsewhere."""
-    require_floating_tensor(a, "a")
+    require_tensor(a, "a", "float")
     if a.ndim < 2:
         raise ValueError(
             f"a must be a matrix (..., n_q, n_k), got shape {tuple(a.shape)}"
@@ -113,7 +113,7 @@ def banded_attention_dense(
     with no allowed key gets zero weights and a zero output. ``return_weights`` also returns D (..., n_q, n_k).
     """
     q, k, v = check_attention_inputs(q, k, v, keys_cover_queries=True)
-    bandwidth = require_positive_int(bandwidth, "bandwidth")
+    bandwidth = require_int(bandwidth, "bandwidth", low=1)
     n_q, n_k = q.shape[-2], k.shape[-2]
     allowed = band_mask(n_q, n_k, bandwidth, causal=causal).to(q.device)
     if mask is not None:
@@ -159,10 +159,10 @@ def _check_banded(
     p: object,
 ):
     q, k, v = check_attention_inputs(q, k, v, mask, keys_cover_queries=True)
-    require_positive_int(bandwidth, "bandwidth")
+    require_int(bandwidth, "bandwidth", low=1)
     if block_size is not None:
-        require_positive_int(block_size, "block_size")
-    return q, k, v, require_probability(p, "dropout_p")
+        require_int(block_size, "block_size", low=1)
+    return q, k, v, require_number(p, "dropout_p", low=0, high=1, high_open=True)
 
 
 def banded_attention(

@@ -30,15 +30,14 @@ from torch import Tensor, nn
 from .masks import padding_to_attention_mask
 from .transformer import EncoderBlock, LayerNorm
 from .validation import (
-    check_token_ids,
     describe,
+    require_context,
     require_entries,
     require_heads,
+    require_ids,
     require_instance,
     require_int,
     require_number,
-    require_positive_int,
-    require_probability,
 )
 
 __all__ = [
@@ -93,9 +92,9 @@ class BertConfig:
             "context_length",
             "type_vocab_size",
         ):
-            require_positive_int(getattr(self, name), name)
+            require_int(getattr(self, name), name, low=1)
         require_heads(self.d_model, self.n_heads)
-        require_probability(self.dropout)
+        require_number(self.dropout, "dropout", low=0, high=1, high_open=True)
         for name in ("eps", "init_std"):
             value = getattr(self, name)
             require_number(value, name, low=0, low_open=True)
@@ -140,11 +139,12 @@ def encoder_inputs(
     """Check a :class:`BertEncoder`'s inputs; return the token types (zeros by default) and the attention
     mask (B, 1, 1, n) (None: no padding). ``attention_mask`` (B, n) is True (or 1) at tokens, False (0) at
     padding."""
-    ids = check_token_ids(ids, "ids", config.vocab_size, config.context_length)
+    ids = require_ids(ids, "ids", config.vocab_size)
+    require_context(ids, "ids", config.context_length)
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(ids)
     else:
-        check_token_ids(token_type_ids, "token_type_ids", config.type_vocab_size)
+        require_ids(token_type_ids, "token_type_ids", config.type_vocab_size)
         if token_type_ids.shape != ids.shape:
             raise ValueError(
                 f"token_type_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(token_type_ids.shape)}"
@@ -341,7 +341,7 @@ def sentence_embeddings(
         or not all(isinstance(s, str) for s in sentences)
     ):
         raise TypeError(f"sentences must be a list of str, got {describe(sentences)}")
-    require_positive_int(batch_size, "batch_size")
+    require_int(batch_size, "batch_size", low=1)
     was_training = model.training
     model.eval()
     encoded = [tokenizer.encode(s) for s in sentences]
@@ -368,7 +368,7 @@ class SpanHead(nn.Module):
 
     def __init__(self, d_model: int) -> None:
         super().__init__()
-        self.linear = nn.Linear(require_positive_int(d_model, "d_model"), 2)
+        self.linear = nn.Linear(require_int(d_model, "d_model", low=1), 2)
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         start_logits, end_logits = self.linear(h).unbind(dim=-1)
@@ -430,7 +430,7 @@ def _check_span_inputs(
         raise ValueError(
             f"context_mask must be a boolean tensor of shape {shape}, got {describe(context_mask)}"
         )
-    require_positive_int(max_len, "max_len")
+    require_int(max_len, "max_len", low=1)
     empty = ~context_mask.any(dim=1)
     if empty.any():
         raise ValueError(

@@ -30,14 +30,13 @@ import torch
 from torch import Tensor
 
 from .validation import (
-    check_token_ids,
     describe,
     door,
     require_callable,
     require_floats,
+    require_ids,
     require_int,
     require_number,
-    require_positive_int,
 )
 
 __all__ = [
@@ -93,8 +92,8 @@ def _check_decode(
     require_callable(
         next_logits, "next_logits", "a function from ids (B, t) to logits (B, V)"
     )
-    check_token_ids(ids, "ids", None, min_length=1, layout="(batch, t)")
-    require_positive_int(max_new_tokens, "max_new_tokens")
+    require_ids(ids, "ids", None, 2, "(batch, t)", min_length=1)
+    require_int(max_new_tokens, "max_new_tokens", low=1)
     for name, token in (("eos_id", eos_id), ("filler", filler)):
         if token is not None:
             require_int(token, name, low=0, why="None or a token id")
@@ -159,7 +158,7 @@ def _check_beam(
         raise ValueError(
             f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}"
         )
-    require_positive_int(beam_size, "beam_size")
+    require_int(beam_size, "beam_size", low=1)
 
 
 def length_penalty(length: int, alpha: float) -> float:

@@ -43,18 +43,14 @@ from .text import Vocabulary, tokenize
 from .validation import (
     describe,
     door,
-    require_floating_tensor,
     require_ids,
-    require_index,
-    require_index_range,
     require_instance,
     require_int,
-    require_integer_tensor,
     require_ndim,
     require_number,
-    require_positive_int,
     require_positive_ints,
-    require_positive_number,
+    require_tensor,
+    skip_checks,
 )
 
 __all__ = [
@@ -114,17 +110,21 @@ def encode(tokens: Sequence[str], vocabulary: Sequence[str]) -> torch.Tensor:
 def decode(ids: torch.Tensor | Sequence[int], vocabulary: Sequence[str]) -> list[str]:
     """The tokens of ``ids`` (a 1-D tensor or a list of ints)."""
     if isinstance(ids, torch.Tensor):
-        require_integer_tensor(ids, "ids")
+        require_tensor(ids, "ids", "int")
         ids = ids.flatten().tolist()
     out = []
     for i in ids:
-        out.append(vocabulary[require_index(i, "ids", len(vocabulary))])
+        out.append(vocabulary[require_int(i, "ids", low=0, high=len(vocabulary) - 1)])
     return out
 
 
 def _check_lm(vocab_size: object, dim: object, tied: object) -> None:
     require_positive_ints(vocab_size=vocab_size, dim=dim)
     require_instance(tied, bool, "tied")
+
+
+def _check_prev(self: WordEmbeddingLM, prev: object) -> None:
+    require_ids(prev, "prev", self.vocab_size, 1, "(B,)")
 
 
 class WordEmbeddingLM(nn.Module):
@@ -146,9 +146,9 @@ class WordEmbeddingLM(nn.Module):
     def vocab_size(self) -> int:
         return self.E.shape[0]
 
+    @door(_check_prev)
     def forward(self, prev: torch.Tensor) -> torch.Tensor:
         """Logits U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
-        require_ids(prev, "prev", self.vocab_size, 1, "(B,)")
         return self.E[prev] @ self.U.T
 
     def transition_matrix(self, temperature: float = 1.0) -> torch.Tensor:
@@ -173,7 +173,7 @@ def next_token_probabilities(
     Returns:
         ``(..., N)`` probabilities, each row summing to 1.
     """
-    require_floating_tensor(scores, "scores")
+    require_tensor(scores, "scores", "float")
     if scores.ndim == 0:
         raise ValueError(
             "scores must have at least 1 dimension (..., N), got a 0-d tensor"
@@ -187,7 +187,7 @@ def next_token_probabilities(
 
 def bigram_pairs(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``(previous, next)`` pairs of a token stream: ``(ids[:-1], ids[1:])``, each ``(n - 1,)``."""
-    require_integer_tensor(ids, "ids")
+    require_tensor(ids, "ids", "int")
     require_ndim(ids, "ids", 1, "(n,)")
     if ids.numel() < 2:
         raise ValueError(
@@ -210,8 +210,8 @@ def _one_thread() -> Iterator[None]:
 def _check_training(model: object, ids: object, steps: object, lr: object) -> None:
     model = require_instance(model, WordEmbeddingLM, "model")
     require_ids(ids, "ids", model.vocab_size, 1, "(n,)")
-    require_positive_int(steps, "steps")
-    require_positive_number(lr, "lr")
+    require_int(steps, "steps", low=1)
+    require_number(lr, "lr", low=0, low_open=True)
 
 
 def train_embedding_lm(model, ids, *, steps=2000, lr=0.05, progress=True) -> list:
@@ -256,11 +256,7 @@ def generate(
     """
     if not isinstance(model, WordEmbeddingLM):
         raise TypeError(f"model must be a WordEmbeddingLM, got {describe(model)}")
-    require_integer_tensor(start, "start")
-    require_ndim(start, "start", 1, "(m,)")
-    if start.numel() == 0:
-        raise ValueError("start must hold at least one token id, got an empty tensor")
-    require_index_range(start, "start", model.vocab_size)
+    require_ids(start, "start", model.vocab_size, 1, "(m,)", min_length=1)
     require_int(n_tokens, "n_tokens", low=0)
     require_number(temperature, "temperature", low=0, finite=False)
     if n_tokens == 0:
@@ -268,8 +264,9 @@ def generate(
     g = None if seed is None else torch.Generator().manual_seed(seed)
     # (1, t) → (1, V): order 1, the last token only
     next_logits = lambda ids: model(ids[0, -1:])
-    with torch.no_grad():  # the shared loop and sampler, checked above
-        ids = decoding.decode.unchecked(
+    # the shared loop, its sampler and the model: checked above, not again at each step
+    with torch.no_grad(), skip_checks():
+        ids = decoding.decode(
             next_logits,
             start.long()[None],
             n_tokens,
@@ -289,9 +286,9 @@ def bigram_counts(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     Returns:
         ``(N, N)`` ``torch.long`` counts, summing to ``n - 1``.
     """
-    require_positive_int(vocab_size, "vocab_size")
+    require_int(vocab_size, "vocab_size", low=1)
     prev, nxt = bigram_pairs(ids)
-    require_index_range(ids, "ids", vocab_size)
+    require_ids(ids, "ids", vocab_size, None)
     flat = torch.bincount(
         prev.long() * vocab_size + nxt.long(), minlength=vocab_size * vocab_size
     )
@@ -319,7 +316,7 @@ def cross_entropy(transition: torch.Tensor, ids: torch.Tensor) -> float:
         transition: ``(N, N)`` probabilities, row ``i`` the distribution of the token after ``i``.
         ids: ``(n,)`` ids.
     """
-    require_floating_tensor(transition, "transition")
+    require_tensor(transition, "transition", "float")
     require_ndim(transition, "transition", 2, "(N, N)")
     n = transition.shape[0]
     if transition.shape[1] != n:
@@ -327,7 +324,7 @@ def cross_entropy(transition: torch.Tensor, ids: torch.Tensor) -> float:
             f"transition must be square (N, N), got shape {tuple(transition.shape)}"
         )
     prev, nxt = bigram_pairs(ids)
-    require_index_range(ids, "ids", n)
+    require_ids(ids, "ids", n, None)
     p = transition.detach().to(torch.float64)[prev, nxt]
     return float(-(p.log()).mean())
 
@@ -359,7 +356,7 @@ def optimum_gap(model: WordEmbeddingLM | torch.Tensor, ids: torch.Tensor) -> Gap
     with token ``i``: the cross-entropy gap is the frequency-weighted KL divergence per previous token.
     """
     table = model.transition_matrix() if isinstance(model, WordEmbeddingLM) else model
-    require_floating_tensor(table, "model")
+    require_tensor(table, "model", "float")
     n = table.shape[0] if table.ndim == 2 else -1
     if table.ndim != 2 or table.shape[1] != n:
         raise ValueError(

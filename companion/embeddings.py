@@ -13,13 +13,11 @@ from torch import nn
 
 from .validation import (
     check_pair,
-    require_floating_tensor,
     require_ids,
-    require_index,
     require_int,
     require_ndim,
-    require_positive_int,
     require_positive_ints,
+    require_tensor,
 )
 
 __all__ = [
@@ -35,7 +33,7 @@ __all__ = [
 
 def one_hot(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """``out[..., j] = 1 if ids[...] == j else 0``: ids ``(*)`` → float32 ``(*, V)``."""
-    require_ids(ids, "ids", vocab_size)
+    require_ids(ids, "ids", vocab_size, ndim=None)
     out = ids.new_zeros(*ids.shape, vocab_size, dtype=torch.float32)  # (*, V)
     return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # a 1 at each id
 
@@ -51,7 +49,7 @@ class Embedding(nn.Module):
         self.weight = nn.Parameter(torch.randn(V, D))  # N(0, 1) entries
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        require_ids(ids, "ids", self.num_embeddings)
+        require_ids(ids, "ids", self.num_embeddings, ndim=None)
         return self.weight[ids.long()]  # the gradient reaches only the rows looked up
 
     def extra_repr(self) -> str:
@@ -91,7 +89,7 @@ def cosine_similarity(
 
 def pairwise_cosine(vectors: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """All cosine similarities between the rows of a ``(N, D)`` matrix, as an ``(N, N)`` matrix."""
-    require_floating_tensor(vectors, "vectors")
+    require_tensor(vectors, "vectors", "float")
     require_ndim(vectors, "vectors", 2, "(N, D)")
     unit = vectors / vectors.norm(dim=-1, keepdim=True).clamp_min(eps)
     return unit @ unit.T
@@ -105,10 +103,10 @@ def nearest_neighbours(
     Returns:
         ``(ids, similarities)``, each of shape ``(k,)``, most similar first.
     """
-    require_floating_tensor(vectors, "vectors")
+    require_tensor(vectors, "vectors", "float")
     require_ndim(vectors, "vectors", 2, "(N, D)")
     n = vectors.shape[0]
-    require_index(query, "query", n)
+    require_int(query, "query", low=0, high=n - 1)
     require_int(k, "k", low=1, high=n - 1)  # at most the other rows
     sims = cosine_similarity(vectors, vectors[query])
     sims[query] = -math.inf
@@ -118,6 +116,6 @@ def nearest_neighbours(
 
 def parameter_count(vocab_size: int, width: int) -> int:
     """The number of parameters of an embedding table: ``V × D``."""
-    return require_positive_int(vocab_size, "vocab_size") * require_positive_int(
-        width, "width"
+    return require_int(vocab_size, "vocab_size", low=1) * require_int(
+        width, "width", low=1
     )

@@ -28,9 +28,9 @@ import torch
 
 from .validation import (
     check_labels,
-    require_floating_tensor,
     require_floats,
-    require_positive_int,
+    require_int,
+    require_tensor,
 )
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 
 def unit_rows(vectors: torch.Tensor) -> torch.Tensor:
     """``vectors`` (``(V, D)``) with every row divided by its length, in float64 (a zero row stays zero)."""
-    require_floating_tensor(vectors, "vectors")
+    require_tensor(vectors, "vectors", "float")
     v = vectors.detach().to(torch.float64)
     norms = v.norm(dim=-1, keepdim=True)
     return torch.where(norms > 0, v / norms.clamp_min(1e-300), v)
@@ -66,7 +66,7 @@ def most_similar(
     """
     require_floats(vectors, "vectors", "(V, D)", ndim=2)
     check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
-    require_positive_int(k, "k")
+    require_int(k, "k", low=1)
     unit = unit_rows(vectors)
     exclude = None
     if isinstance(query, str):
@@ -76,7 +76,7 @@ def most_similar(
         exclude = index[query]
         q = unit[exclude]
     else:
-        require_floating_tensor(query, "query")
+        require_tensor(query, "query", "float")
         if tuple(query.shape) != (vectors.shape[1],):
             raise ValueError(
                 f"query vector must have shape ({vectors.shape[1]},), got {tuple(query.shape)}"
@@ -104,7 +104,7 @@ def analogy(
     """
     require_floats(vectors, "vectors", "(V, D)", ndim=2)
     check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
-    require_positive_int(k, "k")
+    require_int(k, "k", low=1)
     index = {w: i for i, w in enumerate(words)}
     missing = [w for w in (a, b, c) if w not in index]
     if missing:
@@ -186,7 +186,7 @@ def evaluate_word_pairs(
     """
     require_floats(vectors, "vectors", "(V, D)", ndim=2)
     check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
-    require_positive_int(restrict_vocab, "restrict_vocab")
+    require_int(restrict_vocab, "restrict_vocab", low=1)
     from scipy import stats
 
     ok = _ok_vocab(words, restrict_vocab, case_insensitive)
@@ -261,8 +261,8 @@ def evaluate_analogies(
     """
     require_floats(vectors, "vectors", "(V, D)", ndim=2)
     check_labels(words, "words", vectors.shape[0], "(one word per row of vectors)")
-    require_positive_int(restrict_vocab, "restrict_vocab")
-    require_positive_int(batch_size, "batch_size")
+    require_int(restrict_vocab, "restrict_vocab", low=1)
+    require_int(batch_size, "batch_size", low=1)
     ok = _ok_vocab(words, restrict_vocab, case_insensitive)
     norm = (lambda w: w.upper()) if case_insensitive else (lambda w: w)
     unit = unit_rows(vectors)[: min(restrict_vocab, len(words))]

@@ -46,9 +46,9 @@ from .linear_attention import (
 from .validation import (
     describe,
     require_callable,
-    require_floating_tensor,
+    require_int,
     require_number,
-    require_positive_int,
+    require_tensor,
 )
 
 __all__ = [
@@ -143,8 +143,8 @@ def far_field_matrix(
     each term is masked by the causal triangle first (and is then no longer low-rank).
     """
     maps = _check_feature_maps(feature_maps)
-    require_floating_tensor(q, "q")
-    require_floating_tensor(k, "k")
+    require_tensor(q, "q", "float")
+    require_tensor(k, "k", "float")
     if (
         q.ndim < 2
         or k.ndim < 2
@@ -225,9 +225,9 @@ def _check_fmm_attention(
     init_near: float,
     init_far: float,
 ):
-    require_positive_int(bandwidth, "bandwidth")
+    require_int(bandwidth, "bandwidth", low=1)
     if n_heads is not None:
-        require_positive_int(n_heads, "n_heads")
+        require_int(n_heads, "n_heads", low=1)
     for name, w in (
         (("init_near", init_near), ("init_far", init_far)) if positive else ()
     ):
@@ -313,7 +313,7 @@ def attention_spectrum(
     then level off near the size of what was cut (for a smooth 200 × 200 matrix peaked on the diagonal, rank 3
     against 62 at ε = 0.1, but both above 150 at ε = 10⁻³; see the tests). Computed in float64.
     """
-    require_floating_tensor(a, "a")
+    require_tensor(a, "a", "float")
     if a.ndim != 2:
         raise ValueError(
             f"a must be one attention matrix (n_q, n_k), got shape {tuple(a.shape)}"

@@ -38,12 +38,11 @@ from .validation import (
     describe,
     require_choice,
     require_entries,
-    require_floating_tensor,
-    require_index_range,
-    require_integer_tensor,
+    require_ids,
+    require_int,
     require_ndim,
-    require_positive_int,
-    require_positive_number,
+    require_number,
+    require_tensor,
 )
 
 __all__ = [
@@ -165,7 +164,7 @@ def cooccurrence_rows(
     rows = [int(r) for r in rows]
     if not rows:
         raise ValueError("rows must name at least one word id")
-    require_index_range(torch.tensor(rows), "rows", vocab_size)
+    require_ids(torch.tensor(rows), "rows", vocab_size, None)
     out = torch.zeros(len(rows), vocab_size, dtype=torch.float64)
     n = ids.numel()
     for r_pos, r in enumerate(rows):
@@ -233,9 +232,9 @@ def glove_weight(
 
     ``f(0) = 0``, so pairs that never co-occur carry no weight; frequent pairs are capped at 1.
     """
-    require_floating_tensor(x, "x")
-    require_positive_number(x_max, "x_max")
-    require_positive_number(alpha, "alpha")
+    require_tensor(x, "x", "float")
+    require_number(x_max, "x_max", low=0, low_open=True)
+    require_number(alpha, "alpha", low=0, low_open=True)
     require_entries(x, "x", low=0, why="co-occurrence values")
     return torch.where(x < x_max, (x / x_max).pow(alpha), torch.ones_like(x))
 
@@ -266,7 +265,7 @@ def glove_loss(
         (b_tilde, "b_tilde"),
         (x, "x"),
     ):
-        require_floating_tensor(t, name)
+        require_tensor(t, name, "float")
     require_ndim(w, "w", 2, "(B, D)")
     if w_tilde.shape != w.shape:
         raise ValueError(
@@ -300,8 +299,8 @@ class GloVe(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int, *, seed: int = 0) -> None:
         super().__init__()
-        require_positive_int(vocab_size, "vocab_size")
-        require_positive_int(dim, "dim")
+        require_int(vocab_size, "vocab_size", low=1)
+        require_int(dim, "dim", low=1)
         g = torch.Generator().manual_seed(seed)
 
         def init(*shape: int) -> nn.Parameter:
@@ -319,8 +318,8 @@ class GloVe(nn.Module):
         alpha: float = 0.75,
     ) -> torch.Tensor:
         """``J`` summed over the pairs ``(i[n], j[n])`` (``(B,)`` ids) with values ``x`` (``(B,)``)."""
-        require_integer_tensor(i, "i")
-        require_integer_tensor(j, "j")
+        require_tensor(i, "i", "int")
+        require_tensor(j, "j", "int")
         return glove_loss(
             self.w[i],
             self.w_tilde[j],
@@ -360,7 +359,7 @@ class GloVeConfig:
 
     def __post_init__(self) -> None:
         for name in ("vector_size", "epochs", "batch_size"):
-            require_positive_int(getattr(self, name), name)
+            require_int(getattr(self, name), name, low=1)
         if not self.lr > 0 or not self.x_max > 0 or not self.alpha > 0:
             raise ValueError(
                 f"lr, x_max and alpha must be > 0, got {self.lr}, {self.x_max}, {self.alpha}"

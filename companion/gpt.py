@@ -42,17 +42,17 @@ from .positional import (
 )
 from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
 from .validation import (
-    check_token_ids,
     describe,
     door,
     require_choice,
+    require_context,
     require_heads,
-    require_index,
+    require_ids,
     require_instance,
-    require_positive_int,
+    require_int,
+    require_number,
     require_positive_ints,
-    require_positive_number,
-    require_probability,
+    skip_checks,
 )
 
 __all__ = [
@@ -86,13 +86,13 @@ def _check_gpt_config(c: GPTConfig) -> int:
         vocab_size=c.vocab_size, context_length=c.context_length, n_layers=c.n_layers
     )
     require_heads(c.d_model, c.n_heads)
-    require_probability(c.dropout)
-    require_positive_number(c.eps, "eps")
+    require_number(c.dropout, "dropout", low=0, high=1, high_open=True)
+    require_number(c.eps, "eps", low=0, low_open=True)
     require_choice(c.positional, "positional", [*POSITIONAL, "rope"])
     require_choice(c.activation, "activation", sorted(ACTIVATIONS))
     require_choice(c.init, "init", ["gpt2", "pytorch"])
     require_instance(c.tie_weights, bool, "tie_weights")
-    return 4 * c.d_model if c.d_ff is None else require_positive_int(c.d_ff, "d_ff")
+    return 4 * c.d_model if c.d_ff is None else require_int(c.d_ff, "d_ff", low=1)
 
 
 @dataclass
@@ -156,10 +156,10 @@ def parameter_count(config: GPTConfig) -> int:
     )
 
 
-def _check_ids(ids: object, c: GPTConfig, offset: int) -> None:
-    check_token_ids(
-        ids, "ids", c.vocab_size, c.context_length, offset=offset, min_length=1
-    )
+def _check_forward(self: GPT, ids: object, caches: list | None) -> None:
+    c, offset = self.config, 0 if caches is None else len(caches[0])
+    require_ids(ids, "ids", c.vocab_size, min_length=1)
+    require_context(ids, "ids", c.context_length, offset=offset)
 
 
 def _check_gpt(config: object) -> None:
@@ -189,9 +189,9 @@ class GPT(nn.Module):
         if c.init == "gpt2":
             self._init_gpt2()
 
+    @door(_check_forward)  # model(ids) checks ids; generate's loop does not
     def forward(self, ids: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         offset = 0 if caches is None else len(caches[0])  # the position of ids[:, 0]
-        _check_ids(ids, self.config, offset)
         x = self.embed(ids)  # (B, n, d)
         if self.pos is not None:  # with RoPE the blocks rotate q and k instead
             x = self.pos(x, offset)
@@ -229,7 +229,7 @@ class GPT(nn.Module):
 
 def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     """L = -1/(B(n-1)) Σ_b Σ_{t<n} log p(x_{t+1} | x_1 … x_t), nats: ids (B, n ≥ 2)."""
-    check_token_ids(ids, "ids", None, min_length=2)
+    require_ids(ids, "ids", min_length=2)
     logits = model(ids[:, :-1])  # (B, n-1, V): position t is scored on ids[:, t + 1]
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
@@ -239,8 +239,8 @@ def _check_generate(
 ) -> None:
     require_instance(model, GPT, "model")
     vocab_size, context_length = model.config.vocab_size, model.config.context_length
-    check_token_ids(ids, "ids", vocab_size, min_length=1, layout="(batch, t)")
-    require_positive_int(max_new_tokens, "max_new_tokens")
+    require_ids(ids, "ids", vocab_size, 2, "(batch, t)", min_length=1)
+    require_int(max_new_tokens, "max_new_tokens", low=1)
     check_sampling_options(**options, vocab_size=vocab_size)
     if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(
@@ -248,7 +248,7 @@ def _check_generate(
             f"exceeds the context length T = {context_length}"
         )
     if eos_id is not None:
-        require_index(eos_id, "eos_id", vocab_size, predicate="be None or a token id")
+        require_int(eos_id, "eos_id", low=0, high=vocab_size - 1, why="a token id")
 
 
 @torch.no_grad()
@@ -288,7 +288,5 @@ def generate(
         new = ids[:, len(caches[0]) :]  # not cached yet: the prompt, then one token
         return model(new, caches)[:, -1]
 
-    with eval_mode(model):
-        return decode.unchecked(
-            next_logits, ids, max_new_tokens, eos_id=eos_id, **options
-        )
+    with eval_mode(model), skip_checks():  # checked above, not again at each step
+        return decode(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)

@@ -24,12 +24,12 @@ from torch import nn
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .positional import LearnedPositionalEmbedding
 from .validation import (
-    check_token_ids,
     describe,
+    require_context,
     require_heads,
+    require_ids,
     require_instance,
     require_int,
-    require_positive_int,
 )
 
 __all__ = ["repeated_segments", "AttentionOnlyTransformer", "first_and_repeat_loss"]
@@ -53,7 +53,7 @@ def repeated_segments(
         ("length", length),
         ("vocab_size", vocab_size),
     ):
-        require_positive_int(value, name)
+        require_int(value, name, low=1)
     why = (
         "periods = (lowest, highest), 1 <= lowest <= highest <= min(length, vocab_size)"
     )
@@ -77,6 +77,11 @@ def repeated_segments(
     segments = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=-1)
     t = torch.arange(length)
     return segments.gather(1, t % p[:, None]), p
+
+
+def _check_ids(model: AttentionOnlyTransformer, ids: object) -> None:
+    require_ids(ids, "ids", model.vocab_size)
+    require_context(ids, "ids", model.context_length)
 
 
 class AttentionOnlyTransformer(nn.Module):
@@ -103,7 +108,7 @@ class AttentionOnlyTransformer(nn.Module):
             ("context_length", context_length),
             ("n_layers", n_layers),
         ):
-            require_positive_int(value, name)
+            require_int(value, name, low=1)
         require_heads(d_model, n_heads)
         self.vocab_size, self.context_length = vocab_size, context_length
         self.embed = nn.Embedding(vocab_size, d_model)  # E
@@ -114,7 +119,7 @@ class AttentionOnlyTransformer(nn.Module):
         self.unembed = nn.Linear(d_model, vocab_size)  # W_U, b
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_token_ids(ids, "ids", self.vocab_size, self.context_length)
+        _check_ids(self, ids)
         x = self.pos(self.embed(ids))  # (B, n, d)
         for attention in self.layers:
             x = x + attention(x, causal=True)  # reads its own position and those before

@@ -30,8 +30,8 @@ from .validation import (
     check_pair,
     require_choice,
     require_floats,
+    require_int,
     require_number,
-    require_positive_int,
 )
 
 __all__ = [
@@ -97,11 +97,18 @@ def shift_invariant_kernel(
     return _KERNEL_FUNCTIONS[require_choice(kernel, "kernel", KERNELS)](x, y, sigma)
 
 
+def _check_features_in(x: object, name: str) -> torch.Tensor:
+    """``x (..., d)`` floating, with ``d >= 1``."""
+    x = require_floats(x, name, "(..., d)", min_ndim=1)
+    require_int(x.shape[-1], f"d (the last dimension of {name})", low=1)
+    return x
+
+
 def kernel_at(
     delta: torch.Tensor, kernel: str = "gaussian", sigma: float = 1.0
 ) -> torch.Tensor:
     """k(Δ) for differences Δ of shape (..., d) -> (...), for one of :data:`KERNELS`."""
-    delta = require_floats(delta, "delta", "(..., d)", min_ndim=1, nonempty=(-1,))
+    delta = _check_features_in(delta, "delta")
     kernel, sigma = (
         require_choice(kernel, "kernel", KERNELS),
         require_number(sigma, "sigma", low=0, low_open=True),
@@ -125,7 +132,7 @@ def orthogonal_gaussian(
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """W (d, R) in blocks of d orthogonal columns, each with the norm of a N(0, I_d) vector (χ_d): w_r ~ N(0, I)."""
-    d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
+    d, R = require_int(d, "d", low=1), require_int(R, "R", low=1)
     n_blocks = math.ceil(R / d)
     q, r = torch.linalg.qr(
         torch.randn(n_blocks, d, d, generator=generator, dtype=torch.float64)
@@ -151,7 +158,7 @@ def sample_frequencies(
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """R frequencies w_r ~ p(w) as the columns of W (d, R): N(0, σ⁻²I), Cauchy(0, 1/σ) or Laplace(0, 1/σ)."""
-    d, R = require_positive_int(d, "d"), require_positive_int(R, "R")
+    d, R = require_int(d, "d", low=1), require_int(R, "R", low=1)
     kernel, sigma = (
         require_choice(kernel, "kernel", KERNELS),
         require_number(sigma, "sigma", low=0, low_open=True),
@@ -178,7 +185,7 @@ def sample_phases(
     R: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
 ):
     """R phases b_r ~ U(0, 2π) -> (R,)."""
-    R = require_positive_int(R, "R")
+    R = require_int(R, "R", low=1)
     return (2 * math.pi * torch.rand(R, generator=generator, dtype=torch.float64)).to(
         dtype
     )

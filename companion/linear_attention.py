@@ -49,9 +49,8 @@ from .validation import (
     require_floats,
     require_int,
     require_keys_cover_queries,
-    require_min_ndim,
+    require_ndim,
     require_number,
-    require_positive_int,
     require_tensor,
 )
 
@@ -172,7 +171,7 @@ def _no_dropout(dropout_p: float) -> None:
 
 
 def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor, chunk_size: object = 1) -> None:
-    require_positive_int(chunk_size, "chunk_size")
+    require_int(chunk_size, "chunk_size", low=1)
     require_keys_cover_queries(
         phi_q.shape[-2], phi_k.shape[-2], "causal linear attention"
     )
@@ -324,7 +323,7 @@ def _update(
 
 def _check_one_position(q: object, k: object, v: object) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
-        require_min_ndim(x, name, 1, "(..., d) for one position")
+        require_ndim(x, name, 1, "(..., d) for one position", at_least=True)
 
 
 def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
@@ -433,7 +432,7 @@ def causal_linear_attention_cumsum(
 
 
 def _check_matrix(a: object, r: object | None = None) -> Tensor:
-    a = require_floats(a, "a", "(..., m, n)", min_ndim=2, what="a matrix")
+    a = require_floats(a, "a", "(..., m, n)", min_ndim=2)
     if r is not None and require_int(r, "r", low=0) > min(a.shape[-2:]):
         limit = min(a.shape[-2:])
         raise ValueError(
@@ -472,7 +471,7 @@ def low_rank_error(a: Tensor, ranks: int | Iterable[int]) -> Tensor:
 
 def numerical_rank(a: Tensor, rtol: float | None = None) -> int:
     """The number of singular values σ_i > rtol · σ_1, as numpy's matrix_rank."""
-    a = require_floats(a, "a", "(m, n)", ndim=2, what="one matrix")
+    a = require_floats(a, "a", "(m, n)", ndim=2)
     sigma = torch.linalg.svdvals(a)
     if rtol is None:  # numpy's default
         rtol = max(a.shape) * torch.finfo(a.dtype).eps

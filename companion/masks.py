@@ -19,11 +19,9 @@ from __future__ import annotations
 import torch
 
 from .validation import (
-    require_bool_mask,
     require_int,
-    require_integer_tensor,
     require_ndim,
-    require_positive_int,
+    require_tensor,
 )
 
 __all__ = [
@@ -32,7 +30,6 @@ __all__ = [
     "padding_mask_from_ids",
     "padding_to_attention_mask",
     "combine_masks",
-    "require_bool_mask",
 ]
 
 
@@ -59,10 +56,10 @@ def causal_mask(
     Returns:
         A boolean tensor of shape ``(n_queries, n_keys)``.
     """
-    require_positive_int(n_queries, "n_queries")
+    require_int(n_queries, "n_queries", low=1)
     if n_keys is None:
         n_keys = n_queries
-    require_positive_int(n_keys, "n_keys")
+    require_int(n_keys, "n_keys", low=1)
     return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(
         n_keys - n_queries
     )
@@ -80,12 +77,12 @@ def padding_mask_from_lengths(
     Returns:
         A boolean tensor of shape ``(batch, max_len)``, ``True`` at real tokens, ``False`` at padding.
     """
-    require_integer_tensor(lengths, "lengths")
+    require_tensor(lengths, "lengths", "int")
     require_ndim(lengths, "lengths", 1, "(batch,)")
     if max_len is None:
         max_len = int(lengths.max()) if lengths.numel() else 0
     else:
-        require_positive_int(max_len, "max_len")
+        require_int(max_len, "max_len", low=1)
     if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
         raise ValueError(
             f"lengths must lie in [0, {max_len}] (max_len), got {lengths.tolist()}"
@@ -104,7 +101,7 @@ def padding_mask_from_ids(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     Returns:
         A boolean tensor of shape ``(batch, seq)``, ``True`` at real tokens.
     """
-    require_integer_tensor(ids, "ids")
+    require_tensor(ids, "ids", "int")
     require_ndim(ids, "ids", 2, "(batch, seq)")
     return ids != require_int(pad_id, "pad_id")
 
@@ -124,7 +121,7 @@ def padding_to_attention_mask(
         A boolean tensor of shape ``(batch, 1, n_keys)`` (broadcasts against scores ``(batch, n_q, n_k)``),
         or ``(batch, 1, 1, n_keys)`` with ``heads=True`` (against ``(batch, heads, n_q, n_k)``).
     """
-    require_bool_mask(padding_mask, "padding_mask")
+    require_tensor(padding_mask, "padding_mask", "bool")
     require_ndim(padding_mask, "padding_mask", 2, "(batch, n_keys)")
     mask = padding_mask.unsqueeze(-2)
     return mask.unsqueeze(1) if heads else mask
@@ -143,7 +140,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     for index, mask in enumerate(masks):
         if mask is None:
             continue
-        require_bool_mask(mask, f"mask #{index}")
+        require_tensor(mask, f"mask #{index}", "bool")
         if result is None:
             result = mask
             continue

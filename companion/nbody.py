@@ -40,10 +40,11 @@ from .validation import (
     require_callable,
     require_choice,
     require_entries,
-    require_floating_tensor,
     require_floats,
+    require_int,
     require_number,
-    require_positive_int,
+    require_same_dtype,
+    require_tensor,
 )
 
 __all__ = [
@@ -86,14 +87,26 @@ def screened_potential(r: torch.Tensor, length: float = 0.05) -> torch.Tensor:
 # Direct sums, O(N²)
 
 
+def _check_points(x: object, name: str) -> torch.Tensor:
+    x = require_floats(x, name, "(N, dim)", ndim=2)
+    require_int(x.shape[0], f"the number of points N of {name}", low=1)
+    return x
+
+
+def _check_masses(masses: object, x: torch.Tensor) -> torch.Tensor:
+    masses = require_floats(masses, "masses", shape=(x.shape[0],))
+    require_same_dtype(x=x, masses=masses)
+    return masses
+
+
 def distance_kernel_matrix(
     x: torch.Tensor, y: torch.Tensor | None = None, kernel: Kernel = inverse_distance
 ) -> torch.Tensor:
     """K_ij = g(‖x_i − y_j‖), x (m, dim), y (n, dim) → (m, n). With y omitted, y = x and K_ii = 0 (no self-term)."""
-    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
+    x = _check_points(x, "x")
     kernel = require_callable(kernel, "kernel", "a function g(r) of the distances")
     same = y is None
-    y = x if y is None else require_floats(y, "y", "(N, dim)", ndim=2, nonempty=(0,))
+    y = x if y is None else _check_points(y, "y")
     if y.shape[1] != x.shape[1] or y.dtype != x.dtype:
         raise ValueError(
             f"y must have shape (n, {x.shape[1]}) and dtype {x.dtype}, got {describe(y)}"
@@ -133,16 +146,16 @@ def direct_potential(
     x: torch.Tensor, masses: torch.Tensor, kernel: Kernel = inverse_distance
 ) -> torch.Tensor:
     """φ_i = Σ_{j ≠ i} m_j g(‖x_i − x_j‖), x (N, dim), masses (N,) → (N,): every pair, O(N²) time."""
-    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
-    masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
+    x = _check_points(x, "x")
+    masses = _check_masses(masses, x)
     kernel = require_callable(kernel, "kernel", "a function g(r) of the distances")
     return _blocked_pair_sum(x, masses, lambda d: kernel(d.norm(dim=-1)))
 
 
 def direct_field(x: torch.Tensor, masses: torch.Tensor) -> torch.Tensor:
     """E_i = Σ_{j ≠ i} m_j (x_i − x_j)/‖x_i − x_j‖³ = −∇φ_i for g = 1/r, x (N, dim) → (N, dim): the force per mass."""
-    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
-    masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
+    x = _check_points(x, "x")
+    masses = _check_masses(masses, x)
     return _blocked_pair_sum(x, masses, lambda d: d / d.norm(dim=-1, keepdim=True) ** 3)
 
 
@@ -160,16 +173,14 @@ def cutoff_potential(
         r = d.norm(dim=-1)
         return torch.where(r < radius, kernel(r), torch.zeros_like(r))
 
-    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
-    return _blocked_pair_sum(
-        x, require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype), near
-    )
+    x = _check_points(x, "x")
+    return _blocked_pair_sum(x, _check_masses(masses, x), near)
 
 
 def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
     """‖approx − exact‖ / ‖exact‖ (Euclidean norms over all entries)."""
-    require_floating_tensor(approx, "approx")
-    require_floating_tensor(exact, "exact")
+    require_tensor(approx, "approx", "float")
+    require_tensor(exact, "exact", "float")
     if approx.shape != exact.shape:
         raise ValueError(
             f"approx and exact must have the same shape, got {tuple(approx.shape)} and {tuple(exact.shape)}"
@@ -183,8 +194,8 @@ def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
 
 def default_n_cells(n: int, dim: int = 2) -> int:
     """Cells per axis C with C^dim ≈ √(3^dim·N): balances 3^dim·N/C^dim near pairs and C^dim far cells per particle."""
-    require_positive_int(n, "n")
-    require_positive_int(dim, "dim")
+    require_int(n, "n", low=1)
+    require_int(dim, "dim", low=1)
     return max(1, round((3**dim * n) ** (1 / (2 * dim))))
 
 
@@ -210,12 +221,12 @@ def cell_potential(
     Cost: N·(3^dim·N/C^dim + C^dim) instead of N², i.e. O(N^1.5) at the default C (a tree of cells reaches O(N)).
     Points must lie in [0, 1)^dim.
     """
-    x = require_floats(x, "x", "(N, dim)", ndim=2, nonempty=(0,))
-    masses = require_floats(masses, "masses", shape=(x.shape[0],), dtype=x.dtype)
+    x = _check_points(x, "x")
+    masses = _check_masses(masses, x)
     require_choice(order, "order (0: monopole, 1: monopole + dipole)", (0, 1))
     n, dim = x.shape
     c = default_n_cells(n, dim) if n_cells is None else n_cells
-    require_positive_int(c, "n_cells")
+    require_int(c, "n_cells", low=1)
     require_entries(
         x,
         "x",
@@ -293,7 +304,7 @@ def separation_ratio(targets: torch.Tensor, sources: torch.Tensor) -> float:
     for all i, j with δ < 1; then ‖x_i − y_j‖ ≈ ‖x_i − y*‖ and the block g(‖x_i − y_j‖) is nearly low-rank.
     """
     for name, points in (("targets", targets), ("sources", sources)):
-        require_floats(points, name, "(N, dim)", ndim=2, nonempty=(0,))
+        _check_points(points, name)
     centre = sources.mean(dim=0)
     spread = (sources - centre).norm(dim=-1).max()
     distance = (targets - centre).norm(dim=-1).min()
@@ -350,8 +361,8 @@ def hmatrix_partition(n: int, leaf_size: int = 16, eta: float = 1.0) -> list[HBl
     and no larger than ``leaf_size``; otherwise it is split into its four quarters. The far blocks grow with
     their distance from the diagonal, the near ones hug it: the H-matrix picture.
     """
-    require_positive_int(n, "n")
-    require_positive_int(leaf_size, "leaf_size")
+    require_int(n, "n", low=1)
+    require_int(leaf_size, "leaf_size", low=1)
     require_number(eta, "eta", low=0, low_open=True)
     blocks: list[HBlock] = []
 
@@ -376,7 +387,7 @@ def hmatrix_ranks(
     a: torch.Tensor, blocks: Sequence[HBlock], eps: float = 1e-6
 ) -> list[int]:
     """The numerical rank at tolerance ε of each block of ``a`` (n, n): small for the far blocks of a smooth kernel."""
-    require_floating_tensor(a, "a")
+    require_tensor(a, "a", "float")
     if not all(isinstance(b, HBlock) for b in blocks):
         raise TypeError("blocks must be HBlock objects (from hmatrix_partition)")
     return [numerical_rank(b.of(a), rtol=eps) for b in blocks]

@@ -20,11 +20,10 @@ from torch import Tensor, nn
 
 from .validation import (
     check_sequence,
-    require_floating_tensor,
-    require_integer_tensor,
+    require_int,
     require_ndim,
     require_number,
-    require_positive_int,
+    require_tensor,
 )
 
 __all__ = [
@@ -38,7 +37,7 @@ __all__ = [
 
 
 def _require_even(d: int, name: str = "d") -> int:
-    if require_positive_int(d, name) % 2:
+    if require_int(d, name, low=1) % 2:
         raise ValueError(
             f"RoPE rotates pairs of features, so {name} must be even, got {name} = {d}"
         )
@@ -46,21 +45,21 @@ def _require_even(d: int, name: str = "d") -> int:
 
 
 def _check_table(n_positions: int, d_model: int, base: float) -> None:
-    require_positive_int(n_positions, "n_positions")
-    require_positive_int(d_model, "d_model")
+    require_int(n_positions, "n_positions", low=1)
+    require_int(d_model, "d_model", low=1)
     require_number(base, "base", low=1, low_open=True)
 
 
 def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
     """Check ``x (..., n, d)`` with ``d`` even and ``positions (n,)`` (default ``0 … n-1``); return the positions."""
-    x = require_floating_tensor(x, "x")
+    x = require_tensor(x, "x", "float")
     _require_even(x.shape[-1] if x.ndim else 0, "d (the last dimension of x)")
     positions = (
         torch.arange(x.shape[-2], device=x.device) if positions is None else positions
     )
     if (
         x.ndim < 2
-        or require_integer_tensor(positions, "positions").shape != x.shape[-2:-1]
+        or require_tensor(positions, "positions", "int").shape != x.shape[-2:-1]
     ):
         raise ValueError(
             f"positions must have shape ({x.shape[-2]},), one per row of x (shape {tuple(x.shape)}), "
@@ -117,7 +116,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.d_model, self.context_length = d_model, context_length
         self.embedding = nn.Embedding(
-            require_positive_int(context_length, "context_length"), d_model
+            require_int(context_length, "context_length", low=1), d_model
         )
         nn.init.normal_(self.embedding.weight, std=std)
 
@@ -132,7 +131,7 @@ class LearnedPositionalEmbedding(nn.Module):
 def rope_angles(positions: Tensor, d: int, *, base: float = 10000.0) -> Tensor:
     """angle[p, i] = positions[p] · base^(-2i/d): positions (n,) integer → float64 (n, d/2)."""
     _check_table(1, _require_even(d), base)
-    require_ndim(require_integer_tensor(positions, "positions"), "positions", 1, "(n,)")
+    require_ndim(require_tensor(positions, "positions", "int"), "positions", 1, "(n,)")
     # (d/2,)
     theta = base ** (
         -torch.arange(0, d, 2, dtype=torch.float64, device=positions.device) / d
@@ -172,7 +171,7 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.d, self.base = _require_even(d), base
         # T
-        self.context_length = require_positive_int(context_length, "context_length")
+        self.context_length = require_int(context_length, "context_length", low=1)
         angle = rope_angles(torch.arange(context_length), d, base=base)
         # float64: float64 checks are exact
         self.register_buffer("cos", angle.cos(), persistent=False)

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 # the kernels and their frequencies, re-exported (documented in companion.kernels)
 from .kernels import KERNELS as KERNELS
+from .kernels import _check_features_in
 from .kernels import cauchy_kernel as cauchy_kernel
 from .kernels import gaussian_kernel as gaussian_kernel
 from .kernels import kernel_at as kernel_at
@@ -51,11 +52,11 @@ from .validation import (
     check_pair,
     describe,
     require_choice,
-    require_floating_tensor,
     require_floats,
+    require_int,
     require_keys_cover_queries,
     require_number,
-    require_positive_int,
+    require_tensor,
 )
 
 __all__ = [
@@ -114,7 +115,7 @@ class RandomFourierFeatures(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.d, self.R = require_positive_int(d, "d"), require_positive_int(R, "R")
+        self.d, self.R = require_int(d, "d", low=1), require_int(R, "R", low=1)
         self.kernel, self.sigma = (
             require_choice(kernel, "kernel", KERNELS),
             require_number(sigma, "sigma", low=0, low_open=True),
@@ -150,7 +151,7 @@ def _check_features(
     x: object, w: object, b: object = None, *, name: str = "x", stabilize: object = None
 ):
     """Check the inputs of a random-feature map; return them, ``w`` and ``b`` in the dtype of ``x``."""
-    x = require_floats(x, name, "(..., d)", min_ndim=1, nonempty=(-1,))
+    x = _check_features_in(x, name)
     w = require_floats(w, "w", "(d, R)", shape=(x.shape[-1], "R")).to(x.dtype)
     require_choice(stabilize, "stabilize", (None, "rows", "all"))
     if stabilize == "all" and x.ndim < 2:
@@ -177,7 +178,7 @@ def rff_variance(
 ) -> torch.Tensor:
     """Var[z(x)ᵀz(y)] for Δ = x − y (..., d) -> (...): (1 + k(2Δ)/2 − k(Δ)²)/R or (1 + k(2Δ) − 2k(Δ)²)/R."""
     R, variant = (
-        require_positive_int(R, "R"),
+        require_int(R, "R", low=1),
         require_choice(variant, "variant", VARIANTS),
     )
     k1, k2 = kernel_at(delta, kernel, sigma), kernel_at(2 * delta, kernel, sigma)
@@ -189,7 +190,7 @@ def rff_variance(
 def kernel_approximation_error(k_exact: torch.Tensor, k_approx: torch.Tensor) -> float:
     """The root-mean-square entry error √(mean (K − K̂)²) of two (N, M) kernel matrices."""
     for name, t in (("k_exact", k_exact), ("k_approx", k_approx)):
-        require_floating_tensor(t, name)
+        require_tensor(t, name, "float")
     if k_exact.shape != k_approx.shape:
         raise ValueError(
             f"k_exact and k_approx must have one shape, got {tuple(k_exact.shape)} and {tuple(k_approx.shape)}"
@@ -207,7 +208,7 @@ def approximation_errors(
     orthogonal: bool = False,
 ) -> torch.Tensor:
     """errors[i, s] = RMS error of Z Zᵀ against K on x (N, d) with R = Rs[i] features drawn with seeds[s]."""
-    x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
+    x = _check_features_in(x, "x")
     k = shift_invariant_kernel(x, x, kernel, sigma)
     errors = torch.empty(len(Rs), len(seeds), dtype=torch.float64)
     for i, R in enumerate(Rs):
@@ -226,8 +227,8 @@ def approximation_errors(
 def _check_ridge(
     a: object, a_name: str, targets: object, lam: object
 ) -> tuple[torch.Tensor, torch.Tensor, float]:
-    require_floating_tensor(a, a_name)
-    require_floating_tensor(targets, "targets")
+    require_tensor(a, a_name, "float")
+    require_tensor(targets, "targets", "float")
     if a.ndim != 2 or targets.ndim not in (1, 2) or targets.shape[0] != a.shape[0]:
         raise ValueError(
             f"{a_name} must have shape (N, ·) and targets (N,) or (N, c) with the same N, got shapes "
@@ -270,7 +271,7 @@ def one_hot(
     labels: torch.Tensor, num_classes: int, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
     """Y[n, c] = 1 if labels[n] == c else 0 for labels (N,) -> (N, C): ridge targets for classification."""
-    num_classes = require_positive_int(num_classes, "num_classes")
+    num_classes = require_int(num_classes, "num_classes", low=1)
     if (
         not isinstance(labels, torch.Tensor)
         or labels.dtype.is_floating_point
@@ -298,7 +299,7 @@ def softmax_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def trig_softmax_features(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """φ(x) = e^{‖x‖²/2} [cos(xw), sin(xw)] / √m for x (..., d), w (d, m) ~ N(0, I) -> (..., 2m)."""
-    x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
+    x = _check_features_in(x, "x")
     w = require_floats(w, "w", "(d, R)", shape=(x.shape[-1], "R"))
     xw = x @ w.to(x.dtype)
     h = torch.exp((x * x).sum(-1, keepdim=True) / 2)
@@ -329,7 +330,7 @@ def softmax_kernel_mse(
     """
     x, y = check_pair(x, y, same_dtype=False)
     m, kind = (
-        require_positive_int(m, "m"),
+        require_int(m, "m", low=1),
         require_choice(kind, "kind", ("positive", "trig")),
     )
     s, dlt = ((x + y) ** 2).sum(-1), ((x - y) ** 2).sum(-1)  # ‖x + y‖², ‖x − y‖²
@@ -341,7 +342,7 @@ def softmax_kernel_mse(
 
 def negative_fraction(estimates: torch.Tensor) -> float:
     """The fraction of entries < 0 of a tensor of kernel estimates (or of attention normalisers)."""
-    require_floating_tensor(estimates, "estimates")
+    require_tensor(estimates, "estimates", "float")
     return float((estimates < 0).double().mean()) if estimates.numel() else 0.0
 
 
@@ -365,7 +366,7 @@ class PerformerFeatures(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.d, self.m = require_positive_int(d, "d"), require_positive_int(m, "m")
+        self.d, self.m = require_int(d, "d", low=1), require_int(m, "m", low=1)
         self.kind = require_choice(kind, "kind", ("positive", "trig"))
         self.orthogonal = bool(orthogonal)
         self.scale = (
@@ -384,7 +385,7 @@ class PerformerFeatures(nn.Module):
         )
 
     def _input(self, x: object) -> Tensor:
-        x = require_floats(x, "x", "(..., d)", min_ndim=1, nonempty=(-1,))
+        x = _check_features_in(x, "x")
         if x.shape[-1] != self.d:
             raise ValueError(
                 f"x must have shape (..., d={self.d}), got shape {tuple(x.shape)}"
@@ -437,7 +438,7 @@ def performer_attention(
     q, k, v = check_attention_inputs(q, k, v)
     eps, chunk_size = (
         require_number(eps, "eps", low=0),
-        require_positive_int(chunk_size, "chunk_size"),
+        require_int(chunk_size, "chunk_size", low=1),
     )
     keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
     if not isinstance(features, PerformerFeatures):

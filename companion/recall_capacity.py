@@ -38,7 +38,6 @@ from .validation import (
     require_floats,
     require_int,
     require_number,
-    require_positive_int,
 )
 
 __all__ = [
@@ -55,7 +54,7 @@ __all__ = [
 
 
 def _check_keys(n_keys: object, r: object, *, least: int = 1) -> tuple[int, int]:
-    return require_positive_int(n_keys, "n_keys"), require_int(r, "r", low=least)
+    return require_int(n_keys, "n_keys", low=1), require_int(r, "r", low=least)
 
 
 def shared_features(n_keys: int, r: int) -> Tensor:
@@ -89,7 +88,7 @@ def argmax_margin(outputs: Tensor, answers: Tensor) -> Tensor:
 
 def quarter_circle_margin(n: int) -> float:
     """min_i m_i = (1 − cos δ) sin(δ/2) / (sin(nδ/2) cos(min_i |θ_i − π/4|)), δ = π/(2(n − 1)): n keys, one circle."""
-    n = require_positive_int(n, "n")
+    n = require_int(n, "n", low=1)
     if n == 1:  # one key: its value, alone
         return 1.0
     delta = math.pi / (2 * (n - 1))
@@ -132,7 +131,7 @@ def key_only_leak(phi_q: Tensor, phi_k: Tensor) -> Tensor:
 
 def key_only_least_leak(n_keys: int, r: int) -> float:
     """√((K − r) / (K(K − 1))): no key-only features of K keys in r dimensions have a smaller max_{a ≠ b} abs(x_ab)."""
-    n_keys, r = require_int(n_keys, "n_keys", low=2), require_positive_int(r, "r")
+    n_keys, r = require_int(n_keys, "n_keys", low=2), require_int(r, "r", low=1)
     return math.sqrt(max(n_keys - r, 0) / (n_keys * (n_keys - 1)))
 
 

@@ -15,7 +15,11 @@ from typing import overload
 
 import torch
 
-from .validation import describe, require_choice, require_index, require_int
+from .validation import (
+    describe,
+    require_choice,
+    require_int,
+)
 
 __all__ = ["UNK", "PAD", "BOS", "EOS", "CLS", "SEP", "MASK", "tokenize", "Vocabulary"]
 
@@ -177,7 +181,7 @@ class Vocabulary:
             ids = ids.flatten().tolist()
         out = []
         for i in ids:
-            out.append(self.itos[require_index(i, "ids", len(self))])
+            out.append(self.itos[require_int(i, "ids", low=0, high=len(self) - 1)])
         return out
 
 

@@ -41,18 +41,18 @@ from .positional import (
     SinusoidalPositionalEncoding,
 )
 from .validation import (
-    check_token_ids,
     describe,
     door,
     require_choice,
+    require_context,
     require_floats,
     require_heads,
-    require_index,
+    require_ids,
     require_instance,
     require_int,
-    require_integer_tensor,
-    require_positive_int,
-    require_probability,
+    require_number,
+    require_tensor,
+    skip_checks,
 )
 
 __all__ = [
@@ -85,7 +85,7 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
-        require_positive_int(d_model, "d_model")
+        require_int(d_model, "d_model", low=1)
         self.weight = nn.Parameter(torch.ones(d_model))  # γ
         self.bias = nn.Parameter(torch.zeros(d_model))  # β
 
@@ -95,9 +95,9 @@ class LayerNorm(nn.Module):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
-def _check_feed_forward(dropout: object, activation: object) -> None:
+def _check_feed_forward(activation: object, dropout: object) -> None:
     require_choice(activation, "activation", sorted(ACTIVATIONS))
-    require_probability(dropout)
+    require_number(dropout, "dropout", low=0, high=1, high_open=True)
 
 
 class FeedForward(nn.Module):
@@ -241,25 +241,30 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_ff", "context_length"):
-            require_positive_int(getattr(self, name), name)
+            require_int(getattr(self, name), name, low=1)
         for name in ("n_encoder_layers", "n_decoder_layers"):
             require_int(getattr(self, name), name, low=0)
         require_heads(self.d_model, self.n_heads)
-        require_probability(self.dropout)
+        require_number(self.dropout, "dropout", low=0, high=1, high_open=True)
         require_choice(self.positional, "positional", ("sinusoidal", "learned"))
         require_choice(self.activation, "activation", sorted(ACTIVATIONS))
         if self.pad_id is not None:
-            require_index(
-                self.pad_id, "pad_id", min(self.src_vocab_size, self.tgt_vocab_size)
+            require_int(
+                self.pad_id,
+                "pad_id",
+                low=0,
+                high=(min(self.src_vocab_size, self.tgt_vocab_size)) - 1,
             )
 
 
-def _check_src(self: EncoderDecoder, src: object) -> None:
-    check_token_ids(src, "src", self.config.src_vocab_size, self.config.context_length)
+def _check_source(self: EncoderDecoder, src: object) -> None:
+    require_ids(src, "src", self.config.src_vocab_size)
+    require_context(src, "src", self.config.context_length)
 
 
-def _check_tgt(self: EncoderDecoder, tgt: object) -> None:
-    check_token_ids(tgt, "tgt", self.config.tgt_vocab_size, self.config.context_length)
+def _check_target(self: EncoderDecoder, tgt: object) -> None:
+    require_ids(tgt, "tgt", self.config.tgt_vocab_size)
+    require_context(tgt, "tgt", self.config.context_length)
 
 
 class EncoderDecoder(nn.Module):
@@ -310,7 +315,7 @@ class EncoderDecoder(nn.Module):
             return None
         return padding_to_attention_mask(ids != self.config.pad_id, heads=True)
 
-    @door(_check_src)
+    @door(_check_source)
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids (B, n_src) → memory (B, n_src, d_model)."""
         x = self.dropout(
@@ -321,7 +326,7 @@ class EncoderDecoder(nn.Module):
             x = block(x, mask)
         return self.encoder_norm(x)
 
-    @door(_check_tgt)
+    @door(_check_target)
     def decode(self, tgt: Tensor, memory: Tensor, src: Tensor | None = None) -> Tensor:
         """tgt (B, n_tgt), memory (B, n_src, d) → logits (B, n_tgt, V); t predicts t + 1."""
         x = self.dropout(
@@ -348,7 +353,7 @@ def _check_seq2seq_batch(batch: object) -> tuple[Tensor, Tensor]:
         )
     src, tgt = batch
     # BOS and one token at least
-    return src, check_token_ids(tgt, "tgt", None, min_length=2)
+    return src, require_ids(tgt, "tgt", min_length=2)
 
 
 def seq2seq_loss(
@@ -364,18 +369,18 @@ def seq2seq_loss(
 
 def _check_smoothing(logits: object, y: object, epsilon: object) -> None:
     logits = require_floats(logits, "logits", "(N, V)", ndim=2)
-    y = require_integer_tensor(y, "y")
+    y = require_tensor(y, "y", "int")
     if y.shape != logits.shape[:1]:
         raise ValueError(
             f"y must hold one class per row of logits, shape ({logits.shape[0]},), got {describe(y)}"
         )
-    require_probability(epsilon, "epsilon")
+    require_number(epsilon, "epsilon", low=0, high=1, high_open=True)
 
 
 def _check_smoothed_targets(y: object, n_classes: object, epsilon: object) -> None:
-    require_probability(epsilon, "epsilon")
-    require_positive_int(n_classes, "n_classes")
-    require_integer_tensor(y, "y")
+    require_number(epsilon, "epsilon", low=0, high=1, high_open=True)
+    require_int(n_classes, "n_classes", low=1)
+    require_tensor(y, "y", "int")
 
 
 @door(_check_smoothed_targets)
@@ -411,44 +416,41 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def _check_greedy_decode(
-    model: object, bos_id: object, eos_id: object, max_new_tokens: object
+    model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object
 ) -> None:
     require_instance(model, EncoderDecoder, "model")
+    _check_source(model, src)
     if (
-        1 + require_positive_int(max_new_tokens, "max_new_tokens")
+        1 + require_int(max_new_tokens, "max_new_tokens", low=1)
         > model.config.context_length
     ):
         raise ValueError(
             f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's context length T = "
             f"{model.config.context_length}"
         )
-    require_index(
-        bos_id, "bos_id", model.config.tgt_vocab_size, predicate="be a token id"
-    )
+    last = model.config.tgt_vocab_size - 1
+    require_int(bos_id, "bos_id", low=0, high=last, why="a token id")
     if eos_id is not None:
-        require_index(
-            eos_id, "eos_id", model.config.tgt_vocab_size, predicate="be a token id"
-        )
+        require_int(eos_id, "eos_id", low=0, high=last, why="a token id")
 
 
 @torch.no_grad()
 def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) -> Tensor:
     """y_0 = BOS, y_{t+1} = argmax logits(src, y_0 … y_t)[t]: (B, n_src) → (B, 1+T)."""
-    _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
+    _check_greedy_decode(model, src, bos_id, eos_id, max_new_tokens)
     c = model.config
     bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
     filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
-    with eval_mode(model):
+    with eval_mode(model), skip_checks():  # checked above, not again at each step
         memory = model.encode(src)  # once
         logits = lambda y: model.decode(y, memory, src)[:, -1]  # (B, 1 + t) → (B, V)
         greedy = dict(eos_id=eos_id, filler=filler, temperature=0)  # 0: the argmax
-        return decode.unchecked(logits, bos, max_new_tokens, **greedy)  # checked above
+        return decode(logits, bos, max_new_tokens, **greedy)
 
 
-def _check_beam_decode(
-    model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object
-) -> None:
-    _check_greedy_decode(model, bos_id, eos_id, max_new_tokens)
+def _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens, beam_size) -> None:
+    _check_greedy_decode(model, src, bos_id, eos_id, max_new_tokens)
+    require_int(beam_size, "beam_size", low=1)
     if src.shape[0] != 1:
         raise ValueError(
             f"beam_decode translates one source: src must have shape (1, n_src), got {describe(src)}"
@@ -467,9 +469,9 @@ def beam_decode(
     alpha: float = 0.6,
 ) -> tuple[Tensor, float]:
     """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); the paper's k, α."""
-    _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens)
+    _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens, beam_size)
     bos = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
-    with eval_mode(model):
+    with eval_mode(model), skip_checks():  # checked above, not again at each step
         memory = model.encode(src)  # (1, n_src, d), once
 
         def logits(y: Tensor) -> Tensor:  # (k, 1 + t) → (k, V): prefixes share memory

@@ -54,22 +54,17 @@ from torch import Tensor, nn
 
 from .text import Vocabulary
 from .validation import (
-    check_integer_tensors,
     check_negative_sampling,
     check_windowed_stream,
     describe,
     door,
     require_choice,
     require_entries,
-    require_floating_tensor,
-    require_index_range,
+    require_ids,
     require_int,
-    require_integer_tensor,
     require_ndim,
     require_number,
-    require_positive_int,
     require_positive_ints,
-    require_probability,
     require_tensor,
 )
 
@@ -124,7 +119,7 @@ def build_vocab(sentences: Iterable[Sequence[str]], min_count: int = 5) -> Vocab
             largest count).
     """
     sents = _check_sentences(sentences)
-    require_positive_int(min_count, "min_count")
+    require_int(min_count, "min_count", low=1)
     counts: Counter[str] = Counter()
     for s in sents:
         counts.update(s)
@@ -192,7 +187,7 @@ def _check_counts(counts: object) -> torch.Tensor:
 
 def _check_keep(sample: object, formula: object) -> float:
     require_choice(formula, "formula", ("reference", "paper"))
-    return require_probability(sample, "sample")
+    return require_number(sample, "sample", low=0, high=1, high_open=True)
 
 
 def keep_probabilities(
@@ -214,9 +209,9 @@ def subsample(
     ids: torch.Tensor, keep: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """A ``(N,)`` bool mask keeping token ``t`` with probability ``keep[ids[t]]``, independently."""
-    require_integer_tensor(ids, "ids")
-    require_floating_tensor(keep, "keep")
-    require_index_range(ids, "ids", keep.numel())
+    require_tensor(ids, "ids", "int")
+    require_tensor(keep, "keep", "float")
+    require_ids(ids, "ids", keep.numel(), None)
     return (
         torch.rand(ids.shape, generator=generator, dtype=torch.float64)
         < keep.to(torch.float64)[ids]
@@ -241,7 +236,7 @@ def sample_negatives(
     Returns:
         ``torch.long`` ids of the given ``shape``.
     """
-    require_floating_tensor(noise, "noise")
+    require_tensor(noise, "noise", "float")
     require_ndim(noise, "noise", 1, "(V,)")
     require_entries(noise, "noise", low=0, why="a distribution")
     if not math.isclose(float(noise.sum()), 1.0, rel_tol=1e-6):
@@ -259,7 +254,7 @@ def reduced_windows(
 ) -> torch.Tensor:
     """The reference code's dynamic windows: ``n`` half-widths drawn uniformly from ``1..window``."""
     require_int(n, "n", low=0)
-    require_positive_int(window, "window")
+    require_int(window, "window", low=1)
     return torch.randint(1, window + 1, (n,), generator=generator)
 
 
@@ -335,9 +330,10 @@ def negative_sampling_loss(
     return loss.mean() if reduction == "mean" else loss.sum()
 
 
-def _check_pairs(centres: object, contexts: object, negatives: object) -> None:
-    check_integer_tensors(centres=centres, contexts=contexts)
-    check_integer_tensors(negatives=(negatives, 2, "(B, K)"))
+def _check_batch(centres: object, contexts: object, negatives: object) -> None:
+    require_tensor(centres, "centres", "int")
+    require_tensor(contexts, "contexts", "int")
+    require_ids(negatives, "negatives", None, 2, "(B, K)")
 
 
 class SkipGramNegativeSampling(nn.Module):
@@ -354,7 +350,7 @@ class SkipGramNegativeSampling(nn.Module):
             self.input.weight.copy_((w - 0.5) / dim)
             self.output.weight.zero_()  # inputs uniform in [-0.5/D, 0.5/D], outputs 0
 
-    @door(_check_pairs)
+    @door(_check_batch)
     def forward(self, centres: Tensor, contexts: Tensor, negatives: Tensor) -> Tensor:
         v = self.input(centres)  # (B, D); centres, contexts (B,)
         return negative_sampling_loss(v, self.output(contexts), self.output(negatives))
@@ -384,8 +380,8 @@ def skipgram_window_gradients(
     Returns:
         ``(grad_v (G, C, D), grad_u (G, 1 + K, D), loss)`` with ``loss`` the 0-d sum ``L``.
     """
-    require_floating_tensor(v, "v")
-    require_floating_tensor(u, "u")
+    require_tensor(v, "v", "float")
+    require_tensor(u, "u", "float")
     require_ndim(v, "v", 3, "(G, C, D)")
     require_ndim(u, "u", 3, "(G, 1 + K, D)")
     g, c, d = v.shape

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from checker_testing import F64, randn
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from raising import raises
 from torch import nn
 
 from companion.attention import (
@@ -152,7 +153,7 @@ def test_blocked_attention_gradcheck_and_bad_block_size():
     assert torch.autograd.gradcheck(
         lambda t: blocked_attention(t, t, t, mask, block_size=4), (x,)
     )
-    with pytest.raises(ValueError, match="block_size must be a positive int, got 0"):
+    with raises(ValueError, "block_size", ">= 1", "got 0"):
         blocked_attention(x, x, x, block_size=0)
 
 
@@ -445,14 +446,16 @@ def test_mha_with_rotary_rotates_queries_and_keys():
                 torch.randn(3, 4), torch.randn(5, 6), torch.randn(5, 2)
             ),
             ValueError,
-            r"expected k of shape \(\.\.\., n_k, 4\) to match q of shape \(3, 4\), got k of shape \(5, 6\)",
+            (
+                "expected k of shape (..., n_k, 4) to match q of shape (3, 4), got k of shape (5, 6)",
+            ),
         ),
         (
             lambda: scaled_dot_product_attention(
                 torch.randn(3, 4), torch.randn(5, 4), torch.randn(6, 2)
             ),
             ValueError,
-            r"expected v of shape \(\.\.\., 5, d_v\) .* got v of shape \(6, 2\)",
+            ("expected v of shape (..., 5, d_v)", "got v of shape (6, 2)"),
         ),
         (
             lambda: scaled_dot_product_attention(
@@ -462,7 +465,7 @@ def test_mha_with_rotary_rotates_queries_and_keys():
                 torch.ones(3, 4, dtype=torch.bool),
             ),
             ValueError,
-            r"mask must have shape \(3, 5\) .* got shape \(3, 4\)",
+            ("mask", "(3, 5)", "got shape (3, 4)"),
         ),
         (
             lambda: scaled_dot_product_attention(
@@ -472,98 +475,98 @@ def test_mha_with_rotary_rotates_queries_and_keys():
                 torch.ones(3, 5),
             ),
             TypeError,
-            "boolean tensor .* got dtype torch.float32",
+            ("boolean tensor", "got dtype torch.float32"),
         ),
         (
             lambda: scaled_dot_product_attention(
                 torch.ones(3, 4, dtype=torch.long), torch.randn(5, 4), torch.randn(5, 2)
             ),
             TypeError,
-            "q must be a floating-point tensor, got dtype torch.int64",
+            ("q", "floating-point", "got dtype torch.int64"),
         ),
         (
             lambda: scaled_dot_product_attention(
                 [[1.0]], torch.randn(5, 4), torch.randn(5, 2)
             ),
             TypeError,
-            "q must be a torch.Tensor, got a list",
+            ("q", "got a list"),
         ),
         (
             lambda: scaled_dot_product_attention(
                 torch.randn(4), torch.randn(4), torch.randn(4)
             ),
             ValueError,
-            r"at least 2 dimensions .* got shape \(4,\)",
+            ("at least 2 dimensions", "got shape (4,)"),
         ),
         (
             lambda: scaled_dot_product_attention(
                 torch.randn(3, 4), torch.randn(3, 4, dtype=F64), torch.randn(3, 4)
             ),
             TypeError,
-            "share one dtype",
+            ("share one dtype",),
         ),
         (
             lambda: attention_loop(
                 torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4)
             ),
             ValueError,
-            r"q must have 2 dimensions \(seq, d\), got shape \(2, 3, 4\)",
+            ("q", "dimensions", "got shape (2, 3, 4)"),
         ),
         (
             lambda: split_heads(torch.randn(2, 3, 10), 3),
             ValueError,
-            r"d_model = 10 of x \(shape \(2, 3, 10\)\) must be divisible by n_heads = 3",
+            ("d_model = 10", "divisible by n_heads = 3"),
         ),
         (
             lambda: merge_heads(torch.randn(3, 4)),
             ValueError,
-            r"at least 3 dimensions .* got shape \(3, 4\)",
+            ("at least 3 dimensions", "got shape (3, 4)"),
         ),
         (
             lambda: MultiHeadAttention(10, 3),
             ValueError,
-            "d_model = 10 must be divisible by n_heads = 3",
+            ("d_model = 10", "divisible"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 6)),
             ValueError,
-            r"query must have last dimension d_model = 8, got shape \(2, 3, 6\)",
+            ("query", "got shape (2, 3, 6)"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(
                 torch.randn(2, 3, 8), torch.randn(3, 4, 8)
             ),
             ValueError,
-            r"key and value must have shape \(2, n_k, 8\)",
+            ("value must have shape (2, n_k, 8)",),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(
                 torch.randn(2, 3, 8), mask=torch.ones(3, 4, dtype=torch.bool)
             ),
             ValueError,
-            r"mask must have shape \(3, 3\) .* scores of shape \(2, 2, 3, 3\), got shape \(3, 4\)",
+            ("mask", "(3, 3)", "scores of shape (2, 2, 3, 3), got shape (3, 4)"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(
                 torch.randn(2, 3, 8), mask=torch.ones(2, 3)
             ),
             TypeError,
-            "mask must be a boolean tensor",
+            ("mask", "boolean"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(3, 8)),
             ValueError,
-            r"query must have 3 dimensions \(batch, seq, d_model\), got shape \(3, 8\)",
+            ("query", "dimensions", "got shape (3, 8)"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8).long()),
             TypeError,
-            "query must be a floating-point tensor",
+            ("query", "floating-point"),
         ),
     ],
 )
 def test_bad_input_names_expected_and_actual(call, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, *match):
         call()
 
 

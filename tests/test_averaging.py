@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from raising import raises
 from torch import nn
 
 from companion import training
@@ -35,9 +36,9 @@ def test_average_is_the_mean_of_each_parameter():
     assert got["norm.running_mean"].tolist() == pytest.approx([1.0, 1.0])
     single = training.average_state_dicts(dicts[:1])
     assert all(torch.equal(single[k], dicts[0][k]) for k in dicts[0])
-    with pytest.raises(ValueError, match="empty"):
+    with raises(ValueError, "empty"):
         training.average_state_dicts([])
-    with pytest.raises(ValueError, match="different keys"):
+    with raises(ValueError, "different keys"):
         training.average_state_dicts([dicts[0], nn.Linear(3, 2).state_dict()])
 
 
@@ -55,7 +56,7 @@ def test_last_checkpoints_keeps_copies_every_few_steps():
         assert torch.equal(state["weight"], seen[step])  # a copy, not the live tensor
     averaged = training.average_state_dicts(keeper.state_dicts)
     torch.testing.assert_close(averaged["weight"], (seen[6] + seen[8] + seen[10]) / 3)
-    with pytest.raises((TypeError, ValueError), match="keep"):
+    with raises((TypeError, ValueError), "keep"):
         training.LastCheckpoints(keep=0, every=2)
 
 

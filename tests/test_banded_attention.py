@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from raising import raises
 
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import (
@@ -249,17 +250,17 @@ def test_dropout_changes_weights_only_when_asked():
 
 def test_errors():
     q, k, v = qkv((1, 10, 4))
-    with pytest.raises(ValueError, match="bandwidth"):
+    with raises(ValueError, "bandwidth"):
         banded_attention(q, k, v, bandwidth=0)
-    with pytest.raises(ValueError, match="at least as many keys as queries"):
+    with raises(ValueError, "at least as many keys as queries"):
         banded_attention(q, k[:, :5], v[:, :5])
-    with pytest.raises(TypeError, match="boolean"):
+    with raises(TypeError, "boolean"):
         banded_attention(q, k, v, torch.ones(10, 10))
-    with pytest.raises(ValueError, match="broadcast"):
+    with raises(ValueError, "broadcast"):
         banded_attention(q, k, v, torch.ones(3, 10, dtype=torch.bool))
-    with pytest.raises(TypeError, match="one dtype"):
+    with raises(TypeError, "one dtype"):
         banded_attention(q, k.float(), v)
-    with pytest.raises(ValueError, match="dropout_p"):
+    with raises(ValueError, "dropout_p"):
         banded_attention(q, k, v, dropout_p=1.0)
-    with pytest.raises(ValueError, match="n_k >= n_q"):
+    with raises(ValueError, "n_k >= n_q"):
         band_mask(5, 3, 2)

@@ -7,6 +7,7 @@ import unicodedata
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from raising import raises
 
 from companion.bpe import (
     ENDOFTEXT,
@@ -125,24 +126,21 @@ def test_special_tokens(tokenizer):
 
 
 def test_bad_input_gets_clear_errors(tokenizer):
-    with pytest.raises(TypeError, match="text must be a str"):
+    with raises(TypeError, "text must be a str"):
         tokenizer.encode(b"bytes")
-    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 512\), got 512"):
+    with raises(ValueError, "token ids", "[0, 512)", "got 512"):
         tokenizer.decode([1, 512])
-    with pytest.raises(TypeError, match="ids must be a sequence"):
+    with raises(TypeError, "ids must be a sequence"):
         tokenizer.decode("abc")
-    with pytest.raises(ValueError, match="vocab_size must be an int >= 256"):
+    with raises(ValueError, "vocab_size", ">= 256"):
         train_bpe("abc", 100)
-    with pytest.raises(
-        ValueError,
-        match=r"vocab_size must be an int >= 257 \(256 bytes \+ 1 special tokens\), got 256",
-    ):
+    with raises(ValueError, "vocab_size", ">= 257", "got 256"):
         BPETokenizer.train("abc", 256)
-    with pytest.raises(TypeError, match="text must be a str"):
+    with raises(TypeError, "text must be a str"):
         train_bpe(["abc"], 300)
-    with pytest.raises(ValueError, match="must create id 256, got 300"):
+    with raises(ValueError, "must create id 256, got 300"):
         BPETokenizer({(97, 98): 300})
-    with pytest.raises(ValueError, match="uses an id that does not exist yet"):
+    with raises(ValueError, "uses an id that does not exist yet"):
         BPETokenizer({(97, 400): 256})
 
 

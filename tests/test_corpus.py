@@ -5,6 +5,7 @@ import hashlib
 import zipfile
 
 import pytest
+from raising import raises
 
 from companion.data import corpus
 
@@ -30,7 +31,7 @@ def test_wikipedia_cache_is_written_then_used(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gensim.corpora, "WikiCorpus", boom)
     assert corpus.load_wikipedia(2, cache_path=tmp_path) == first
-    with pytest.raises(ValueError, match="max_articles"):
+    with raises(ValueError, "max_articles"):
         corpus.load_wikipedia(0, cache_path=tmp_path)
 
 
@@ -55,7 +56,7 @@ def test_lee_wordsim_analogies():
 def test_analogy_file_without_a_header_is_an_error(tmp_path):
     path = tmp_path / "q.txt"
     path.write_text("a b c d\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="before any"):
+    with raises(ValueError, "before any"):
         corpus.load_analogies(path)
 
 
@@ -85,7 +86,7 @@ def test_fetch_rejects_a_wrong_checksum(tmp_path):
     source = tmp_path / "data.txt"
     source.write_bytes(b"tampered\n")
     cache = tmp_path / "cache"
-    with pytest.raises(ValueError, match="SHA-256 mismatch"):
+    with raises(ValueError, "SHA-256 mismatch"):
         corpus.fetch(source.as_uri(), "0" * 64, cache_path=cache, progress=False)
     assert list(cache.iterdir()) == []
     # a corrupted cached copy is replaced
@@ -98,7 +99,7 @@ def test_fetch_rejects_a_wrong_checksum(tmp_path):
         ).read_bytes()
         == b"tampered\n"
     )
-    with pytest.raises(ValueError, match="64-character"):
+    with raises(ValueError, "64-character"):
         corpus.fetch(source.as_uri(), "abc", cache_path=cache)
 
 
@@ -129,7 +130,7 @@ def test_load_text8_on_a_small_local_zip(tmp_path):
         cache_path=cache,
         progress=False,
     )[1] == ["w3", "w4"]
-    with pytest.raises(ValueError, match="SHA-256 mismatch"):
+    with raises(ValueError, "SHA-256 mismatch"):
         corpus.load_text8(
             remote=remote,
             member_sha256="f" * 64,

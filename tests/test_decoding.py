@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from raising import raises
 
 import companion.gpt
 import companion.transformer
@@ -394,32 +395,33 @@ def test_length_penalty_is_gnmts_and_changes_the_choice():
     ("call", "error", "match"),
     [
         (lambda: decode("model", torch.ones(1, 2, dtype=torch.long), 3), TypeError,
-         r"next_logits must be a function from ids \(B, t\) to logits \(B, V\), got a str"),
-        (lambda: decode(torch.zeros, torch.ones(1, 2), 3), TypeError, "ids must hold integer token ids"),
+         ("next_logits", "got a str")),
+        (lambda: decode(torch.zeros, torch.ones(1, 2), 3), TypeError, ("ids", "integer")),
         (lambda: decode(torch.zeros, torch.ones(2, dtype=torch.long), 3), ValueError,
-         r"ids must have 2 dimensions \(batch, t\), got shape \(2,\)"),
-        (lambda: decode(torch.zeros, torch.ones(2, 0, dtype=torch.long), 3), ValueError, "at least one token"),
+         ("ids", "dimensions", "got shape (2,)")),
+        (lambda: decode(torch.zeros, torch.ones(2, 0, dtype=torch.long), 3), ValueError,
+         ("ids", "at least 1 token", "(2, 0)")),
         (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 0), ValueError,
-         "max_new_tokens must be a positive int, got 0"),
+         ("max_new_tokens", ">= 1", "got 0")),
         (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 2, eos_id=-1), ValueError,
-         r"eos_id.*None or a token id.*got -1"),
+         ("eos_id", "None or a token id", "got -1")),
         (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 2, eos_id=1, filler=1.5), TypeError,
-         r"filler.*got a float"),
+         ("filler", "got a float")),
         (lambda: decode(lambda ids: torch.zeros(1), torch.ones(1, 2, dtype=torch.long), 2), ValueError,
-         r"logits.*\(batch, vocab_size\).*got shape \(1,\)"),
+         ("logits", "(batch, vocab_size)", "got shape (1,)")),
         (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), 2, eos_id=31), ValueError,
-         r"eos_id must be None or a token id in \[0, 31\), got 31"),
+         ("eos_id", "[0, 30]", "got 31")),
         (lambda: beam_search(torch.zeros, torch.ones(2, 1, dtype=torch.long), 2, beam_size=2), ValueError,
-         r"beam_search decodes one sequence: ids must have shape \(1, n\), got"),
+         ("beam_search decodes one sequence: ids", "(1, n)")),
         (lambda: beam_search(torch.zeros, torch.ones(1, 1, dtype=torch.long), 2, beam_size=0), ValueError,
-         "beam_size must be a positive int, got 0"),
+         ("beam_size", ">= 1", "got 0")),
         (lambda: beam_decode(tiny_seq2seq(), torch.ones(2, 3, dtype=torch.long), bos_id=1, max_new_tokens=4),
          ValueError,
-         r"beam_decode translates one source: src must have shape \(1, n_src\)"),
+         ("beam_decode translates one source: src", "(1, n_src)")),
     ],
 )  # fmt: skip
 def test_bad_input_is_named(call, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, *match):
         call()
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from matplotlib import pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from raising import raises
 
 from companion import positional
 from companion.plotting import diagrams
@@ -45,9 +46,7 @@ def test_multi_head_draws_one_row_per_head(n_heads):
 
 @pytest.mark.parametrize("bad", [0, 7, 2.0, True, "3"])
 def test_multi_head_rejects_a_bad_number_of_heads(bad):
-    with pytest.raises(
-        (TypeError, ValueError), match=r"n_heads.*\(what fits on the page\), got"
-    ):
+    with raises((TypeError, ValueError), "n_heads", "(what fits on the page), got"):
         diagrams.draw_multi_head_attention(bad)
 
 
@@ -96,21 +95,21 @@ def test_rope_legend_shows_the_same_score_for_the_same_offset():
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"vector": (0.0, 0.0)}, ValueError, "vector must be a non-zero pair"),
-        ({"query": (1.0, 2.0, 3.0)}, ValueError, "query must be a non-zero pair"),
-        ({"theta": "25"}, TypeError, "theta must be a finite number"),
-        ({"theta": math.inf}, ValueError, "theta.*got inf"),
+        ({"vector": (0.0, 0.0)}, ValueError, ("vector must be a non-zero pair",)),
+        ({"query": (1.0, 2.0, 3.0)}, ValueError, ("query must be a non-zero pair",)),
+        ({"theta": "25"}, TypeError, ("theta must be a finite number",)),
+        ({"theta": math.inf}, ValueError, ("theta", "got inf")),
     ],
 )
 def test_rope_rejects_bad_input(kwargs, error, message):
-    with pytest.raises(error, match=message):
+    with raises(error, *message):
         diagrams.draw_rope_rotation(**kwargs)
 
 
 def test_drawing_on_given_axes_and_rejecting_others():
     _, ax = plt.subplots()
     assert diagrams.draw_transformer(ax=ax) is ax
-    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+    with raises(TypeError, "ax must be a matplotlib Axes"):
         diagrams.draw_attention_flow(ax="left")
 
 

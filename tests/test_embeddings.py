@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from raising import raises
 
 from companion.embeddings import (
     Embedding,
@@ -82,35 +83,35 @@ def test_embedding_matches_torch_embedding():
         (
             torch.tensor([[7]]),
             ValueError,
-            r"ids must lie in \[0, 6\] \(the table has 7 rows\), got index 7",
+            ("ids", "[0, 6]", "got index 7"),
         ),
-        (torch.tensor([[-1]]), ValueError, "got index -1"),
+        (torch.tensor([[-1]]), ValueError, ("got index -1",)),
         (
             torch.tensor([[1.0]]),
             TypeError,
-            "integer token ids.*got dtype torch.float32",
+            ("ids", "integer", "got dtype torch.float32"),
         ),
-        (torch.tensor([[True]]), TypeError, "got dtype torch.bool"),
-        ([[1, 2]], TypeError, "ids must be a torch.Tensor, got a list"),
+        (torch.tensor([[True]]), TypeError, ("got dtype torch.bool",)),
+        ([[1, 2]], TypeError, ("ids", "got a list")),
     ],
 )
 def test_embedding_bad_input(ids, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, *match):
         Embedding(7, 3)(ids)
 
 
 @pytest.mark.parametrize("args", [(0, 3), (3, -1), (2.5, 3), (True, 3)])
 def test_embedding_bad_sizes(args):
-    with pytest.raises((ValueError, TypeError), match="must be a positive int"):
+    with raises((ValueError, TypeError), ">= 1"):
         Embedding(*args)
 
 
 def test_one_hot_bad_input():
-    with pytest.raises(ValueError, match=r"got index 3"):
+    with raises(ValueError, "got index 3"):
         one_hot(torch.tensor([3]), 3)
-    with pytest.raises(TypeError, match="got dtype torch.float32"):
+    with raises(TypeError, "got dtype torch.float32"):
         one_hot(torch.tensor([0.0]), 3)
-    with pytest.raises(ValueError, match="vocab_size must be a positive int, got 0"):
+    with raises(ValueError, "vocab_size", ">= 1", "got 0"):
         one_hot(torch.tensor([0]), 0)
 
 
@@ -142,15 +143,11 @@ def test_cosine_broadcasts_and_matches_torch():
 
 
 def test_similarity_bad_input():
-    with pytest.raises(
-        ValueError, match=r"same last dimension D, got shapes \(3,\) and \(4,\)"
-    ):
+    with raises(ValueError, "same last dimension D, got shapes (3,) and (4,)"):
         cosine_similarity(torch.ones(3), torch.ones(4))
-    with pytest.raises(
-        TypeError, match="u must be a floating-point tensor, got dtype torch.int64"
-    ):
+    with raises(TypeError, "u", "floating-point", "got dtype torch.int64"):
         dot_similarity(torch.ones(3, dtype=torch.long), torch.ones(3))
-    with pytest.raises(ValueError, match="must broadcast"):
+    with raises(ValueError, "must broadcast"):
         cosine_similarity(torch.ones(2, 3), torch.ones(4, 3))
 
 
@@ -159,9 +156,9 @@ def test_nearest_neighbours_excludes_the_query_and_sorts():
     ids, sims = nearest_neighbours(vectors, 0, k=3)
     assert ids.tolist() == [1, 2, 3]
     assert sims[0] > sims[1] > sims[2]
-    with pytest.raises(ValueError, match=r"k must be an int in \[1, 3\], got 4"):
+    with raises(ValueError, "k", "[1, 3]", "got 4"):
         nearest_neighbours(vectors, 0, k=4)
-    with pytest.raises(ValueError, match=r"query must lie in \[0, 3\], got 9"):
+    with raises(ValueError, "query", "[0, 3]", "got 9"):
         nearest_neighbours(vectors, 9)
 
 

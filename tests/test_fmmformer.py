@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from raising import raises
 from torch import nn
 
 from companion.attention import MultiHeadAttention
@@ -200,13 +201,13 @@ def test_module_unconstrained_like_the_released_code():
     far = far_field_attention(q, k, v, causal=True)
     # w₁ = 0: only −1 · far field
     assert torch.allclose(attn(q, k, v, causal=True), -far, atol=1e-6)
-    with pytest.raises(ValueError, match="heads"):
+    with raises(ValueError, "heads"):
         attn(q[:, :2], k[:, :2], v[:, :2])
-    with pytest.raises(ValueError, match="init_near"):
+    with raises(ValueError, "init_near"):
         FMMAttention(init_near=0.0)
-    with pytest.raises(ValueError, match="bandwidth"):
+    with raises(ValueError, "bandwidth"):
         FMMAttention(bandwidth=0)
-    with pytest.raises(ValueError, match="same leading"):
+    with raises(ValueError, "same leading"):
         far_field_matrix(torch.ones(4, 3), torch.ones(4, 2))
 
 
@@ -220,7 +221,7 @@ def test_module_is_an_attention_function_of_the_seam():
     padded = attn(q, k, v, mask=keep, causal=False)
     cut = attn(q[..., :-5, :], k[..., :-5, :], v[..., :-5, :], causal=False)
     assert torch.allclose(padded[..., :-5, :], cut, atol=1e-5)
-    with pytest.raises(ValueError, match="key-padding"):
+    with raises(ValueError, "key-padding"):
         attn(q, k, v, mask=torch.rand(40, 40) > 0.5)
     attn.train()
     assert not torch.allclose(attn(q, k, v, causal=True, dropout_p=0.5), out)
@@ -241,11 +242,11 @@ def test_module_inside_multi_head_attention():
 
 def test_blend_errors():
     q, k, v = qkv()
-    with pytest.raises(ValueError, match="both terms are off"):
+    with raises(ValueError, "both terms are off"):
         fmmformer_attention(q, k, v, w_near=0.0, w_far=0.0)
-    with pytest.raises(TypeError, match="feature_maps"):
+    with raises(TypeError, "feature_maps"):
         fmmformer_attention(q, k, v, feature_maps=[1, 2])
-    with pytest.raises(TypeError, match="w_near"):
+    with raises(TypeError, "w_near"):
         fmmformer_attention(q, k, v, w_near="1")
 
 
@@ -293,7 +294,7 @@ def test_off_band_part_of_a_smooth_matrix_decays_faster():
 
 
 def test_spectrum_errors():
-    with pytest.raises(ValueError, match="one attention matrix"):
+    with raises(ValueError, "one attention matrix"):
         attention_spectrum(torch.rand(2, 5, 5), 2)
     with pytest.raises(TypeError):
         attention_spectrum(torch.ones(5, 5, dtype=torch.long), 2)

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from raising import raises
 
 from companion import glove
 
@@ -32,9 +33,9 @@ def test_cooccurrence_by_hand():
     )
     # 0-1 at distance 1 and 1-0 at distance 2 (1 + 1/2); 0-2 at distances 2 and 1; 1-2 at distance 1
     assert torch.equal(x, expected)
-    with pytest.raises(ValueError, match="empty"):
+    with raises(ValueError, "ids", "at least 1 token", "got shape (0,)"):
         glove.cooccurrence_matrix(torch.tensor([], dtype=torch.long), 3)
-    with pytest.raises(ValueError, match=r"\[0, 2\]"):
+    with raises(ValueError, "[0, 2]"):
         glove.cooccurrence_matrix(torch.tensor([0, 3]), 3)
 
 
@@ -59,7 +60,7 @@ def test_probability_ratio_table_by_hand():
         and ratio["gas"] == 0.0
         and ratio["water"] == pytest.approx(1.0)
     )
-    with pytest.raises(KeyError, match="fashion"):
+    with raises(KeyError, "fashion"):
         glove.probability_ratio_table(sentences, probes=["fashion"])
 
 
@@ -78,9 +79,9 @@ def test_weighting_function_by_hand():
     assert glove.glove_weight(
         torch.tensor([5.0]), x_max=10, alpha=1.0
     ).item() == pytest.approx(0.5)
-    with pytest.raises(ValueError, match=">= 0"):
+    with raises(ValueError, ">= 0"):
         glove.glove_weight(torch.tensor([-1.0]))
-    with pytest.raises(TypeError, match="floating"):
+    with raises(TypeError, "floating"):
         glove.glove_weight(torch.tensor([1, 2]))
 
 
@@ -101,7 +102,7 @@ def test_loss_by_hand():
             model.w[i], model.w_tilde[j], model.b[i], model.b_tilde[j], x
         ).item()
     )
-    with pytest.raises(ValueError, match="x must be > 0"):
+    with raises(ValueError, "x must be > 0"):
         glove.glove_loss(w, wt, b, bt, torch.tensor([1.0, 0.0]))
 
 
@@ -143,7 +144,7 @@ def test_training_reduces_the_loss_and_is_deterministic(three_threads):
     b = glove.train_glove(x.to_sparse(), cfg, progress=False)
     assert a.loss_history[-1] < 0.5 * a.loss_history[0]
     assert torch.equal(a.vectors, b.vectors) and a.loss_history == b.loss_history
-    with pytest.raises(ValueError, match="no positive entry"):
+    with raises(ValueError, "no positive entry"):
         glove.train_glove(torch.zeros(3, 3), cfg, progress=False)
-    with pytest.raises(ValueError, match="square"):
+    with raises(ValueError, "square"):
         glove.train_glove(torch.ones(3, 2), cfg, progress=False)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from raising import raises
 
 from companion.gpt import (
     GPT,
@@ -330,49 +331,42 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
 
 def test_bad_input_gets_clear_errors():
     model = GPT(tiny_config())
-    with pytest.raises(
-        ValueError, match=r"\[0, 96\] \(the table has 97 rows\), got index 97"
-    ):
+    with raises(ValueError, "ids", "[0, 96]", "got index 97"):
         model(torch.tensor([[1, 97]]))
-    with pytest.raises(
-        ValueError, match="25 positions.*more than the context length T = 24"
-    ):
+    with raises(ValueError, "ids", "25 positions", "T = 24"):
         model(torch.zeros(1, 25, dtype=torch.long))
-    with pytest.raises(ValueError, match="at least one token"):
+    with raises(ValueError, "ids", "at least 1 token", "got shape (1, 0)"):
         generate(model, torch.zeros(1, 0, dtype=torch.long), 3)
-    with pytest.raises(
-        ValueError,
-        match=r"20 \+ max_new_tokens 5 = 25 exceeds the context length T = 24",
-    ):
+    with raises(ValueError, "max_new_tokens 5 = 25", "T = 24"):
         generate(model, torch.zeros(1, 20, dtype=torch.long), 5)
-    with pytest.raises(TypeError, match="integer"):
+    with raises(TypeError, "integer"):
         model(torch.zeros(1, 3))
-    with pytest.raises(ValueError, match="top_k"):
+    with raises(ValueError, "top_k"):
         sample_next(torch.zeros(1, 4), top_k=5)
-    with pytest.raises(ValueError, match="top_p"):
+    with raises(ValueError, "top_p"):
         sample_next(torch.zeros(1, 4), top_p=0.0)
-    with pytest.raises(ValueError, match="temperature"):
+    with raises(ValueError, "temperature"):
         sample_next(torch.zeros(1, 4), temperature=-1)
-    with pytest.raises(ValueError, match="n >= 2"):
+    with raises(ValueError, "n >= 2"):
         next_token_loss(model, torch.zeros(2, 1, dtype=torch.long))
-    with pytest.raises(ValueError, match="d_model = 30 must be divisible|divisible"):
+    with raises(ValueError, "d_model = 30", "divisible by n_heads = 4"):
         GPTConfig(d_model=30, n_heads=4)
-    for field, value, message in (
+    for field, value, fragments in (
         (
             "positional",
             "alibi",
-            "positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'",
+            ("positional", "'rope'", "got 'alibi'"),
         ),
         (
             "activation",
             "tanh",
-            "activation must be one of 'gelu', 'gelu_tanh' or 'relu', got 'tanh'",
+            ("activation", "'gelu_tanh'", "got 'tanh'"),
         ),
-        ("init", "xavier", "init must be one of 'gpt2' or 'pytorch', got 'xavier'"),
+        ("init", "xavier", ("init", "'pytorch'", "got 'xavier'")),
     ):
-        with pytest.raises(ValueError, match=message):
+        with raises(ValueError, *fragments):
             tiny_config(**{field: value})
-    with pytest.raises(TypeError, match="tie_weights must be a bool, got"):
+    with raises(TypeError, "tie_weights", "bool", "got a str"):
         tiny_config(tie_weights="yes")
 
 
@@ -386,37 +380,35 @@ def test_wrong_state_dicts_get_clear_errors():
     hf = hf_gpt2(n_layer=2)
     config = gpt_config_from_hf(hf.config)
     sd = dict(hf.state_dict())
-    with pytest.raises(ValueError, match=r"missing \['h.1.attn.c_attn.bias'"):
+    with raises(ValueError, "missing ['h.1.attn.c_attn.bias'"):
         gpt_state_dict_from_hf(
             {k: v for k, v in sd.items() if k != "transformer.h.1.attn.c_attn.bias"},
             config,
         )
-    with pytest.raises(ValueError, match=r"unexpected \['h.2.ln_1.weight'\]"):
+    with raises(ValueError, "unexpected ['h.2.ln_1.weight']"):
         gpt_state_dict_from_hf(
             sd | {"transformer.h.2.ln_1.weight": torch.ones(48)}, config
         )
-    with pytest.raises(
-        ValueError,
-        match=r"h.0.mlp.c_fc.weight must have shape \(48, 192\).*got \(192, 48\)",
-    ):
+    with raises(ValueError, "h.0.mlp.c_fc.weight", "(48, 192)", "got (192, 48)"):
         gpt_state_dict_from_hf(
             sd | {"transformer.h.0.mlp.c_fc.weight": torch.zeros(192, 48)}, config
         )
-    with pytest.raises(ValueError, match="tied"):
+    with raises(ValueError, "tied"):
         gpt_state_dict_from_hf(sd | {"lm_head.weight": torch.zeros(101, 48)}, config)
     # a 3-layer config for a 2-layer state dict
-    with pytest.raises(ValueError, match="missing"):
+    with raises(ValueError, "missing"):
         gpt_state_dict_from_hf(
             sd, tiny_config(vocab_size=101, context_length=32, d_model=48, n_layers=3)
         )
-    with pytest.raises(
+    with raises(
         ValueError,
-        match=r"GPT-2's weights need a GPT-2 configuration .* got \{'positional': 'rope'",
+        "GPT-2's weights need a GPT-2 configuration",
+        "got {'positional': 'rope'",
     ):
         gpt_state_dict_from_hf(sd, GPTConfig(**(vars(config) | {"positional": "rope"})))
-    with pytest.raises(ValueError, match="activation_function"):
+    with raises(ValueError, "activation_function"):
         gpt_config_from_hf(hf_gpt2(n_layer=1, activation_function="relu").config)
-    with pytest.raises(TypeError, match="GPT2LMHeadModel"):
+    with raises(TypeError, "GPT2LMHeadModel"):
         gpt_from_hf(torch.nn.Linear(2, 2))
     # GPT2Model's keys have no "transformer." prefix; they work too
     assert (

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from raising import raises
 
 from companion.data.metrics import (
     GLUE_TASKS,
@@ -65,9 +66,9 @@ def test_squad_f1_by_hand():
 
 
 def test_squad_bad_input():
-    with pytest.raises(ValueError, match="non-empty list of str"):
+    with raises(ValueError, "non-empty list of str"):
         squad_f1("x", [])
-    with pytest.raises(TypeError, match="an answer must be a str, got a int"):
+    with raises(TypeError, "an answer", "got a int"):
         squad_exact_match(3, "3")
 
 
@@ -152,17 +153,17 @@ def test_correlations_equal_scipy():
 
 
 def test_bad_input_gets_clear_errors():
-    with pytest.raises(ValueError, match="same length, got 3 and 2"):
+    with raises(ValueError, "same length, got 3 and 2"):
         accuracy([1, 2, 3], [1, 2])
-    with pytest.raises(ValueError, match="empty"):
+    with raises(ValueError, "empty"):
         matthews_corrcoef([], [])
-    with pytest.raises(ValueError, match=r"one-dimensional, got shape \(2, 2\)"):
+    with raises(ValueError, "one-dimensional, got shape (2, 2)"):
         f1_binary([[1, 0], [0, 1]], [[1, 0], [0, 1]])
-    with pytest.raises(TypeError, match="got a str"):
+    with raises(TypeError, "got a str"):
         accuracy("abc", "abd")
-    with pytest.raises(ValueError, match="constant"):
+    with raises(ValueError, "constant"):
         pearson([1, 1, 1], [1, 2, 3])
-    with pytest.raises(ValueError, match="constant"):
+    with raises(ValueError, "constant"):
         spearman([1, 2, 3], [5, 5, 5])
 
 
@@ -200,15 +201,13 @@ def test_glue_score_of_bert_large():
 
 
 def test_glue_bad_input():
-    with pytest.raises(ValueError, match=r"missing \['WNLI'\], unknown \['SNLI'\]"):
+    with raises(ValueError, "missing ['WNLI'], unknown ['SNLI']"):
         glue_score({**{t: 1.0 for t in GLUE_TASKS if t != "WNLI"}, "SNLI": 1.0})
     scores = {
         task: (1.0, 0.0) if len(metrics) == 2 else 1.0
         for task, metrics in GLUE_TASKS.items()
     }
-    with pytest.raises(
-        ValueError, match=r"STS-B needs 2 number\(s\) \(pearson, spearman\)"
-    ):
+    with raises(ValueError, "STS-B needs 2 number(s) (pearson, spearman)"):
         glue_score({**scores, "STS-B": 0.9})
-    with pytest.raises(TypeError, match="scores must be a dict"):
+    with raises(TypeError, "scores must be a dict"):
         glue_score([1.0] * 9)

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 from matplotlib.colors import to_hex
+from raising import raises
 
 from companion.plotting import sequences
 
@@ -44,7 +45,7 @@ def test_windows_figure_shows_each_window_and_the_batch():
     assert sum(label == f"s = {s}" for label in labels) == len(starts) - 1
     assert "batch input: (2, 4) = (B, n)" in labels and ax.get_title()
     plt.close("all")
-    with pytest.raises(ValueError, match="fewer than 5"):
+    with raises(ValueError, "fewer than 5"):
         sequences.draw_sliding_windows(14, 4, 3, 5)
 
 
@@ -77,5 +78,5 @@ def test_search_tree_draws_every_branch_with_its_probability():
     assert probabilities == pytest.approx(expected)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["greedy", "beam"]
     plt.close("all")
-    with pytest.raises(ValueError, match="table must be"):
+    with raises(ValueError, "table must be"):
         sequences.draw_search_tree(table[:3], ["<bos>", "A", "B", "<eos>"], paths)

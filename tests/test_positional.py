@@ -7,6 +7,7 @@ import torch
 from checker_testing import F64
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from raising import raises
 
 from companion.positional import (
     LearnedPositionalEmbedding,
@@ -153,70 +154,70 @@ def test_rope_angles_shape():
         (
             lambda: apply_rope(torch.randn(3, 5)),
             ValueError,
-            "must be even, got d \\(the last dimension of x\\) = 5",
+            ("must be even, got d (the last dimension of x) = 5",),
         ),
-        (lambda: RotaryEmbedding(7), ValueError, "must be even, got d = 7"),
+        (lambda: RotaryEmbedding(7), ValueError, ("must be even, got d = 7",)),
         (
             lambda: RotaryEmbedding(4, context_length=8)(torch.randn(9, 4)),
             ValueError,
-            "exceed the context length T = 8",
+            ("x has 9 positions", "context length T = 8"),
         ),
         (
             lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=4),
             ValueError,
-            "positions 4…8",
+            ("x has 5 positions", "after 4 cached ones", "T = 8"),
         ),
         (
             lambda: RotaryEmbedding(4, context_length=8)(torch.randn(5, 4), offset=-1),
             ValueError,
-            "non-negative int",
+            ("offset", ">= 0", "got -1"),
         ),
         (
             lambda: RotaryEmbedding(4)(torch.randn(3, 6)),
             ValueError,
-            r"x must have shape \(\.\.\., n, 4\) .* got shape \(3, 6\)",
+            ("x must have shape (..., n, 4)", "got shape (3, 6)"),
         ),
         (
             lambda: apply_rope(torch.randn(3, 4), torch.arange(4)),
             ValueError,
-            r"positions must have shape \(3,\).* got shape \(4,\)",
+            ("positions must have shape (3,)", "got shape (4,)"),
         ),
         (
             lambda: apply_rope(torch.randn(3, 4), torch.arange(3.0)),
             TypeError,
-            "integer",
+            ("integer",),
         ),
         (
             lambda: apply_rope(torch.ones(3, 4, dtype=torch.long)),
             TypeError,
-            "floating-point",
+            ("floating-point",),
         ),
         (
             lambda: SinusoidalPositionalEncoding(4, context_length=5)(
                 torch.randn(1, 6, 4)
             ),
             ValueError,
-            r"positions 0…5 \(x of shape \(1, 6, 4\), offset 0\) exceed the context length T = 5",
+            ("x has 6 positions", "context length T = 5"),
         ),
         (
             lambda: LearnedPositionalEmbedding(4, context_length=5)(
                 torch.randn(1, 3, 5)
             ),
             ValueError,
-            r"x must have shape \(\.\.\., n, 4\) .* got shape \(1, 3, 5\)",
+            ("x must have shape (..., n, 4)", "got shape (1, 3, 5)"),
         ),
         (
             lambda: sinusoidal_positional_encoding(0, 4),
             ValueError,
-            "n_positions must be a positive int, got 0",
+            ("n_positions", ">= 1", "got 0"),
         ),
         (
             lambda: sinusoidal_positional_encoding(4, 4, base=1),
             ValueError,
-            "base must be a finite number > 1, got 1",
+            ("base", "> 1", "got 1"),
         ),
     ],
 )
 def test_bad_input_is_named(call, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, *match):
         call()

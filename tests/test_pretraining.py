@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from raising import raises
 
 from companion.bpe import BPETokenizer
 from companion.gpt import GPT, GPTConfig, next_token_loss
@@ -37,9 +38,9 @@ def test_split_windows_and_loss():
     )
     assert loss == pytest.approx(expected, abs=1e-5)
     assert abs(loss - math.log(50)) < 0.1
-    with pytest.raises(ValueError, match="fewer than a window"):
+    with raises(ValueError, "fewer than a window"):
         gpt_pretraining.random_windows(val[:5], 2, 16, g)
-    with pytest.raises(ValueError, match="val_fraction"):
+    with raises(ValueError, "val_fraction"):
         gpt_pretraining.train_val_split(ids, 1.5)
 
 
@@ -59,7 +60,7 @@ def test_checkpoint_round_trip(tmp_path):
     ids = torch.tensor([tokenizer.encode(text)[:16]])
     torch.testing.assert_close(loaded(ids), model.eval()(ids), atol=0, rtol=0)
     assert loaded.lm_head.weight is loaded.embed.weight
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+    with raises(FileNotFoundError, "no checkpoint"):
         gpt_pretraining.load_checkpoint(tmp_path / "missing.pt")
 
 
@@ -101,7 +102,7 @@ def test_python_docs_snapshot_is_checked_and_independent_of_the_interpreter(
     monkeypatch.setattr(python_docs, "PATH", broken)
     python_docs.topics.cache_clear()
     try:
-        with pytest.raises(ValueError, match="SHA-256 mismatch"):
+        with raises(ValueError, "SHA-256 mismatch"):
             python_docs.topics()
     finally:
         python_docs.topics.cache_clear()

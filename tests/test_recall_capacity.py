@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from raising import raises
 
 from companion import recall_capacity as rc
 from companion.linear_attention import linear_attention
@@ -164,17 +165,17 @@ def test_softmax_residual_and_margin_against_softmax_itself(n, beta):
 
 
 def test_the_arguments_are_checked():
-    with pytest.raises(ValueError, match="n_keys"):
+    with raises(ValueError, "n_keys"):
         rc.shared_features(0, 3)
-    with pytest.raises(ValueError, match="r must be"):
+    with raises(ValueError, "r must be"):
         rc.quarter_circle_features(4, 1)
-    with pytest.raises(TypeError, match="r must be"):
+    with raises(TypeError, "r must be"):
         rc.shared_features(4, 2.0)
-    with pytest.raises(ValueError, match="n must be"):
+    with raises(ValueError, "n must be"):
         rc.softmax_margin(1, 2.0)
-    with pytest.raises(ValueError, match="beta"):
+    with raises(ValueError, "beta"):
         rc.softmax_residual(3, -1.0)
-    with pytest.raises(ValueError, match="outputs"):
+    with raises(ValueError, "outputs"):
         rc.argmax_margin(torch.zeros(3), torch.zeros(3))
 
 

@@ -4,6 +4,7 @@ residual sublayer that places the norm, and incremental decoding with a key/valu
 import pytest
 import torch
 from checker_testing import randn
+from raising import raises
 
 from companion.attention import (
     KVCache,
@@ -229,17 +230,13 @@ def test_generate_restores_training_mode_and_checks_input():
     model = chapter_8_model(10, 6, d_ff=8)
     out = generate(model, torch.tensor([[1, 2]]), 3, temperature=0)
     assert out.shape == (1, 5) and model.training
-    with pytest.raises(
-        ValueError,
-        match=r"ids has 3 positions .* after 4 cached ones, .* context length T = 6",
+    with raises(
+        ValueError, "ids has 3 positions", "after 4 cached ones", "context length T = 6"
     ):
         model(torch.tensor([[1, 2, 3]]), _filled(model, 4))
-    with pytest.raises(
-        ValueError,
-        match="positional must be one of 'learned', 'sinusoidal' or 'rope', got 'alibi'",
-    ):
+    with raises(ValueError, "positional", "got 'alibi'"):
         GPTConfig(positional="alibi")
-    with pytest.raises(TypeError, match="model must be a GPT, got"):
+    with raises(TypeError, "model must be a GPT, got"):
         generate(torch.nn.Linear(2, 2), torch.tensor([[1]]), 2)
 
 

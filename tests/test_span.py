@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from checker_testing import assert_passes, assert_wrong, correct_answers, stub
+from raising import raises
 
 from companion import bert
 from companion.data import span_task
@@ -53,19 +54,15 @@ def test_best_span_edge_cases():
     # a one-token context
     assert bert.best_span(s, e, only_one, 30).tolist() == [[3, 3]]
     assert bert.best_span(s.double(), e.double(), everywhere, 2).dtype == torch.long
-    with pytest.raises(ValueError, match="at least one context token; row 0"):
+    with raises(ValueError, "at least one context token; row 0"):
         bert.best_span(s, e, torch.zeros(1, 4, dtype=torch.bool), 3)
-    with pytest.raises(
-        ValueError, match="context_mask must be a boolean tensor of shape \\(1, 4\\)"
-    ):
+    with raises(ValueError, "context_mask", "(1, 4)"):
         bert.best_span(s, e, everywhere.long(), 3)
-    with pytest.raises(ValueError, match="same shape"):
+    with raises(ValueError, "same shape"):
         bert.best_span(s, e[:, :3], everywhere, 3)
-    with pytest.raises(ValueError, match="max_len must be a positive int, got 0"):
+    with raises(ValueError, "max_len", ">= 1", "got 0"):
         bert.best_span(s, e, everywhere, 0)
-    with pytest.raises(
-        ValueError, match="start_logits must be a floating-point tensor"
-    ):
+    with raises(ValueError, "start_logits", "floating-point"):
         bert.best_span(s.long(), e, everywhere, 3)
 
 
@@ -86,7 +83,7 @@ def test_span_head_and_loss():
         / 6
     )
     assert torch.allclose(bert.span_loss(start, end, starts, ends), by_hand)
-    with pytest.raises(TypeError, match="d_model must be a positive int"):
+    with raises(TypeError, "d_model", ">= 1"):
         bert.SpanHead(8.0)
 
 
@@ -125,9 +122,9 @@ def test_span_examples_have_one_answer_and_disjoint_splits():
     assert all(
         ex.words.count(".") == 4 for ex in span_task.make_span_examples(20, facts=4)
     )
-    with pytest.raises(ValueError, match="facts must be at most 5"):
+    with raises(ValueError, "facts must be at most 5"):
         span_task.make_span_examples(3, facts=6)
-    with pytest.raises(ValueError, match="split must be 'train' or 'test'"):
+    with raises(ValueError, "split must be 'train' or 'test'"):
         span_task.make_span_examples(3, split="dev")
 
 
@@ -148,9 +145,9 @@ def test_span_inputs_point_at_the_answer_tokens():
         ]
         w = batch["word_of"][k]
         assert " ".join(ex.words[w[s] : w[e] + 1]) == ex.answer
-    with pytest.raises(ValueError, match="more than max_len=20"):
+    with raises(ValueError, "more than max_len=20"):
         span_task.span_inputs(examples, tok, max_len=20)
-    with pytest.raises(TypeError, match="SpanExample"):
+    with raises(TypeError, "SpanExample"):
         span_task.span_inputs(["a question"], tok)
 
 

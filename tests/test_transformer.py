@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from checker_testing import F64, randn
+from raising import raises
 from torch import nn
 
 from companion.interop import (
@@ -171,7 +172,7 @@ def test_decoder_block_equals_torch(norm_first):
 @pytest.mark.parametrize("block", [Residual, EncoderBlock, CausalBlock, DecoderBlock])
 def test_every_block_is_told_where_the_norm_goes(block):
     """No default for ``norm_first``: post-norm (the paper, BERT) and pre-norm (GPT) are both the book's."""
-    with pytest.raises(TypeError, match="norm_first"):
+    with raises(TypeError, "norm_first"):
         block(8) if block is Residual else block(8, 2, 16)
     assert (
         block(8, norm_first=True)
@@ -416,68 +417,70 @@ def test_greedy_decode_stops_at_eos_and_pads():
         (
             lambda: TransformerConfig(10, 10, d_model=30, n_heads=4),
             ValueError,
-            "d_model = 30 must be divisible by n_heads = 4",
+            ("d_model = 30", "divisible"),
         ),
         (
             lambda: TransformerConfig(10, 10, positional="rope"),
             ValueError,
-            "positional must be",
+            ("positional must be",),
         ),
         (
             lambda: TransformerConfig(10, 10, pad_id=10),
             ValueError,
-            "pad_id must lie in",
+            ("pad_id", "[0, 9]", "got 10"),
         ),
         (
             lambda: TransformerConfig(10, 10, dropout=1.0),
             ValueError,
-            r"dropout must be a probability in \[0, 1\)",
+            ("dropout", "[0, 1)"),
         ),
         (
             lambda: EncoderDecoder(small_config())(
                 torch.randint(0, 12, (2, 20)), torch.zeros(2, 3, dtype=torch.long)
             ),
             ValueError,
-            r"src has 20 positions \(shape \(2, 20\)\), more than the context length T = 16",
+            (
+                "src has 20 positions (shape (2, 20)), more than the context length T = 16",
+            ),
         ),
         (
             lambda: EncoderDecoder(small_config())(
                 torch.tensor([[1, 12]]), torch.zeros(1, 3, dtype=torch.long)
             ),
             ValueError,
-            r"src must lie in \[0, 11\]",
+            ("src must lie in [0, 11]",),
         ),
         (
             lambda: EncoderDecoder(small_config())(
                 torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.long)
             ),
             TypeError,
-            "src must hold integer token ids",
+            ("src", "integer"),
         ),
         (
             lambda: EncoderDecoder(small_config())(
                 torch.tensor([1, 2]), torch.zeros(2, 3, dtype=torch.long)
             ),
             ValueError,
-            r"src must have 2 dimensions \(batch, seq\), got shape \(2,\)",
+            ("src", "dimensions", "got shape (2,)"),
         ),
         (
             lambda: EncoderBlock(8, 2, 16, norm_first=False)(torch.randn(2, 3, 6)),
             ValueError,
-            r"query must have last dimension d_model = 8, got shape \(2, 3, 6\)",
+            ("query", "got shape (2, 3, 6)"),
         ),
         (
             lambda: DecoderBlock(8, 2, 16, norm_first=True)(
                 torch.randn(2, 3, 8), torch.randn(3, 3, 8)
             ),
             ValueError,
-            r"key and value must have shape \(2, n_k, 8\) .* got shapes \(3, 3, 8\)",
+            ("value must have shape (2, n_k, 8)", "got shapes (3, 3, 8)"),
         ),
-        (lambda: LayerNorm(0), ValueError, "d_model must be a positive int, got 0"),
+        (lambda: LayerNorm(0), ValueError, ("d_model", ">= 1", "got 0")),
         (
             lambda: FeedForward(4, 8, activation="tanh"),
             ValueError,
-            "activation must be one of",
+            ("activation must be one of",),
         ),
         (
             lambda: greedy_decode(
@@ -487,7 +490,7 @@ def test_greedy_decode_stops_at_eos_and_pads():
                 max_new_tokens=16,
             ),
             ValueError,
-            "exceeds the model's context length T = 16",
+            ("exceeds the model's context length T = 16",),
         ),
         (
             lambda: greedy_decode(
@@ -497,10 +500,10 @@ def test_greedy_decode_stops_at_eos_and_pads():
                 max_new_tokens=4,
             ),
             ValueError,
-            r"bos_id must be a token id in \[0, 12\)",
+            ("bos_id", "[0, 11]", "got 12"),
         ),
     ],
 )
 def test_bad_input_is_named(call, error, match):
-    with pytest.raises(error, match=match):
+    with raises(error, *match):
         call()

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from raising import raises
 
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import banded_attention, banded_attention_dense
@@ -20,7 +21,6 @@ from companion.linear_attention import (
 from companion.validation import (
     check_attention_inputs,
     check_mask,
-    require_index,
     require_int,
     require_number,
 )
@@ -66,33 +66,32 @@ def test_the_checked_tensors_come_back_expanded_to_one_leading_shape():
 
 def test_leading_dimensions_that_do_not_broadcast_are_refused_with_their_shapes():
     q, k, v = shared_kv()
-    with pytest.raises(
-        ValueError, match=r"must broadcast, got shapes \(2, 3, 5, 4\), \(3, 3, 5, 4\)"
-    ):
+    with raises(ValueError, "must broadcast, got shapes (2, 3, 5, 4), (3, 3, 5, 4)"):
         check_attention_inputs(q, k.expand(3, 3, 5, 4), v)
     for f in FUNCTIONS:
-        with pytest.raises(ValueError, match="must broadcast"):
+        with raises(ValueError, "must broadcast"):
             f(q, k.expand(3, 3, 5, 4), v)
 
 
 def test_the_mask_broadcasts_against_the_scores_without_enlarging_them():
     assert check_mask(torch.ones(5, 5, dtype=torch.bool), (2, 3, 5, 5)).shape == (5, 5)
-    with pytest.raises(
+    with raises(
         ValueError,
-        match=r"broadcast against the scores of shape \(3, 5, 5\), got shape \(2, 3, 5, 5\)",
+        "broadcast against the scores of shape (3, 5, 5), got shape (2, 3, 5, 5)",
     ):
         check_mask(torch.ones(2, 3, 5, 5, dtype=torch.bool), (3, 5, 5))
-    with pytest.raises(ValueError, match=r"mask must have shape \(5, 5\)"):
+    with raises(ValueError, "mask", "(5, 5)"):
         check_mask(torch.ones(1, 5, 5, dtype=torch.bool), (5, 5), exact=True)
-    with pytest.raises(TypeError, match="boolean tensor"):
+    with raises(TypeError, "boolean tensor"):
         check_mask(torch.ones(5, 5), (5, 5))
 
 
 def test_keys_must_cover_queries_when_asked():
     q, k, v = shared_kv()
-    with pytest.raises(
+    with raises(
         ValueError,
-        match="at least as many keys as queries.*n_q = 5 queries and n_k = 3 keys",
+        "at least as many keys as queries",
+        "n_q = 5 queries and n_k = 3 keys",
     ):
         check_attention_inputs(q, k[..., :3, :], v[:3], keys_cover_queries=True)
     check_attention_inputs(q, k[..., :3, :], v[:3])  # not asked: fine
@@ -108,73 +107,73 @@ def test_keys_must_cover_queries_when_asked():
         (
             lambda: require_int(True, "n", low=0),
             TypeError,
-            "n must be an int >= 0, got a bool",
+            ("n", ">= 0", "got a bool"),
         ),
         (
             lambda: require_int(2.0, "n", low=0),
             TypeError,
-            "n must be an int >= 0, got a float",
+            ("n", ">= 0", "got a float"),
         ),
         (
             lambda: require_int(-1, "n", low=0),
             ValueError,
-            "n must be an int >= 0, got -1",
+            ("n", ">= 0", "got -1"),
         ),
         (
             lambda: require_int(4, "k", low=1, high=3),
             ValueError,
-            r"k must be an int in \[1, 3\], got 4",
+            ("k", "[1, 3]", "got 4"),
         ),
         (
             lambda: require_int(9, "k", high=3),
             ValueError,
-            "k must be an int <= 3, got 9",
+            ("k", "<= 3", "got 9"),
         ),
         (
-            lambda: require_index(3, "i", 3),
+            lambda: require_int(3, "i", low=0, high=2, why="an index"),
             ValueError,
-            r"i must lie in \[0, 2\], got 3",
+            ("i", "[0, 2] (an index)", "got 3"),
         ),
         (
-            lambda: require_index("0", "i", 3),
+            lambda: require_int("0", "i", low=0, high=2),
             TypeError,
-            "i must be an int index, got a str",
+            ("i", "got a str"),
         ),
         (
             lambda: require_number(math.nan, "t", low=0),
             ValueError,
-            "t must be a finite number >= 0, got nan",
+            ("t", ">= 0", "got nan"),
         ),
         (
             lambda: require_number(math.inf, "t"),
             ValueError,
-            "t must be a finite number, got inf",
+            ("t", "got inf"),
         ),
         (
             lambda: require_number(1, "base", low=1, low_open=True),
             ValueError,
-            "base must be a finite number > 1",
+            ("base", "> 1"),
         ),
         (
             lambda: require_number(1.0, "p", low=0, high=1, high_open=True),
             ValueError,
-            r"in \[0, 1\), got 1.0",
+            ("in [0, 1), got 1.0",),
         ),
         (
             lambda: require_number(False, "p"),
             TypeError,
-            "p must be a finite number, got a bool",
+            ("p", "got a bool"),
         ),
     ],
 )
 def test_scalar_checks_name_the_expected_range_and_what_came(call, error, message):
-    with pytest.raises(error, match=message):
+    with raises(error, *message):
         call()
 
 
 def test_scalar_checks_return_what_passes():
     assert require_int(0, "n", low=0) == 0 and require_int(3, "k", low=1, high=3) == 3
-    assert require_index(2, "i", 3) == 2
+    assert require_int(2, "i", low=0, high=2) == 2
     assert require_number(2, "x", low=1, low_open=True) == 2.0 and isinstance(
         require_number(2, "x"), float
     )
@@ -190,123 +189,140 @@ def test_tensor_rules_name_what_was_expected_and_what_came():
     from companion.validation import (
         check_labels,
         check_pair,
-        check_token_ids,
         check_windowed_stream,
+        require_context,
         require_entries,
         require_floats,
+        require_ids,
+        require_ndim,
+        require_same_dtype,
+        require_tensor,
     )
 
+    ids = torch.zeros(1, 3, dtype=torch.long)
     cases = [
         (
-            lambda: require_floats(
-                torch.ones(3), "a", "(..., m, n)", min_ndim=2, what="a matrix"
-            ),
+            lambda: require_floats(torch.ones(3), "a", "(..., m, n)", min_ndim=2),
             ValueError,
-            r"a must be a matrix \(\.\.\., m, n\) \(at least 2 dimensions\), got shape \(3,\)",
+            ("a", "at least 2 dimensions", "(..., m, n)", "got shape (3,)"),
         ),
         (
             lambda: require_floats(torch.ones(4, 10), "w", "(d, R)", shape=(3, "R")),
             ValueError,
-            r"w must have shape \(d, R\) = \(3, R\), got shape \(4, 10\)",
-        ),
-        (
-            lambda: require_floats(
-                torch.ones(0, 2), "x", "(N, dim)", ndim=2, nonempty=(0,)
-            ),
-            ValueError,
-            "at least one entry along dimension 0",
-        ),
-        (
-            lambda: require_floats(torch.ones(2), "m", shape=(2,), dtype=torch.float64),
-            TypeError,
-            "m must have dtype torch.float64",
+            ("w", "(d, R) = (3, R)", "got shape (4, 10)"),
         ),
         (
             lambda: require_floats(torch.ones(2, dtype=torch.long), "x"),
             TypeError,
-            "floating-point",
+            ("x", "floating-point", "got dtype torch.int64"),
+        ),
+        (
+            lambda: require_tensor([1], "m", "bool"),
+            TypeError,
+            ("m", "boolean", "got a list"),
+        ),
+        (
+            lambda: require_tensor(torch.ones(2), "mask", "bool"),
+            TypeError,
+            ("mask", "boolean", "got dtype torch.float32", "mask == 0"),
+        ),
+        (
+            lambda: require_ndim(torch.ones(2), "x", 3, "(b, n, d)", at_least=True),
+            ValueError,
+            ("x", "at least 3 dimensions (b, n, d)", "got shape (2,)"),
+        ),
+        (
+            lambda: require_same_dtype(m=torch.ones(2), x=torch.ones(2).double()),
+            TypeError,
+            ("m and x", "one dtype", "torch.float32 and torch.float64"),
         ),
         (
             lambda: require_entries(
                 torch.tensor([1, 0, 3]), "counts", low=0, low_open=True
             ),
             ValueError,
-            r"counts must be > 0 entrywise, got an entry 0 \(shape \(3,\)\)",
+            ("counts", "> 0", "got an entry 0"),
         ),
         (
             lambda: require_entries(torch.tensor([0.5, math.nan]), "p", low=0, high=1),
             ValueError,
-            r"p must lie in \[0, 1\] entrywise, got an entry nan",
+            ("p", "[0, 1]", "got an entry nan"),
         ),
         (
             lambda: require_entries(torch.tensor([True]), "m", low=0),
             TypeError,
-            "real numbers",
+            ("m", "real numbers", "got dtype torch.bool"),
         ),
         (
             lambda: check_pair(torch.ones(5, 3), torch.ones(4, 2), ndim=2),
             ValueError,
-            "same last dimension d",
+            ("same last dimension d", "3 ≠ 2"),
         ),
         (
             lambda: check_pair(torch.ones(2, 3), torch.ones(3, 3)),
             ValueError,
-            "must broadcast against each other",
+            ("x and y", "broadcast", "(2, 3) and (3, 3)"),
         ),
         (
             lambda: check_pair(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.float64)),
             TypeError,
-            "share one dtype",
+            ("x and y", "one dtype"),
         ),
         (
             lambda: check_windowed_stream(
                 torch.arange(3), 2, None, torch.tensor([1, 3, 1])
             ),
             ValueError,
-            r"windows must lie in \[1, 2\] entrywise, got an entry 3",
+            ("windows", "[1, 2]", "got an entry 3"),
         ),
         (
             lambda: check_windowed_stream(
                 torch.arange(3), 2, torch.zeros(2, dtype=torch.long)
             ),
             ValueError,
-            "sentence_ids must have the shape of ids",
+            ("sentence_ids", "shape of ids (3,)", "got (2,)"),
         ),
         (
-            lambda: check_token_ids(
-                torch.zeros(2, 1, dtype=torch.long), "ids", None, min_length=2
-            ),
+            lambda: require_ids(ids[:, :1], "ids", min_length=2),
             ValueError,
-            r"at least two tokens per sequence \(n >= 2\)",
+            ("ids", "at least 2 tokens", "got shape (1, 1)"),
         ),
         (
-            lambda: check_token_ids(
-                torch.zeros(1, 3, dtype=torch.long), "ids", 5, 4, offset=2
-            ),
+            lambda: require_ids(ids + 5, "ids", 5),
             ValueError,
-            "3 positions .* after 2 cached ones, more than the context length T = 4",
+            ("ids", "[0, 4]", "got index 5"),
+        ),
+        (
+            lambda: require_ids(ids.float(), "ids"),
+            TypeError,
+            ("ids", "integer", "got dtype torch.float32"),
+        ),
+        (
+            lambda: require_context(ids, "ids", 4, offset=2),
+            ValueError,
+            ("ids", "3 positions", "after 2 cached ones", "context length T = 4"),
         ),
         (
             lambda: check_labels("abc", "words", 3, "(one per row)"),
             TypeError,
-            "sequence of 3 labels",
+            ("words", "3 labels", "got a str"),
         ),
         (
             lambda: check_labels(["a"], "words", 3, "(one per row)"),
             ValueError,
-            r"3 labels \(one per row\), got 1",
+            ("words", "3 labels", "got 1"),
         ),
         (
-            lambda: require_index(12, "bos_id", 12, predicate="be a token id"),
+            lambda: require_int(12, "bos_id", low=0, high=11, why="a token id"),
             ValueError,
-            r"bos_id must be a token id in \[0, 12\), got 12",
+            ("bos_id", "[0, 11] (a token id)", "got 12"),
         ),
     ]
-    for call, error, message in cases:
-        with pytest.raises(error, match=message):
+    for call, error, fragments in cases:
+        with raises(error, *fragments):
             call()
     # why= says the reason
-    with pytest.raises(ValueError, match=r"n_heads.*\(what fits on the page\), got 7"):
+    with raises(ValueError, "n_heads", "(what fits on the page), got 7"):
         require_int(7, "n_heads", low=1, high=6, why="what fits on the page")
     assert require_int(3, "n_heads", low=1, high=6) == 3
 
@@ -334,12 +350,12 @@ def test_tensor_rules_return_what_passes():
     assert torch.equal(windows, torch.full((3,), 2)) and torch.equal(
         sentences, torch.zeros(3, dtype=torch.long)
     )
-    with pytest.raises(ValueError, match="empty"):
+    with raises(ValueError, "ids", "at least 1 token", "got shape (0,)"):
         check_token_stream(ids[:0], 2, nonempty=True)
 
 
-def test_a_door_checks_the_arguments_once_and_the_unchecked_function_skips_the_check():
-    from companion.validation import door
+def test_a_door_checks_the_arguments_and_skip_checks_turns_it_off():
+    from companion.validation import door, skip_checks
 
     calls = []
 
@@ -354,27 +370,70 @@ def test_a_door_checks_the_arguments_once_and_the_unchecked_function_skips_the_c
 
     assert shift(1) == 2 and calls == [(1, 1)]  # the default reaches the check
     assert shift(1, n=3) == 4 and calls == [(1, 1), (1, 3)]
-    with pytest.raises(ValueError, match="n must be"):
+    with raises(ValueError, "n", ">= 0", "got -1"):
         shift(1, n=-1)
-    # internal calls skip the door
-    assert shift.unchecked(1, n=-1) == 0 and len(calls) == 3
+    # a loop whose inputs were checked skips the doors
+    with skip_checks():
+        assert shift(1, n=-1) == 0 and len(calls) == 3
+    with raises(ValueError, "n", "got -1"):  # and only inside the block
+        shift(1, n=-1)
     assert shift.__doc__ == "x + n." and shift.__name__ == "shift"
 
 
-def test_generate_checks_its_prompt_at_its_own_door_only(monkeypatch):
-    """generate checks ids once; the shared loop it drives does not check them again."""
-    from companion import decoding, gpt
+def test_the_decoding_loops_check_their_input_once_and_never_per_step(monkeypatch):
+    """generate and greedy_decode check the prompt (the source) at their door; the steps of the loop call the
+    model unchecked, while a reader's own model(ids) is checked."""
+    from companion import decoding, gpt, transformer
 
+    calls = []
+
+    def counted(module):
+        real = module.require_ids
+        monkeypatch.setattr(
+            module,
+            "require_ids",
+            lambda x, name, *a, **k: calls.append(name) or real(x, name, *a, **k),
+        )
+
+    for module in (decoding, gpt, transformer):
+        counted(module)
     model = gpt.GPT(
         gpt.GPTConfig(
             vocab_size=11, context_length=16, n_layers=1, d_model=8, n_heads=2
         )
     )
-    seen = []
-    monkeypatch.setattr(decoding, "check_token_ids", lambda *a, **k: seen.append(a))
-    out = gpt.generate(model, torch.ones(2, 3, dtype=torch.long), 4, temperature=0)
-    assert out.shape == (2, 7) and seen == []
-    with pytest.raises(ValueError, match="top_k"):
+    for use_cache in (True, False):
+        calls.clear()
+        out = gpt.generate(
+            model,
+            torch.ones(2, 3, dtype=torch.long),
+            4,
+            temperature=0,
+            use_cache=use_cache,
+        )
+        assert out.shape == (2, 7) and calls == ["ids"]  # the door's check, no step's
+    calls.clear()
+    model(torch.ones(2, 3, dtype=torch.long))
+    assert calls == ["ids"]  # a reader's call is checked
+    with raises(ValueError, "ids", "[0, 10]", "got index 11"):
+        model(torch.full((1, 2), 11))
+    with raises(ValueError, "top_k", "got 12"):
         gpt.generate(model, torch.ones(1, 3, dtype=torch.long), 2, top_k=12)
-    with pytest.raises(ValueError, match="at least one token"):
+    with raises(ValueError, "ids", "at least 1 token", "got shape (1, 0)"):
         gpt.generate(model, torch.ones(1, 0, dtype=torch.long), 2)
+
+    seq2seq = transformer.EncoderDecoder(
+        transformer.TransformerConfig(
+            src_vocab_size=7, tgt_vocab_size=9, d_model=8, n_heads=2, d_ff=16,
+            n_encoder_layers=1, n_decoder_layers=1, context_length=16,
+        )
+    )  # fmt: skip
+    calls.clear()
+    out = transformer.greedy_decode(
+        seq2seq, torch.ones(2, 3, dtype=torch.long), bos_id=1, max_new_tokens=5
+    )
+    assert out.shape == (2, 6) and calls == ["src"]  # the source once, no step's target
+    with raises(ValueError, "tgt", "[0, 8]", "got index 9"):
+        seq2seq.decode(
+            torch.full((1, 2), 9), seq2seq.encode(torch.ones(1, 3, dtype=torch.long))
+        )

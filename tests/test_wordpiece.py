@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from raising import raises
 
 from companion.data import python_docs
 from companion.wordpiece import (
@@ -224,18 +225,18 @@ def test_final_sigma_follows_python_as_bert_does():
 
 def test_bad_input(vocab_file, tmp_path):
     ours = WordPieceTokenizer.from_file(vocab_file)
-    with pytest.raises(TypeError, match="text must be a str"):
+    with raises(TypeError, "text must be a str"):
         ours.encode(["hello"])
     with pytest.raises(
         ValueError, match=r"token ids must lie in \[0, \d+\), got 99999"
     ):
         ours.decode([5, 99999])
-    with pytest.raises(ValueError, match=r"missing \['\[MASK\]'\]"):
+    with raises(ValueError, "missing ['[MASK]']"):
         WordPieceTokenizer({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3})
-    with pytest.raises(FileNotFoundError, match="no vocab.txt"):
+    with raises(FileNotFoundError, "no vocab.txt"):
         load_vocab(tmp_path / "missing.txt")
     (tmp_path / "dup.txt").write_text("[PAD]\na\na\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="'a' appears twice"):
+    with raises(ValueError, "'a' appears twice"):
         load_vocab(tmp_path / "dup.txt")
 
 

@@ -25,7 +25,9 @@ from ..linear_attention import (
     linear_attention_step,
     quadratic_linear_attention,
 )
-from ..validation import require_positive_int
+from ..validation import (
+    require_int,
+)
 from .measuring import time_call
 
 __all__ = [
@@ -98,10 +100,10 @@ def measure_generation(
         Two :class:`GenerationMeasurement` per length (linear first).
     """
     for name, value in (("d", d), ("heads", heads), ("batch", batch)):
-        require_positive_int(value, name)
+        require_int(value, name, low=1)
     lengths = list(lengths)
     for length in lengths:
-        require_positive_int(length, "each length")
+        require_int(length, "each length", low=1)
     generator = torch.Generator().manual_seed(seed)
     rows: list[GenerationMeasurement] = []
     for length in lengths:

@@ -20,10 +20,9 @@ from ..attention import blocked_attention, scaled_dot_product_attention
 from ..validation import (
     describe,
     require_entries,
+    require_int,
     require_number,
-    require_positive_int,
     require_positive_ints,
-    require_positive_number,
 )
 
 __all__ = [
@@ -275,7 +274,7 @@ def measure_attention(
     )
     limits = {} if max_n is None else max_n
     for n in ns:
-        require_positive_int(n, "each n")
+        require_int(n, "each n", low=1)
     if (
         not isinstance(impls, Mapping)
         or not impls
@@ -289,12 +288,12 @@ def measure_attention(
             f"max_n must map implementation names to the longest n, got {describe(limits)}"
         )
     for name, limit in limits.items():
-        require_positive_int(limit, f"max_n[{name!r}]")
+        require_int(limit, f"max_n[{name!r}]", low=1)
     if reference is not None and reference not in impls:
         raise ValueError(
             f"reference must be one of the implementations {list(impls)}, got {reference!r}"
         )
-    require_positive_number(qk_std, "qk_std")
+    require_number(qk_std, "qk_std", low=0, low_open=True)
     generator = torch.Generator().manual_seed(seed)
     rows: list[AttentionMeasurement] = []
     for n in ns:

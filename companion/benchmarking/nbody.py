@@ -10,7 +10,9 @@ from typing import Literal
 import torch
 
 from ..nbody import cell_potential, default_n_cells, direct_potential, relative_error
-from ..validation import require_positive_int
+from ..validation import (
+    require_int,
+)
 from .measuring import time_call
 
 __all__ = ["NBodyMeasurement", "measure_nbody"]
@@ -45,7 +47,7 @@ def measure_nbody(
     rows = []
     generator = torch.Generator().manual_seed(seed)
     for n in ns:
-        require_positive_int(n, "each n")
+        require_int(n, "each n", low=1)
         x = torch.rand(n, dim, generator=generator, dtype=torch.float64)
         m = torch.ones(n, dtype=torch.float64)
         exact = direct_potential(x, m)

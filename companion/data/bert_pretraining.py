@@ -25,10 +25,9 @@ from torch import Tensor
 from ..bert import IGNORE_INDEX
 from ..validation import (
     describe,
-    require_index,
-    require_integer_tensor,
+    require_int,
     require_number,
-    require_positive_int,
+    require_tensor,
 )
 
 __all__ = ["IS_NEXT", "NOT_NEXT", "mask_tokens", "next_sentence_pairs"]
@@ -57,11 +56,11 @@ def mask_tokens(
     ``mask_id`` with probability ``mask_fraction``, a random non-special id with probability
     ``random_fraction``, and stays as it is otherwise. ``mask_id`` always counts as special.
     """
-    require_integer_tensor(input_ids, "input_ids")
-    require_positive_int(vocab_size, "vocab_size")
+    require_tensor(input_ids, "input_ids", "int")
+    require_int(vocab_size, "vocab_size", low=1)
     special = sorted({int(i) for i in special_ids} | {mask_id})
     for i in special:
-        require_index(i, "mask_id and special_ids", vocab_size, predicate="lie")
+        require_int(i, "mask_id and special_ids", low=0, high=vocab_size - 1)
     if input_ids.numel() and not (
         0 <= int(input_ids.min()) and int(input_ids.max()) < vocab_size
     ):

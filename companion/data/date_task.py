@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..text import BOS, EOS, PAD, UNK, Vocabulary
-from ..validation import describe, require_index, require_positive_int
+from ..validation import (
+    describe,
+    require_int,
+)
 
 __all__ = [
     "TEMPLATES",
@@ -143,7 +146,7 @@ def date_to_words(date: dt.date, template: int = 0) -> str:
     ``date_to_words(date(1991, 3, 23))`` is ``"twenty-third of march nineteen ninety-one"``.
     """
     _require_date(date)
-    require_index(template, "template", len(TEMPLATES))
+    require_int(template, "template", low=0, high=len(TEMPLATES) - 1)
     return TEMPLATES[template].format(
         day=_ordinal(date.day),
         month=MONTHS[date.month - 1],
@@ -284,8 +287,8 @@ def make_date_dataset(
     Returns:
         A :class:`DateDataset`.
     """
-    require_positive_int(n_train, "n_train")
-    require_positive_int(n_test, "n_test")
+    require_int(n_train, "n_train", low=1)
+    require_int(n_test, "n_test", low=1)
     n_days = (LAST_DATE - FIRST_DATE).days + 1
     if n_train + n_test > n_days:
         raise ValueError(
@@ -334,7 +337,7 @@ def date_batches(
 
     The source is cut to the longest sequence of the batch (less padding, faster steps).
     """
-    require_positive_int(batch_size, "batch_size")
+    require_int(batch_size, "batch_size", low=1)
     generator = torch.Generator().manual_seed(seed)
     n = data.train_src.shape[0]
 

@@ -19,8 +19,7 @@ import torch.nn.functional as F
 
 from ..validation import (
     describe,
-    require_integer_tensor,
-    require_positive_int,
+    require_int,
     require_tensor,
 )
 
@@ -46,7 +45,7 @@ class RecallTask:
 
     def __post_init__(self) -> None:
         for name in ("n_pairs", "n_keys", "n_values"):
-            require_positive_int(getattr(self, name), name)
+            require_int(getattr(self, name), name, low=1)
         if self.n_pairs > self.n_keys:
             raise ValueError(
                 f"n_pairs must be at most n_keys = {self.n_keys} (keys differ), got {self.n_pairs}"
@@ -74,7 +73,7 @@ def make_recall_batch(
     Deterministic: the same ``seed`` gives the same batch. Keys of one sequence are distinct (a random
     permutation's first ``m``), values are drawn with replacement, the queried pair is uniform.
     """
-    require_positive_int(n_examples, "n_examples")
+    require_int(n_examples, "n_examples", low=1)
     if not isinstance(task, RecallTask):
         raise TypeError(f"task must be a RecallTask, got {describe(task)}")
     g = torch.Generator().manual_seed(seed)
@@ -95,7 +94,7 @@ def recall_answers(
     tokens: torch.Tensor, task: RecallTask = RecallTask()
 ) -> torch.Tensor:
     """The answer of each sequence (B, 2m + 2) → (B,), found by reading the pairs one by one (a reference)."""
-    require_integer_tensor(tokens, "tokens")
+    require_tensor(tokens, "tokens", "int")
     if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
         raise ValueError(
             f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}"
@@ -119,8 +118,8 @@ def recall_lm_targets(
 
     Use with ``F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)``.
     """
-    require_integer_tensor(tokens, "tokens")
-    require_integer_tensor(answers, "answers")
+    require_tensor(tokens, "tokens", "int")
+    require_tensor(answers, "answers", "int")
     if tokens.ndim != 2 or answers.shape != tokens.shape[:1]:
         raise ValueError(
             f"tokens must be (batch, T) and answers (batch,), got shapes {tuple(tokens.shape)} and "
@@ -134,7 +133,7 @@ def recall_lm_targets(
 def recall_accuracy(logits: torch.Tensor, answers: torch.Tensor) -> float:
     """Fraction of sequences whose most likely token is the answer: logits (B, V) or (B, T, V) (last position used)."""
     require_tensor(logits, "logits")
-    require_integer_tensor(answers, "answers")
+    require_tensor(answers, "answers", "int")
     if logits.ndim == 3:
         logits = logits[:, -1]
     if logits.ndim != 2 or answers.shape != logits.shape[:1]:
@@ -152,7 +151,7 @@ def no_lookup_accuracy(
 
     Returns (a uniform choice among the distinct values of the sequence, its most frequent value).
     """
-    require_integer_tensor(tokens, "tokens")
+    require_tensor(tokens, "tokens", "int")
     if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
         raise ValueError(
             f"tokens must have shape (batch, {task.seq_len}), got shape {tuple(tokens.shape)}"

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 import torch
 
 from ..bert import bert_inputs
-from ..validation import describe, require_positive_int
+from ..validation import (
+    describe,
+    require_int,
+)
 
 __all__ = ["EVENTS", "SpanExample", "make_span_examples", "span_inputs"]
 
@@ -81,8 +84,8 @@ def make_span_examples(
     """``n`` examples drawn with ``random.Random(seed)`` from the people and cities of ``split`` ("train" or
     "test"), each context ``facts`` sentences long (at most 5); the question asks where, when or who, each a third
     of the time."""
-    require_positive_int(n, "n")
-    if require_positive_int(facts, "facts") > len(EVENTS):
+    require_int(n, "n", low=1)
+    if require_int(facts, "facts", low=1) > len(EVENTS):
         raise ValueError(
             f"facts must be at most {len(EVENTS)} (one event each), got {facts}"
         )

@@ -8,7 +8,10 @@ from torch import nn
 
 from ..attention import MultiHeadAttention
 from ..transformer import DecoderBlock, EncoderBlock, LayerNorm
-from ..validation import describe, require_bool_mask, require_tensor
+from ..validation import (
+    describe,
+    require_tensor,
+)
 
 __all__ = [
     "mha_from_torch",
@@ -134,7 +137,7 @@ def decoder_block_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderBlock:
 def to_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:
     """A companion mask (``True`` = may attend) in ``nn.MultiheadAttention``'s convention (``True`` = masked
     out): ``~mask``, same shape."""
-    return ~require_bool_mask(mask)
+    return ~require_tensor(mask, "mask", "bool")
 
 
 def from_torch_mha_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -159,7 +162,7 @@ def to_additive_mask(
 ) -> torch.Tensor:
     """A companion boolean mask as the additive float mask ``0`` (allowed) / ``-inf`` (forbidden) of
     ``torch.nn.Transformer.generate_square_subsequent_mask``, same shape."""
-    mask = require_bool_mask(mask)
+    mask = require_tensor(mask, "mask", "bool")
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
         ~mask, float("-inf")
     )

@@ -11,7 +11,11 @@ import torch
 from matplotlib.axes import Axes
 
 from ..benchmarking import AttentionMeasurement, fit_loglog_slope
-from ..validation import check_labels, describe, require_positive_int
+from ..validation import (
+    check_labels,
+    describe,
+    require_int,
+)
 
 __all__ = ["plot_attention", "plot_attention_heads", "plot_attention_cost"]
 
@@ -208,7 +212,7 @@ def plot_attention_cost(
         raise ValueError(
             f"names must be some of the measured implementations {measured}, got {names}"
         )
-    guides = [require_positive_int(p, "guide") for p in guides]  # powers of n
+    guides = [require_int(p, "guide", low=1) for p in guides]  # powers of n
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     elif len(axes) != 2:

@@ -22,9 +22,9 @@ from ..bpe import BPETokenizer
 from ..data import python_docs
 from ..gpt import GPT, GPTConfig, next_token_loss
 from ..validation import (
+    require_int,
     require_ndim,
     require_number,
-    require_positive_int,
     require_positive_ints,
 )
 from .loop import train, warmup_cosine_schedule
@@ -76,7 +76,7 @@ def random_windows(
 ) -> torch.Tensor:
     """``batch_size`` windows of ``length + 1`` consecutive ids at random starts: (B, length + 1), drawn with
     replacement from the windows of stride 1 (:class:`~companion.training.windows.NextTokenWindows`)."""
-    require_positive_int(batch_size, "batch_size")
+    require_int(batch_size, "batch_size", low=1)
     every_start = NextTokenWindows(ids, length, stride=1)
     return every_start.windows(
         torch.randint(0, len(every_start), (batch_size,), generator=generator)

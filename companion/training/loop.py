@@ -10,7 +10,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..validation import describe, require_int, require_positive_int
+from ..validation import (
+    describe,
+    require_int,
+)
 
 __all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
 
@@ -94,8 +97,8 @@ def transformer_schedule(
     optimizer with ``lr=1.0`` to get exactly this formula (the paper used Adam with β₁ = 0.9, β₂ = 0.98,
     ε = 10⁻⁹, ``d_model = 512`` and 4,000 warm-up steps).
     """
-    require_positive_int(d_model, "d_model")
-    require_positive_int(warmup_steps, "warmup_steps")
+    require_int(d_model, "d_model", low=1)
+    require_int(warmup_steps, "warmup_steps", low=1)
 
     def factor(t: int) -> float:
         s = t + 1
@@ -162,7 +165,7 @@ def train(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
-    require_positive_int(steps, "steps")
+    require_int(steps, "steps", low=1)
     if not callable(loss_fn):
         raise TypeError(
             f"loss_fn must be a function (model, batch) -> loss, got {describe(loss_fn)}"

@@ -13,7 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.recall_task import TEST_SEED, RecallTask, make_recall_batch, recall_accuracy
-from ..validation import describe, require_int, require_positive_int
+from ..validation import (
+    describe,
+    require_int,
+)
 from .loop import train
 
 __all__ = ["train_recall"]
@@ -47,7 +50,7 @@ def train_recall(
         ("batch_size", batch_size),
         ("test_size", test_size),
     ):
-        require_positive_int(value, name)
+        require_int(value, name, low=1)
     why = f"(seed + 1) * steps <= {TEST_SEED}, the test batches' seed"
     require_int(seed, "seed", low=0, high=TEST_SEED // steps - 1, why=why)
     test_tokens, test_answers = make_recall_batch(test_size, task, seed=TEST_SEED)

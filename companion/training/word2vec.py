@@ -38,9 +38,9 @@ from tqdm.auto import tqdm
 from ..text import Vocabulary
 from ..validation import (
     describe,
-    require_floating_tensor,
+    require_int,
     require_ndim,
-    require_positive_int,
+    require_tensor,
 )
 from ..word2vec import (
     _check_sentences,
@@ -123,7 +123,7 @@ class Word2VecConfig:
             "batch_pairs",
             "slices",
         ):
-            require_positive_int(getattr(self, name), name)
+            require_int(getattr(self, name), name, low=1)
         if not 0 <= self.sample < 1:
             raise ValueError(f"sample must lie in [0, 1), got {self.sample}")
         if not 0 < self.min_alpha <= self.alpha:
@@ -131,7 +131,7 @@ class Word2VecConfig:
                 f"need 0 < min_alpha <= alpha, got min_alpha={self.min_alpha}, alpha={self.alpha}"
             )
         if self.threads is not None:
-            require_positive_int(self.threads, "threads")
+            require_int(self.threads, "threads", low=1)
         if self.architecture == "cbow" and not self.shared_negatives:
             raise ValueError(
                 "shared_negatives=False applies to skip-gram only (CBOW has one output per window)"
@@ -185,7 +185,7 @@ def to_keyed_vectors(
     vectors: torch.Tensor, words: Sequence[str], counts: torch.Tensor | None = None
 ) -> Any:
     """A gensim ``KeyedVectors`` holding ``vectors`` (``(V, D)``) under the keys ``words``, in this order."""
-    require_floating_tensor(vectors, "vectors")
+    require_tensor(vectors, "vectors", "float")
     require_ndim(vectors, "vectors", 2, "(V, D)")
     if len(words) != vectors.shape[0]:
         raise ValueError(
