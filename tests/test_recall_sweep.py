@@ -113,19 +113,30 @@ def test_tiny_bound_sweep_appends_its_runs_and_collects_a_record(tmp_path):
     bound = load_bound_script()
     out, made = tmp_path / "runs.jsonl", tmp_path / "record.json"
     argv = "--cells 1:2 2:3 --kinds softmax performer softmax+linear --seeds 0 --steps 4 --every 2 --keys 4 --values 3"
-    runs = bound.main(f"{argv} --jobs 1 --out {out}".split())
-    assert len(runs) == 2 * 3 and all(r["history"][-1][0] == 4 for r in runs)
-    # done runs are skipped
-    assert bound.main(f"{argv} --jobs 1 --out {out}".split()) == []
-    bound.main(
-        f"--collect {out} --json {made} --cells 1:2 2:3 --keys 4 --values 3 --command x".split()
+    runs = bound.main(f"{argv} --low-lr-cells 2:3 --jobs 1 --out {out}".split())
+    assert len(runs) == 2 * 3 and all(
+        r["history"][-1][0] == r["steps"] == 4 for r in runs
     )
+    assert all(r["lr"] == (1e-3 if r["n_pairs"] == 3 else 3e-3) for r in runs)
+    # done runs are skipped; a run of another learning rate is not done
+    assert bound.main(f"{argv} --low-lr-cells 2:3 --jobs 1 --out {out}".split()) == []
+    again = bound.main(
+        f"{argv} --low-lr-cells --kinds softmax --jobs 1 --out {out}".split()
+    )
+    assert [(r["n_pairs"], r["lr"]) for r in again] == [(3, 3e-3)]
+    cells = "--cells 1:2 2:3 --low-lr-cells 2:3 --steps 4 --keys 4 --values 3"
+    bound.main(f"--collect {out} --json {made} {cells} --command x".split())
     made = json.loads(made.read_text())
     assert (
         len(made["runs"]) == 6
         and set(made["no_lookup"]) == {"2", "3"}
         and made["command"] == "x"
     )
+    # the run of another budget is kept apart
+    assert [(r["kind"], r["n_pairs"], r["lr"]) for r in made["other_budgets"]] == [
+        ("softmax", 3, 3e-3)
+    ]
+    assert made["settings"]["low_lr_cells"] == [[2, 3]]
 
 
 #: the cells of the first record (seeds 0 and 1 of every kind); the r = 8 line came later, for seed 0 only
