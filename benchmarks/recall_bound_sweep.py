@@ -22,13 +22,22 @@ per layer with h = 1 head:
 - ``softmax+linear``: layer 1 softmax, layer 2 elu + 1 linear attention (r features), the diagnostic that
   separates the lookup (layer 2) from the previous-token step of layer 1.
 
+Every run trains for ``--steps`` (1,000) at ``--lr`` (3e-3), except in ``--low-lr-cells`` (r = 8 with 16 and
+32 pairs), which train at ``--low-lr`` (1e-3) for every kind: at 3e-3 softmax attention stayed in the
+no-lookup band at 16 pairs for 1,000 and for 3,000 steps, and at 1e-3 it learned them by step 1,000 (the
+trials are in the record, as ``other_budgets``). Each run records its ``steps`` and ``lr``.
+
 Each run appends one JSON line to ``--out`` as soon as it ends (a killed sweep loses only the runs in flight;
-runs already in the file are skipped when the same command is run again). ``--collect FILE`` reads such a file
+runs of the same kind, cell, seed, steps and learning rate already in the file are skipped when the same
+command is run again). ``--collect FILE`` reads such a file
 and writes the record ``--json`` with the cells' no-lookup bands
 (:func:`companion.data.recall_task.no_lookup_accuracy` on the test set), ``--command``, the commands that made
 the runs, and ``--note``. A cell with more pairs than ``--keys`` uses N keys (the keys of a sequence differ):
 16 keys everywhere but N = 32, which has 32; each run records its ``n_keys``. The shipped record
-``companion/data/recall_bound_sweep.json`` holds the part of the default grid that its note lists.
+``companion/data/recall_bound_sweep.json`` holds the part of the default grid that its note lists; its
+``command`` gives the commands that made it, and its runs' ``cpu_seconds`` their cost (33 CPU minutes, and 9
+more for the trials in ``other_budgets``, on a 2-core x86-64 machine shared with other work, one thread per
+run).
 """
 
 from __future__ import annotations
@@ -67,11 +76,31 @@ KINDS = ("softmax", "linear", "softmax+linear", "performer", "fmmformer", "band"
 GRID = ((2, 2), (2, 4), (2, 8), (4, 4), (8, 4), (8, 8), (8, 16), (8, 32))
 #: band attention's state is its window, whatever r: it runs at r = 2 (N = 2, 4) and along r = 8.
 BAND_CELLS = ((2, 2), (2, 4), (8, 4), (8, 8), (8, 16), (8, 32))
+#: cells that train at ``--low-lr`` instead of ``--lr`` (every kind): along r = 8, 16 and 32 pairs, where
+#: softmax attention did not learn the lookup at 3e-3 (0.18 at 16 pairs after 1,000 and after 3,000 steps).
+LOW_LR_CELLS = ((8, 16), (8, 32))
 
 
 def cell_keys(n_pairs: int, keys: int) -> int:
     """The keys of a cell: ``--keys``, or N where N is larger (the N keys of a sequence must differ)."""
     return max(keys, n_pairs)
+
+
+def cell_lr(r: int, n_pairs: int, args: argparse.Namespace) -> float:
+    """The learning rate of a cell: ``--low-lr`` in the ``--low-lr-cells``, else ``--lr``."""
+    low_cells = {tuple(int(x) for x in cell.split(":")) for cell in args.low_lr_cells}
+    return args.low_lr if (r, n_pairs) in low_cells else args.lr
+
+
+def run_budget(run_: dict) -> tuple[int, float]:
+    """The steps and learning rate of a recorded run (runs from before they were recorded: the history's last
+    step, and 3e-3)."""
+    return run_.get("steps", run_["history"][-1][0]), run_.get("lr", 3e-3)
+
+
+def cell_budget(r: int, n_pairs: int, args: argparse.Namespace) -> tuple[int, float]:
+    """The steps and learning rate a run of the cell trains with."""
+    return args.steps, cell_lr(r, n_pairs, args)
 
 
 def planned_cells(kind: str, args: argparse.Namespace) -> list[tuple[int, int]]:
@@ -132,8 +161,9 @@ def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
         n_pairs=n_pairs, n_keys=cell_keys(n_pairs, args.keys), n_values=args.values
     )
     model = make_model(kind, task, r, seed, args)
+    steps, lr = cell_budget(r, n_pairs, args)
     history = recall_recipe.train_recall(
-        model, task, steps=args.steps, every=args.every, seed=seed, lr=args.lr
+        model, task, steps=steps, every=args.every, seed=seed, lr=lr
     )
     return {
         "kind": kind,
@@ -142,6 +172,8 @@ def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
         "n_pairs": n_pairs,
         "n_keys": task.n_keys,
         "seed": seed,
+        "steps": steps,
+        "lr": lr,
         "accuracy": history[-1][2],
         "cpu_seconds": history[-1][1],
         "history": history,
@@ -151,10 +183,28 @@ def run(job: tuple[str, int, int, int], args: argparse.Namespace) -> dict:
 def collect(runs_file: Path, args: argparse.Namespace) -> dict:
     """The record: the runs of ``runs_file`` in the cells that a kind's seed 0 ran, and each cell's no-lookup band.
 
-    A cell keeps every seed that ran in it, so cells may hold different seeds (a sweep stopped before its last
+    Only runs of the cell's steps and learning rate (:func:`cell_budget`) count; the file's runs of a planned
+    cell with another budget are kept apart, as ``other_budgets`` (the trials the budget was chosen from). A
+    cell keeps every seed that ran in it, so cells may hold different seeds (a sweep stopped before its last
     seeds keeps the cells it finished)."""
     runs = [
         json.loads(line) for line in runs_file.read_text().splitlines() if line.strip()
+    ]
+    runs = [
+        run_ | dict(zip(("steps", "lr"), run_budget(run_), strict=True))
+        for run_ in runs
+    ]
+    planned = {(kind, *cell) for kind in KINDS for cell in planned_cells(kind, args)}
+    other = [
+        run_
+        for run_ in runs
+        if (run_["kind"], run_["r"], run_["n_pairs"]) in planned
+        and (run_["steps"], run_["lr"]) != cell_budget(run_["r"], run_["n_pairs"], args)
+    ]
+    runs = [
+        run_
+        for run_ in runs
+        if (run_["steps"], run_["lr"]) == cell_budget(run_["r"], run_["n_pairs"], args)
     ]
     cells = {
         kind: {
@@ -177,8 +227,11 @@ def collect(runs_file: Path, args: argparse.Namespace) -> dict:
         no_lookup[str(n_pairs)] = recall_task.no_lookup_accuracy(tokens, task)
     settings = {
         k: getattr(args, k)
-        for k in ("keys", "values", "steps", "every", "lr", "d_model", "band")
+        for k in ("keys", "values", "steps", "every", "lr", "low_lr", "d_model", "band")
     }
+    settings["low_lr_cells"] = sorted(
+        [int(x) for x in cell.split(":")] for cell in args.low_lr_cells
+    )
     return {
         "command": args.command,
         "note": args.note,
@@ -195,6 +248,17 @@ def collect(runs_file: Path, args: argparse.Namespace) -> dict:
         "runs": sorted(
             runs, key=lambda r: (r["kind"], r["r"], r["n_pairs"], r["seed"])
         ),
+        "other_budgets": sorted(
+            other,
+            key=lambda r: (
+                r["kind"],
+                r["r"],
+                r["n_pairs"],
+                r["seed"],
+                r["steps"],
+                -r["lr"],
+            ),
+        ),
     }
 
 
@@ -208,6 +272,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument(
+        "--low-lr-cells",
+        nargs="*",
+        default=[f"{r}:{n}" for r, n in LOW_LR_CELLS],
+        help="r:N cells that train at --low-lr",
+    )
+    parser.add_argument("--low-lr", type=float, default=1e-3)
     parser.add_argument("--keys", type=int, default=16)
     parser.add_argument("--values", type=int, default=16)
     parser.add_argument("--d-model", type=int, default=64)
@@ -241,15 +312,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.out is not None and args.out.exists():
         for line in args.out.read_text().splitlines():
             run_ = json.loads(line)
-            done.add((run_["kind"], run_["r"], run_["n_pairs"], run_["seed"]))
+            key = (run_["kind"], run_["r"], run_["n_pairs"], run_["seed"])
+            done.add((*key, *run_budget(run_)))
     jobs = [
         (kind, r, n, seed)
         for kind in args.kinds
         for r, n in planned_cells(kind, args)
         for seed in args.seeds
     ]
-    jobs = [job for job in jobs if job not in done]
-    # seed by seed, three kinds first
+    jobs = [job for job in jobs if (*job, *cell_budget(*job[1:3], args)) not in done]
+    # seed by seed, three kinds first, the longest runs first
     jobs.sort(key=lambda job: (job[3], KINDS.index(job[0]) > 2, -job[2]))
     print(
         f"{platform.machine()}, torch {torch.__version__}, {len(jobs)} runs on {args.jobs} processes",
@@ -276,7 +348,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for future in as_completed([pool.submit(run, job, args) for job in jobs]):
                 keep(future.result())
     print(
-        f"{len(results)} runs of {args.steps} steps in {time.perf_counter() - started:.0f} s",
+        f"{len(results)} runs in {time.perf_counter() - started:.0f} s",
         flush=True,
     )
     return results

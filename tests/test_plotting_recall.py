@@ -66,3 +66,19 @@ def test_plot_recall_bound_rejects_inconsistent_input():
     with raises(ValueError, "no_lookup must be"):
         plot_recall_bound(RUNS, {8: (0.2, 0.3)})
     plt.close("all")
+
+
+def test_plot_recall_bound_draws_the_runs_it_is_told_to_as_open_circles():
+    axes = plot_recall_bound(RUNS, NO_LOOKUP, hollow=lambda run: run["r"] == 8)
+    linear = axes[1]
+    open_dots = [
+        c.get_offsets()
+        for c in linear.collections
+        if c.get_facecolor().size == 0 or c.get_facecolor()[0][3] == 0
+    ]
+    assert len(open_dots) == 1 and list(open_dots[0][:, 1]) == [0.6]  # the r = 8 run
+    filled = [c for c in axes[0].collections if c.get_facecolor()[0][3] > 0]
+    assert sum(len(c.get_offsets()) for c in filled) == 3  # softmax: no r = 8 run
+    labels = [text.get_text() for text in axes[0].figure.legends[0].get_texts()]
+    assert "r = 8, another training budget" in labels  # from the second panel
+    plt.close("all")

@@ -9,7 +9,7 @@ linearly independent, so k ≤ r.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -65,6 +65,8 @@ def plot_recall_bound(
     kinds: Sequence[str] | None = None,
     axes: Sequence[Axes] | None = None,
     title: str = "Trained recall against pairs per feature",
+    hollow: Callable[[Mapping[str, object]], bool] | None = None,
+    hollow_label: str = "another training budget",
 ) -> list[Axes]:
     """Draw each run's test accuracy against N / r (log₂ axis), one panel per kind.
 
@@ -74,6 +76,8 @@ def plot_recall_bound(
         kinds: the panels, in order; default every kind of ``runs``.
         axes: one axes per kind; default a new figure with three panels a row.
         title: the figure's title.
+        hollow: runs for which it is true are drawn as open circles (runs trained another way, say).
+        hollow_label: the legend's words for the open circles.
 
     Returns:
         The axes, one per kind.
@@ -115,14 +119,18 @@ def plot_recall_bound(
             )
         for r in features:
             dots = [run for run in mine if run["r"] == r]
-            if dots:
-                x = np.array([d["n_pairs"] / r for d in dots]) * shift[r]
+            for is_open in (False, True):
+                some = [d for d in dots if bool(hollow and hollow(d)) == is_open]
+                if not some:
+                    continue
+                x = np.array([d["n_pairs"] / r for d in some]) * shift[r]
                 ax.scatter(
                     x,
-                    [d["accuracy"] for d in dots],
+                    [d["accuracy"] for d in some],
                     s=22,
-                    color=colours[r],
-                    label=f"r = {r}",
+                    color=colours[r] if not is_open else "none",
+                    edgecolors=colours[r],
+                    label=f"r = {r}" if not is_open else f"r = {r}, {hollow_label}",
                     zorder=3,
                 )
         ax.plot(
@@ -140,7 +148,11 @@ def plot_recall_bound(
         ax.set_title(kind)
         ax.set_xlabel("pairs per feature, N / r")
         ax.set_ylabel("test accuracy (each dot a seed)")
-    handles, labels = axes[0].get_legend_handles_labels()
+    legend = {}  # label -> handle, over every panel (some draw open circles, some not)
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    handles, labels = list(legend.values()), list(legend)
     handles.append(plt.Line2D([], [], color="0.6", lw=6, alpha=0.5))
     labels.append("no lookup: a value of the sequence, query ignored")
     figure = axes[0].figure
