@@ -26,7 +26,17 @@ from torch import nn
 
 from .. import attention as ref
 from ..masks import causal_mask as _causal_mask
-from .checking import Case, Checker, Mismatch, call, case, compare, expect, show
+from .checking import (
+    Case,
+    Checker,
+    Mismatch,
+    OneCall,
+    call,
+    case,
+    compare,
+    expect,
+    show,
+)
 from .checking.random_state import hidden_inputs
 
 __all__ = [
@@ -49,6 +59,12 @@ _ATTENTION_FAMILY = (
     "companion.attention.attention_loop",
     "companion.attention._attention_weights",
     "companion.attention.blocked_attention",
+)
+
+#: PyTorch's fused attention, one call that computes either of these two exercises whole
+_FUSED_ATTENTION = OneCall(
+    "torch.nn.functional.scaled_dot_product_attention",
+    instead="a matrix product, torch.softmax, masked_fill",
 )
 
 
@@ -118,6 +134,7 @@ check_weightless_self_attention = compare(
     hint="y_i = Σ_j softmax_j(x_iᵀ x_j) x_j; write xᵀ as x.transpose(-2, -1) so that batches work too.",
     what="y",
     withhold=_ATTENTION_FAMILY,
+    one_call=[_FUSED_ATTENTION],
 )
 
 
@@ -205,6 +222,7 @@ check_scaled_dot_product_attention = compare(
     "set to -inf first; k.transpose(-2, -1) makes batches work.",
     what="The attention output",
     withhold=_ATTENTION_FAMILY[1:],
+    one_call=[_FUSED_ATTENTION],
 )
 
 

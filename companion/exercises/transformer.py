@@ -25,7 +25,16 @@ from torch import nn
 
 from .. import positional as ref
 from .. import transformer as companion_transformer
-from .checking import Checker, Mismatch, call, case, compare, expect, show
+from .checking import (
+    Checker,
+    Mismatch,
+    OneCall,
+    call,
+    case,
+    compare,
+    expect,
+    show,
+)
 from .checking.random_state import hidden_inputs
 from .checking.training import expect_trains_like
 
@@ -188,6 +197,17 @@ _LAYER_NORM = (
 )
 
 
+#: PyTorch's layer norm, one call that computes either exercise whole: withheld from both
+_LAYER_NORM_CALLS = tuple(
+    OneCall(name, instead="mean, var, sqrt, arithmetic")
+    for name in (
+        "torch.nn.functional.layer_norm",
+        "torch.layer_norm",
+        "torch.nn.LayerNorm",
+    )
+)
+
+
 def _layer_norm_reference(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
 ) -> torch.Tensor:
@@ -289,6 +309,7 @@ check_layer_norm = compare(
     hint="y = (x - μ) / √(σ² + eps) · weight + bias, with μ and the biased σ² over the last axis.",
     what="The normalised x",
     withhold=_LAYER_NORM,
+    one_call=_LAYER_NORM_CALLS,
 )
 
 
@@ -413,7 +434,10 @@ def _expect_normalises(
 
 
 check_layer_norm_module = Checker(
-    "LayerNorm", _layer_norm_module_cases, withhold=_LAYER_NORM
+    "LayerNorm",
+    _layer_norm_module_cases,
+    withhold=_LAYER_NORM,
+    one_call=_LAYER_NORM_CALLS,
 )
 
 
@@ -601,6 +625,12 @@ check_encoder_block = Checker(
         "companion.transformer.EncoderBlock.__init__",
         "companion.transformer.EncoderBlock.forward",
     ],
+    one_call=[
+        OneCall(
+            "torch.nn.TransformerEncoderLayer",
+            instead="the attention module, nn.Linear, nn.LayerNorm, relu",
+        )
+    ],
 )
 __all__ += ["check_encoder_block"]
 
@@ -703,5 +733,14 @@ check_label_smoothed_cross_entropy = compare(
     hint="loss = mean over the rows with y != ignore_index of -Σ_v q_v log softmax(logits)_v, "
     "q = (1 - ε) one_hot(y) + ε/V.",
     what="The loss",
+    one_call=[
+        OneCall(
+            "torch.nn.functional.cross_entropy",
+            when=lambda *args, **kwargs: bool(kwargs.get("label_smoothing", 0.0)),
+            called="with label_smoothing",
+            instead="log_softmax, one_hot, a weighted sum and a mean; F.cross_entropy without label_smoothing "
+            "is fine",
+        )
+    ],
 )
 __all__ += ["check_label_smoothed_cross_entropy"]

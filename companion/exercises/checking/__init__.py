@@ -89,7 +89,7 @@ from .verdicts import (  # noqa: F401
     NotAttempted,
     Verdict,
 )
-from .withholding import WithheldReference, withheld
+from .withholding import OneCall, WithheldReference, withheld
 
 __all__ = [
     "Verdict",
@@ -109,6 +109,7 @@ __all__ = [
     "restore",
     "withheld",
     "WithheldReference",
+    "OneCall",
     "peak_bytes",
     "expect_memory",
     "RemoteMemory",
