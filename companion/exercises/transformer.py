@@ -736,8 +736,7 @@ check_label_smoothed_cross_entropy = compare(
     one_call=[
         OneCall(
             "torch.nn.functional.cross_entropy",
-            when=lambda *args, **kwargs: bool(kwargs.get("label_smoothing", 0.0)),
-            called="with label_smoothing",
+            keyword="label_smoothing",
             instead="log_softmax, one_hot, a weighted sum and a mean; F.cross_entropy without label_smoothing "
             "is fine",
         )

@@ -61,8 +61,9 @@ class Checker:
             object in a default argument or closure cell (which replacing names cannot reach), is WRONG at once.
         one_call: PyTorch's calls that compute the whole exercise by themselves, where the exercise asks the
             student to build that computation (``"torch.nn.functional.layer_norm"``, or a
-            :class:`~companion.exercises.checking.withholding.OneCall` withheld only for some arguments): withheld
-            like ``withhold``, with a verdict that names the call and says that the exercise asks to build it.
+            :class:`~companion.exercises.checking.withholding.OneCall`, withheld only with a keyword argument if
+            need be): withheld like ``withhold`` (and by the grader in the answer's process), with a verdict that
+            names the call and says that the exercise asks to build it.
 
     Whatever the student's code does, ``verdict`` returns a :class:`Verdict`: exceptions (``SystemExit`` and
     ``GeneratorExit`` included) become WRONG with the input that caused them. ``KeyboardInterrupt`` is the one
@@ -127,7 +128,7 @@ class Checker:
         wrong = self._wrong_object(student)
         if wrong is not None:
             return wrong
-        always = [c.name for c in self.one_call if c.when is None]
+        always = [c.name for c in self.one_call if c.keyword is None]
         for name, original in resolve([*self.withhold, *always]):
             if student is original or getattr(student, "__func__", None) is original:
                 return Verdict(

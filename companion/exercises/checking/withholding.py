@@ -38,20 +38,24 @@ class OneCall:
 
     Args:
         name: its dotted name (``"torch.nn.functional.layer_norm"``, a class such as ``"torch.nn.LayerNorm"``).
-        when: for a call that is the whole answer only with some arguments, a predicate on the call's
-            arguments (``F.cross_entropy`` with ``label_smoothing``); other calls go through, and holding the
-            function is no delegation. ``None``: every call.
+        keyword: for a call that is the whole answer only with one of its keyword arguments
+            (``F.cross_entropy`` with ``label_smoothing``): withheld only when that keyword is given a true
+            value; other calls go through, and holding the function is no delegation. ``None``: every call.
         instead: the smaller operations that build it, for the hint.
-        called: how the call was made, when ``when`` narrows it (``"with label_smoothing"``).
+
+    Plain data (:meth:`data`), so that a grader can withhold it in another process too.
     """
 
     name: str
-    when: Callable[..., bool] | None = None
+    keyword: str | None = None
     instead: str = "tensor arithmetic, reductions and indexing"
-    called: str = ""
+
+    def applies(self, kwargs: dict[str, Any]) -> bool:
+        """Whether a call with these keyword arguments is the one-call answer."""
+        return self.keyword is None or bool(kwargs.get(self.keyword))
 
     def problem(self) -> str:
-        called = f" {self.called}" if self.called else ""
+        called = f" with {self.keyword}" if self.keyword else ""
         return (
             f"Your code called PyTorch's `{self.name}`{called}, which computes this whole exercise in one call; "
             "the exercise asks you to build that computation yourself."
@@ -59,6 +63,16 @@ class OneCall:
 
     def hint(self) -> str:
         return f"Build it from smaller torch operations: {self.instead}."
+
+    def data(self) -> dict[str, Any]:
+        """The entry as JSON-able data, with the message a stand-in raises elsewhere."""
+        called = f" with {self.keyword}" if self.keyword else ""
+        return {
+            "name": self.name,
+            "keyword": self.keyword,
+            "message": f"PyTorch's `{self.name}`{called} computes this whole exercise in one call, which asks "
+            f"you to build it: {self.hint()}",
+        }
 
 
 def one_calls(entries: Sequence[str | OneCall]) -> tuple[OneCall, ...]:
@@ -102,8 +116,8 @@ def _stand_in(name: str) -> Callable[..., Any]:
 
 
 def _one_call_stand_in(entry: OneCall, original: Any) -> Any:
-    """What replaces PyTorch's ``original``: a function that raises (or, with ``entry.when`` false, calls the
-    original); for a class, a subclass that refuses to be made, so that ``isinstance`` still works."""
+    """What replaces PyTorch's ``original``: a function that raises (or, when ``entry`` does not apply to the
+    call's keywords, calls the original); for a class, a subclass that refuses to be made."""
 
     def refuse() -> WithheldReference:
         return WithheldReference(
@@ -124,7 +138,7 @@ def _one_call_stand_in(entry: OneCall, original: Any) -> Any:
         )
 
     def stand_in(*args: Any, **kwargs: Any) -> Any:
-        if entry.when is None or entry.when(*args, **kwargs):
+        if entry.applies(kwargs):
             raise refuse()
         return original(*args, **kwargs)
 
@@ -298,7 +312,7 @@ def delegation(
     when the student's code was defined (a default argument, a closure cell), which
     replacing names cannot reach. PyTorch's ``one_call`` entries count too, except those withheld only for
     some arguments (holding ``F.cross_entropy`` is no answer in itself)."""
-    always = [c.name for c in one_calls(one_call) if c.when is None]
+    always = [c.name for c in one_calls(one_call) if c.keyword is None]
     targets = resolve([*names, *always])
     classes = withheld_classes(targets)
     if isinstance(student, type):
