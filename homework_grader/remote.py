@@ -916,6 +916,7 @@ def _run(
     init |= {
         "defining": defining_modules(exercise.name),
         "withhold": list(getattr(checker, "withhold", ())),
+        "one_call": [c.data() for c in getattr(checker, "one_call", ())],
     }
     try:
         box.start(init)

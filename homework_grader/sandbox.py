@@ -8,7 +8,8 @@ answer's code (see :mod:`homework_grader.answers`) and the limits, and this proc
    this one yourself" in place of the companion's reference everywhere it is bound (its module, every alias in a
    loaded module, closures and dictionaries that hold it) and of whatever else the checker withholds (a method
    such as ``GPT.forward``), makes the originals themselves raise, and refuses to open their source files and
-   the checkers';
+   the checkers'; PyTorch's calls that compute the whole exercise (the checker's ``one_call``: ``F.layer_norm``
+   for a layer norm the exercise asks to build) get a stand-in too;
 2. sets its limits (``RLIMIT_AS`` memory, ``RLIMIT_CPU`` time, ``RLIMIT_FSIZE`` file size) and an audit hook
    that refuses to start processes, send signals, load native libraries through ctypes, or write files outside
    its own temporary folder;
@@ -173,6 +174,57 @@ def hide_reference(name: str, modules: list[str]) -> list[str]:
         _disable(kept[0], name)
         del original, kept
     return files
+
+
+def hide_one_calls(entries: list[dict[str, Any]]) -> None:
+    """Replace each of PyTorch's calls that computes a whole exercise by itself (the checker's ``one_call``,
+    sent as data: ``name``, ``keyword``, ``message``) under its name and in every loaded module that binds it:
+    a function raises (with ``keyword``, only when that keyword argument is given a true value), a class is a
+    subclass that refuses to be made. The originals stay as they are (torch itself calls them) and their files
+    stay readable."""
+    for entry in entries:
+        dotted, keyword, message = (
+            str(entry["name"]),
+            entry.get("keyword"),
+            str(entry["message"]),
+        )
+        owner_name, attr = dotted.rsplit(".", 1)
+        try:
+            owner = importlib.import_module(owner_name)
+        except ImportError:
+            continue
+        original = getattr(owner, attr, None)
+        if original is None:
+            continue
+        stand_in = _one_call_stand_in(original, keyword, message)
+        setattr(owner, attr, stand_in)
+        for loaded in list(sys.modules.values()):
+            namespace = getattr(loaded, "__dict__", None)
+            if isinstance(namespace, dict):
+                for key, value in list(namespace.items()):
+                    if value is original:
+                        namespace[key] = stand_in
+
+
+def _one_call_stand_in(original: Any, keyword: str | None, message: str) -> Any:
+    if isinstance(original, type):
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            raise WriteItYourself(message)
+
+        return type(
+            original.__name__,
+            (original,),
+            {"__init__": __init__, "__module__": original.__module__},
+        )
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        if keyword is None or kwargs.get(keyword):
+            raise WriteItYourself(message)
+        return original(*args, **kwargs)
+
+    stand_in.__name__ = stand_in.__qualname__ = getattr(original, "__name__", "call")
+    return stand_in
 
 
 def _disable(original: Any, name: str) -> None:
@@ -359,6 +411,7 @@ def serve(rfd: int, wfd: int) -> None:
     refused = hide_reference(name, init["defining"]) + hide_attributes(
         list(init.get("withhold", []))
     )
+    hide_one_calls(list(init.get("one_call", [])))
     for module_name in [m for m in sys.modules if _closed(m)]:
         del sys.modules[module_name]
     package = sys.modules.get("companion")

@@ -545,3 +545,108 @@ def test_the_block_parameters_question_states_the_count():
         "{solution-end}"
     )[0]
     assert f"{count:,}".replace(",", "{,}") in answer
+
+
+# --- best_span (span decoding) ------------------------------------------------------------------------------
+
+
+def span_by_loops(start_logits, end_logits, context_mask, max_len):
+    """Every allowed (i, j) of each row in row-major order; a pair replaces the best only when strictly
+    better, so the first of tied pairs stays."""
+    out = []
+    for s, e, m in zip(
+        start_logits.tolist(), end_logits.tolist(), context_mask.tolist(), strict=True
+    ):
+        best = None
+        for i in range(len(s)):
+            for j in range(i, min(len(s), i + max_len)):
+                if m[i] and m[j] and (best is None or s[i] + e[j] > best[0]):
+                    best = (s[i] + e[j], i, j)
+        out.append(best[1:])
+    return torch.tensor(out)
+
+
+def span_by_offsets(start_logits, end_logits, context_mask, max_len):
+    """The (n, n) matrix of offsets j − i decides which pairs are allowed; the first maximum of each flattened
+    row of scores is the row-major first."""
+    b, n = start_logits.shape
+    offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+    allowed = (offset >= 0) & (offset < max_len)
+    allowed = allowed & context_mask[:, :, None] & context_mask[:, None, :]
+    scores = start_logits[:, :, None] + end_logits[:, None, :]
+    flat = torch.where(allowed, scores, -torch.inf).flatten(1).argmax(1)
+    return torch.stack([flat // n, flat % n], dim=1)
+
+
+def span_by_windows(start_logits, end_logits, context_mask, max_len):
+    """For each start, the best end in its window of max_len tokens (NumPy's argmax, the first on a tie);
+    then the best start, kept when strictly better."""
+    import numpy as np
+
+    s, e, m = (t.numpy() for t in (start_logits.double(), end_logits, context_mask))
+    rows = []
+    for b in range(s.shape[0]):
+        best, pair = -np.inf, None
+        for i in np.flatnonzero(m[b]):
+            window = np.where(m[b, i : i + max_len], e[b, i : i + max_len], -np.inf)
+            j = int(np.argmax(window))
+            if s[b, i] + window[j] > best:
+                best, pair = s[b, i] + window[j], (int(i), int(i) + j)
+        rows.append(pair)
+    return torch.tensor(rows, dtype=torch.long)
+
+
+@correct_answers(
+    (check_best_span, span_by_loops),
+    (check_best_span, span_by_offsets),
+    (check_best_span, span_by_windows),
+)
+def test_best_span_correct_answers_pass(checker, student):
+    assert_passes(checker, student)
+
+
+def _span_mistake(**kw):
+    """span_by_offsets with one rule changed."""
+
+    def student(start_logits, end_logits, context_mask, max_len):
+        b, n = start_logits.shape
+        offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+        # "reverse": the length rule on |j − i|, an end before the start allowed
+        offset = offset.abs() if kw.get("reverse") else offset
+        hi = max_len + 1 if kw.get("inclusive") else max_len
+        allowed = (offset >= 0) & (offset < hi if not kw.get("no_length") else True)
+        if not kw.get("no_mask"):
+            allowed = allowed & context_mask[:, :, None] & context_mask[:, None, :]
+        scores = start_logits[:, :, None] + end_logits[:, None, :]
+        scores = torch.where(allowed, scores, -torch.inf).flatten(1)
+        if kw.get("last_tie"):
+            flat = n * n - 1 - scores.flip(1).argmax(1)
+        else:
+            flat = scores.argmax(1)
+        pair = torch.stack([flat // n, flat % n], dim=1)
+        return pair.flip(1) if kw.get("swapped") else pair
+
+    return student
+
+
+def _span_separate(start_logits, end_logits, context_mask, max_len):
+    start = start_logits.masked_fill(~context_mask, -torch.inf).argmax(1)
+    end = end_logits.masked_fill(~context_mask, -torch.inf).argmax(1)
+    return torch.stack([start, end], dim=1)
+
+
+@pytest.mark.parametrize(
+    ("student", "fragments"),
+    [
+        (_span_mistake(reverse=True), ["only spans with i <= j"]),
+        (_span_mistake(no_mask=True), ["context_mask is True"]),
+        (_span_mistake(inclusive=True), ["Off by one"]),
+        (_span_mistake(no_length=True), ["at most max_len tokens"]),
+        (_span_mistake(last_tie=True), ["keep the first best pair"]),
+        (_span_mistake(swapped=True), ["[start, end], in that order"]),
+        (_span_separate, ["best start and the best end separately"]),
+        (lambda *a: span_by_offsets(*a).int(), ["int32"]),
+    ],
+)
+def test_best_span_wrong_answers_are_named(student, fragments):
+    assert_wrong(check_best_span.verdict(student), *fragments)

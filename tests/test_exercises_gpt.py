@@ -126,6 +126,12 @@ def top_k_kthvalue(logits, k):
     return out
 
 
+def top_k_topk(logits, k):
+    """The k-th largest from torch.topk, every logit below it masked (ties with it kept)."""
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, -math.inf)
+
+
 def forward_loop(model, ids):
     positions = torch.arange(ids.shape[1])
     x = model.embed(ids) + model.pos.embedding(positions)
@@ -180,6 +186,7 @@ def windows_strided(ids, length, stride):
     (check_next_token_loss, loss_log_softmax),
     (check_next_token_loss, loss_loop),
     (check_top_k_logits, top_k_sort),
+    (check_top_k_logits, top_k_topk),
     (check_top_k_logits, top_k_kthvalue),
     (check_gpt_forward, forward_lm_head),
     (check_gpt_forward, forward_loop),

@@ -6,14 +6,20 @@ class, or the companion's function held in a default argument or a closure cell 
 
 import pytest
 import torch
+import torch.nn.functional as F
 from checker_testing import assert_wrong
 from torch import nn
 
 from companion import embeddings, glove, masks, positional, transformer
 from companion import word2vec as w2v
-from companion.exercises.attention import check_causal_mask
+from companion.exercises.attention import (
+    check_causal_mask,
+    check_scaled_dot_product_attention,
+    check_weightless_self_attention,
+)
 from companion.exercises.transformer import (
     check_encoder_block,
+    check_label_smoothed_cross_entropy,
     check_layer_norm,
     check_layer_norm_module,
     check_rope,
@@ -24,7 +30,7 @@ from companion.exercises.word2vec import (
     check_nearest_neighbours,
     check_skipgram_pairs,
 )
-from companion.exercises.words_to_vectors import check_embedding
+from companion.exercises.words_to_vectors import check_cosine, check_embedding
 
 CALLED = "write this one yourself"
 HELD = "hands the work to the companion's own"
@@ -163,3 +169,168 @@ class EncoderWrapper(nn.Module):
 )
 def test_one_call_answers_are_wrong(checker, student, fragment):
     assert_wrong(checker.verdict(student), fragment)
+
+
+# --- PyTorch's own one-call answers ---------------------------------------------------------------------------
+# Where one call of PyTorch's computes the whole exercise and the exercise asks the student to build it, that
+# call is withheld like the companion's answer, and the verdict names it (Checker's one_call). The right answers
+# that use smaller torch operations (F.cross_entropy without label_smoothing among them) are in each chapter's
+# test file.
+
+ONE_CALL = "which computes this whole exercise in one call"
+PYTORCH_OWN = "hands the work to PyTorch's own"
+
+
+class TorchLayerNormSubclass(nn.LayerNorm):
+    pass
+
+
+class TorchLayerNormFunctional(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+
+
+class TorchEmbeddingWrapper(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim):
+        super().__init__()
+        self.inner = nn.Embedding(num_embeddings, embedding_dim)
+        self.weight = self.inner.weight
+
+    def forward(self, ids):
+        if ids.is_floating_point():
+            raise TypeError("ids must be integers")
+        if ((ids < 0) | (ids >= self.weight.shape[0])).any():
+            raise ValueError("id out of range")
+        return self.inner(ids)
+
+
+class TorchEncoderWrapper(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.inner = nn.TransformerEncoderLayer(
+            d_model, n_heads, d_ff, dropout=0.0, batch_first=True
+        )
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+class TorchEncoderSubclass(nn.TransformerEncoderLayer):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__(d_model, n_heads, d_ff, dropout=0.0, batch_first=True)
+
+
+def _imported_layer_norm():
+    """``from torch.nn.functional import layer_norm`` in the notebook, called under its bare name."""
+    from torch.nn.functional import layer_norm
+
+    return lambda x, w, b, eps=1e-5: layer_norm(x, x.shape[-1:], w, b, eps)
+
+
+@pytest.mark.parametrize(
+    ("checker", "student", "fragments"),
+    [
+        (
+            check_layer_norm,
+            lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps),
+            ["`torch.nn.functional.layer_norm`", ONE_CALL, "mean, var, sqrt"],
+        ),
+        (
+            check_layer_norm,
+            lambda x, w, b, eps=1e-5: torch.layer_norm(x, x.shape[-1:], w, b, eps),
+            ["`torch.layer_norm`", ONE_CALL],
+        ),
+        (check_layer_norm, _imported_layer_norm(), [PYTORCH_OWN, "layer_norm"]),
+        (
+            check_layer_norm,
+            lambda x, w, b, eps=1e-5: (
+                nn.LayerNorm(x.shape[-1], eps).to(x.dtype)(x) * w + b
+            ),
+            ["`torch.nn.LayerNorm`", ONE_CALL],
+        ),
+        (check_layer_norm_module, nn.LayerNorm, ["That is PyTorch's own"]),
+        (check_layer_norm_module, TorchLayerNormSubclass, [PYTORCH_OWN, "LayerNorm"]),
+        (
+            check_layer_norm_module,
+            TorchLayerNormFunctional,
+            ["`torch.nn.functional.layer_norm`", ONE_CALL],
+        ),
+        (
+            check_scaled_dot_product_attention,
+            lambda q, k, v, mask=None: F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask
+            ),
+            ["`torch.nn.functional.scaled_dot_product_attention`", ONE_CALL],
+        ),
+        (
+            check_weightless_self_attention,
+            lambda x: F.scaled_dot_product_attention(x, x, x, scale=1.0),
+            ["`torch.nn.functional.scaled_dot_product_attention`", ONE_CALL],
+        ),
+        (
+            check_label_smoothed_cross_entropy,
+            lambda logits, y, epsilon, ignore_index=-100: F.cross_entropy(
+                logits, y, ignore_index=ignore_index, label_smoothing=epsilon
+            ),
+            ["`torch.nn.functional.cross_entropy` with label_smoothing", ONE_CALL],
+        ),
+        (
+            check_label_smoothed_cross_entropy,
+            lambda logits, y, epsilon, ignore_index=-100: nn.CrossEntropyLoss(
+                ignore_index=ignore_index, label_smoothing=epsilon
+            )(logits, y),
+            ["with label_smoothing", ONE_CALL],
+        ),
+        (
+            check_cosine,
+            lambda u, v: F.cosine_similarity(u, v, dim=0),
+            ["`torch.nn.functional.cosine_similarity`", ONE_CALL],
+        ),
+        (
+            check_cosine,
+            lambda u, v: torch.cosine_similarity(u, v, dim=0),
+            ["cosine_similarity`", ONE_CALL],
+        ),
+        (
+            check_cosine,
+            lambda u, v: nn.CosineSimilarity(dim=0)(u, v),
+            ["cosine_similarity`", ONE_CALL],
+        ),
+        (check_embedding, nn.Embedding, ["That is PyTorch's own `torch.nn.Embedding`"]),
+        (check_embedding, TorchEmbeddingWrapper, ["`torch.nn.Embedding`", ONE_CALL]),
+        (
+            check_encoder_block,
+            TorchEncoderWrapper,
+            ["`torch.nn.TransformerEncoderLayer`", ONE_CALL],
+        ),
+        (
+            check_encoder_block,
+            TorchEncoderSubclass,
+            [PYTORCH_OWN, "TransformerEncoderLayer"],
+        ),
+    ],
+)
+def test_pytorch_one_call_answers_are_wrong(checker, student, fragments):
+    assert_wrong(checker.verdict(student), *fragments)
+
+
+def test_pytorch_calls_are_put_back():
+    """After a check, PyTorch's calls are PyTorch's again."""
+    before = (F.layer_norm, torch.layer_norm, nn.LayerNorm, F.cross_entropy)
+
+    def by_torch(x, w, b, eps=1e-5):
+        return F.layer_norm(x, x.shape[-1:], w, b, eps)
+
+    assert not check_layer_norm.verdict(by_torch).passed
+    assert not check_label_smoothed_cross_entropy.verdict(
+        lambda logits, y, epsilon, ignore_index=-100: F.cross_entropy(
+            logits, y, ignore_index=ignore_index, label_smoothing=epsilon
+        )
+    ).passed
+    assert (F.layer_norm, torch.layer_norm, nn.LayerNorm, F.cross_entropy) == before

@@ -296,6 +296,21 @@ def test_the_statistical_tests_reject_a_right_answer_rarely_and_a_subtle_wrong_o
         assert ex._ks_distance(longer, ex._chi_cdf(5)) > ex._dkw_bound(len(longer))
 
 
+def test_the_independence_of_lengths_is_tested_before_their_distribution():
+    """One length per block keeps the χ_d marginal but makes the lengths' Kolmogorov–Smirnov distance vary more
+    than its bound allows for (that test rejected it on 12 of 300 runs, for the wrong reason): the concordance
+    test comes first and rejects it every time. Equal lengths (all 1, all √d) are ties there, left out, so that
+    the distribution's test names them."""
+    from companion.exercises import random_features as ex
+
+    one_per_block = _blocks_with(lengths="one per block")
+    draws = [one_per_block(5, 12, s) for s in range(ex.STAT_DRAWS)]
+    assert ex._length_concordance(draws) == (180, 180)
+    for lengths in ("unit", "root"):
+        draws = [_blocks_with(lengths=lengths)(5, 12, s) for s in range(ex.STAT_DRAWS)]
+        assert ex._length_concordance(draws) == (0, 0)
+
+
 # --- causal_performer_attention (causal FAVOR+) --------------------------------------------------------------------
 
 

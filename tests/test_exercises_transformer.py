@@ -267,8 +267,11 @@ class Raising(nn.Module):
 def test_layer_norm_module_reference_and_student_pass():
     assert check_layer_norm_module.verdict(make_layer_norm()).passed
     assert check_layer_norm_module.verdict(StubLayerNorm).status == "not attempted"
-    # PyTorch's own has the same interface
-    assert check_layer_norm_module.verdict(nn.LayerNorm).passed
+    # PyTorch's own has the same interface, and is no answer to an exercise that asks to build it
+    assert_wrong(
+        check_layer_norm_module.verdict(nn.LayerNorm),
+        "That is PyTorch's own `torch.nn.LayerNorm`",
+    )
 
 
 @pytest.mark.parametrize(
@@ -339,8 +342,24 @@ def rope_matrix(x):
     return out
 
 
-def layer_norm_torch(x, weight, bias, eps=1e-5):
-    return nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
+def layer_norm_loop(x, weight, bias, eps=1e-5):
+    """Vector by vector in Python floats: the mean, the biased variance, then each coordinate."""
+    rows = x.reshape(-1, x.shape[-1]).tolist()
+    out = []
+    for row in rows:
+        d = len(row)
+        mean = sum(row) / d
+        var = sum((v - mean) ** 2 for v in row) / d
+        out.append([(v - mean) / math.sqrt(var + eps) for v in row])
+    return torch.tensor(out, dtype=x.dtype).reshape(x.shape) * weight + bias
+
+
+def layer_norm_moments(x, weight, bias, eps=1e-5):
+    """The variance as E[x²] − E[x]², the sums written out with sum(dim) and divided by d."""
+    d = x.shape[-1]
+    mean = x.sum(-1, keepdim=True) / d
+    var = (x * x).sum(-1, keepdim=True) / d - mean**2
+    return weight * (x - mean) / (var + eps).sqrt() + bias
 
 
 def layer_norm_var_mean(x, weight, bias, eps=1e-5):
@@ -359,15 +378,46 @@ class LayerNormFunctional(nn.Module):
         return layer_norm_var_mean(x, self.weight, self.bias, self.eps)
 
 
+class LayerNormCentred(nn.Module):
+    """Centre first, then divide by the root mean square of the centred vector; eps as a buffer-free float."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        rms = centred.pow(2).mean(-1, keepdim=True).add(self.eps).sqrt()
+        return torch.addcmul(self.bias, centred / rms, self.weight)
+
+
+class LayerNormStd(nn.Module):
+    """torch.std with correction=0 (the biased estimate), eps added under the root by hand."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        std = torch.sqrt(x.std(-1, correction=0, keepdim=True) ** 2 + self.eps)
+        return self.weight * ((x - x.mean(-1, keepdim=True)) / std) + self.bias
+
+
 @correct_answers(
     (check_sinusoidal_positional_encoding, sinusoid_exp_log),
     (check_sinusoidal_positional_encoding, sinusoid_numpy),
     (check_rope, rope_complex),
     (check_rope, rope_matrix),
-    (check_layer_norm, layer_norm_torch),
     (check_layer_norm, layer_norm_var_mean),
+    (check_layer_norm, layer_norm_loop),
+    (check_layer_norm, layer_norm_moments),
     (check_layer_norm_module, LayerNormFunctional),
-    (check_layer_norm_module, nn.LayerNorm),
+    (check_layer_norm_module, LayerNormCentred),
+    (check_layer_norm_module, LayerNormStd),
 )
 def test_independent_correct_answers_pass(checker, student):
     assert_passes(checker, student)
@@ -629,13 +679,17 @@ def smoothed_mixture(logits, y, epsilon, ignore_index=-100):
     return (1 - epsilon) * nll + epsilon * (-logp.mean(dim=-1)).mean()
 
 
-def smoothed_torch(logits, y, epsilon, ignore_index=-100):
-    return F.cross_entropy(
-        logits, y, ignore_index=ignore_index, label_smoothing=epsilon
-    )
+def smoothed_plain_cross_entropy(logits, y, epsilon, ignore_index=-100):
+    """PyTorch's plain cross-entropy (no label_smoothing) for the one-hot part, the uniform part by hand."""
+    kept = y != ignore_index
+    logits = logits[kept]
+    uniform = -torch.log_softmax(logits, dim=-1).mean(dim=-1).mean()
+    return (1 - epsilon) * F.cross_entropy(logits, y[kept]) + epsilon * uniform
 
 
-@pytest.mark.parametrize("student", [smoothed_loop, smoothed_mixture, smoothed_torch])
+@pytest.mark.parametrize(
+    "student", [smoothed_loop, smoothed_mixture, smoothed_plain_cross_entropy]
+)
 def test_label_smoothing_correct_answers_pass(student, capsys):
     assert_passes(check_label_smoothed_cross_entropy, student)
     check_label_smoothed_cross_entropy(student)
@@ -678,7 +732,8 @@ def smoothed_variant(*, others=False, epsilon_scale=1.0, count_pad=False, divide
         (smoothed_variant(probabilities=True), ["The loss is wrong"]),
         (smoothed_variant(epsilon_scale=0.5), ["The loss is wrong", "expected"]),
         (lambda logits, y, epsilon, ignore_index=-100: F.cross_entropy(
-            logits, y, ignore_index=ignore_index, label_smoothing=epsilon, reduction="none"), ["wrong shape"]),
+            logits, y, ignore_index=ignore_index, label_smoothing=epsilon, reduction="none"),
+         ["`torch.nn.functional.cross_entropy` with label_smoothing", "one call"]),
     ],
 )  # fmt: skip
 def test_label_smoothing_wrong_answers_are_named(student, fragments):

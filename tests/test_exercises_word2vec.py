@@ -316,6 +316,15 @@ def loss_softplus(v, u_pos, u_neg):  # -log σ(s) = softplus(-s)
     ).mean()
 
 
+def loss_bce_with_logits(v, u_pos, u_neg):
+    """As logistic regression: target 1 for the true context, 0 for each negative (PyTorch's BCE on logits)."""
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    pos = torch.bmm(u_pos[:, None, :], v[:, :, None]).reshape(-1)
+    neg = torch.bmm(u_neg, v[:, :, None]).squeeze(-1)
+    per_pair = bce(pos, torch.ones_like(pos), reduction="none")
+    return (per_pair + bce(neg, torch.zeros_like(neg), reduction="none").sum(1)).mean()
+
+
 def neighbours_loop(vectors, query, k):
     q = vectors[query]
     sims = []
@@ -349,6 +358,7 @@ def weight_numpy(x, x_max, alpha):
     (check_skipgram_pairs, pairs_unfold),
     (check_negative_sampling_loss, loss_loop),
     (check_negative_sampling_loss, loss_softplus),
+    (check_negative_sampling_loss, loss_bce_with_logits),
     (check_nearest_neighbours, neighbours_loop),
     (check_nearest_neighbours, neighbours_argsort),
     (check_glove_weight, weight_where),

@@ -266,6 +266,60 @@ def test_the_reference_cannot_be_reached_in_the_answers_process():
     assert all(line.endswith("True") for line in lines), lines
 
 
+ONE_CALLS = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.functional import layer_norm as bare
+from homework_grader import sandbox
+
+made_before = nn.LayerNorm(4)
+entries = [
+    {"name": "torch.nn.functional.layer_norm", "keyword": None, "message": "one call: layer_norm"},
+    {"name": "torch.nn.LayerNorm", "keyword": None, "message": "one call: LayerNorm"},
+    {"name": "torch.nn.functional.cross_entropy", "keyword": "label_smoothing", "message": "one call: smoothing"},
+]
+sandbox.hide_one_calls(entries)
+x, y = torch.randn(3, 4), torch.tensor([0, 1, 2])
+tries = {
+    "F.layer_norm": lambda: F.layer_norm(x, (4,)),
+    "bare": lambda: bare(x, (4,)),
+    "nn.LayerNorm": lambda: nn.LayerNorm(4),
+    "subclass": lambda: type("Mine", (nn.LayerNorm,), {})(4),
+    "smoothing": lambda: F.cross_entropy(x, y, label_smoothing=0.1),
+    "CrossEntropyLoss": lambda: nn.CrossEntropyLoss(label_smoothing=0.1)(x, y),
+}
+for how, attempt in tries.items():
+    try:
+        attempt()
+        print(how, "CALLED")
+    except sandbox.WriteItYourself as e:
+        print(how, "one call" in str(e))
+print("plain", bool(torch.isfinite(F.cross_entropy(x, y))))
+print("subclass of PyTorch's", issubclass(nn.LayerNorm, type(made_before)))
+"""
+
+
+def test_pytorch_one_call_answers_raise_in_the_answers_process():
+    """The checker's one_call entries, sent as data: PyTorch's call raises under its name, an alias and through
+    the module that calls it; with a keyword, only when that keyword is given; a class's stand-in is a subclass
+    of PyTorch's."""
+    run = run_isolated(ONE_CALLS)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0 and len(lines) == 8, run.stderr[-2000:]
+    assert all(line.endswith("True") for line in lines), lines
+
+
+def test_the_checkers_one_call_entries_travel_as_data():
+    import json
+
+    from companion.exercises.transformer import check_label_smoothed_cross_entropy
+
+    (entry,) = [c.data() for c in check_label_smoothed_cross_entropy.one_call]
+    assert json.loads(json.dumps(entry)) == entry
+    assert entry["keyword"] == "label_smoothing" and "one call" in entry["message"]
+
+
 # ----- submissions, command line, reports ----------------------------------------------------------------------
 
 
@@ -533,3 +587,34 @@ def test_chapter_6_bpe_training_is_graded_through_the_grader(tmp_path):
     assert book["stub"]["learn_merges"] == "not attempted", book["stub"]
     feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
     assert "Ties go to the smallest pair" in feedback, feedback
+
+
+@pytest.mark.slow  # two answers through the sandbox
+def test_a_pytorch_one_call_answer_is_wrong_through_the_grader():
+    from homework_grader.chapters import Exercise
+    from homework_grader.remote import Limits, check_exercise
+
+    exercise = Exercise(
+        name="layer_norm",
+        checker="check_layer_norm",
+        module="companion.exercises.transformer",
+    )
+    one_call = (
+        "import torch.nn.functional as F\n"
+        "def layer_norm(x, weight, bias, eps=1e-5):\n"
+        "    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)\n"
+    )
+    built = (
+        "import torch\n"
+        "def layer_norm(x, weight, bias, eps=1e-5):\n"
+        "    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)\n"
+        "    return (x - mean) / torch.sqrt(var + eps) * weight + bias\n"
+    )
+    wrong = check_exercise(exercise, one_call, Limits(seconds=120), [])
+    assert wrong["status"] == "wrong", wrong
+    assert (
+        "`torch.nn.functional.layer_norm` computes this whole exercise" in wrong["text"]
+    )
+    assert (
+        check_exercise(exercise, built, Limits(seconds=120), [])["status"] == "passed"
+    )

@@ -31,7 +31,7 @@ from .attention_modules import (
     check_multi_head_attention,
     check_self_attention_module,
 )
-from .checking import Case, case, compare
+from .checking import Case, OneCall, case, compare
 
 __all__ = [
     "check_weightless_self_attention",
@@ -54,6 +54,12 @@ _ATTENTION_FAMILY = (
     "companion.attention.attention_loop",
     "companion.attention._attention_weights",
     "companion.attention.blocked_attention",
+)
+
+#: PyTorch's fused attention, one call that computes either of these two exercises whole
+_FUSED_ATTENTION = OneCall(
+    "torch.nn.functional.scaled_dot_product_attention",
+    instead="a matrix product, torch.softmax, masked_fill",
 )
 
 
@@ -108,6 +114,7 @@ check_weightless_self_attention = compare(
     hint="y_i = Σ_j softmax_j(x_iᵀ x_j) x_j; write xᵀ as x.transpose(-2, -1) so that batches work too.",
     what="y",
     withhold=_ATTENTION_FAMILY,
+    one_call=[_FUSED_ATTENTION],
 )
 
 
@@ -195,6 +202,7 @@ check_scaled_dot_product_attention = compare(
     "set to -inf first; k.transpose(-2, -1) makes batches work.",
     what="The attention output",
     withhold=_ATTENTION_FAMILY[1:],
+    one_call=[_FUSED_ATTENTION],
 )
 
 

@@ -311,7 +311,19 @@ def _causality(student) -> tuple[int, int]:  # noqa: ANN001
     and keys made twice as long, 100 times shorter (their log-scales a(x) rise from about −150 to about 0), or
     set to the frequency of largest norm (a(x) = ‖w‖²/2, the largest a feature can have). In float32, where a key
     divided by a future maximum underflows and a row of zeros divides 0 by 0."""
-    count, hidden = _stable_values._cases(student)
+    try:
+        count, hidden = _stable_values._cases(student)
+    except Mismatch as wrong:
+        # A stabiliser taken over all positions is exact in exact arithmetic and fails the values only where
+        # float32 underflows, on some hidden cases (6 runs in 450): told the reason it fails on every run.
+        if "a hidden random case" in (wrong.input or ""):
+            _future_check(student)
+        raise
+    _future_check(student)
+    return count + 3, hidden
+
+
+def _future_check(student) -> None:  # noqa: ANN001
     n, d, half, m = 32, 16, 16, 64
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(8)
@@ -349,7 +361,6 @@ def _causality(student) -> tuple[int, int]:  # noqa: ANN001
                 "maximum (torch.cummax), never a maximum over all positions; and each query by its own a(q_i). "
                 "Set the exponents of the keys j > i to −∞ before exp, so that no future key overflows.",
             )
-    return count + len(futures), hidden
 
 
 check_stable_causal_performer = Checker(

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from .. import positional as ref
 from .. import transformer as companion_transformer
-from .checking import case, compare
+from .checking import OneCall, case, compare
 from .transformer_layers import (
     check_encoder_block,
     check_layer_norm,
@@ -283,4 +283,12 @@ check_label_smoothed_cross_entropy = compare(
     hint="loss = mean over the rows with y != ignore_index of -Σ_v q_v log softmax(logits)_v, "
     "q = (1 - ε) one_hot(y) + ε/V.",
     what="The loss",
+    one_call=[
+        OneCall(
+            "torch.nn.functional.cross_entropy",
+            keyword="label_smoothing",
+            instead="log_softmax, one_hot, a weighted sum and a mean; F.cross_entropy without label_smoothing "
+            "is fine",
+        )
+    ],
 )

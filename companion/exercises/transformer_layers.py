@@ -21,7 +21,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from .checking import Checker, Mismatch, call, case, compare, expect, show
+from .checking import Checker, Mismatch, OneCall, call, case, compare, expect, show
 from .checking.random_state import hidden_inputs
 from .checking.training import expect_trains_like
 
@@ -34,6 +34,16 @@ __all__ = ["check_layer_norm", "check_layer_norm_module", "check_encoder_block"]
 _LAYER_NORM = (
     "companion.transformer.LayerNorm.__init__",
     "companion.transformer.LayerNorm.forward",
+)
+
+#: PyTorch's layer norm, one call that computes either exercise whole: withheld from both
+_LAYER_NORM_CALLS = tuple(
+    OneCall(name, instead="mean, var, sqrt, arithmetic")
+    for name in (
+        "torch.nn.functional.layer_norm",
+        "torch.layer_norm",
+        "torch.nn.LayerNorm",
+    )
 )
 
 
@@ -138,6 +148,7 @@ check_layer_norm = compare(
     hint="y = (x - μ) / √(σ² + eps) · weight + bias, with μ and the biased σ² over the last axis.",
     what="The normalised x",
     withhold=_LAYER_NORM,
+    one_call=_LAYER_NORM_CALLS,
 )
 
 
@@ -262,7 +273,10 @@ def _expect_normalises(
 
 
 check_layer_norm_module = Checker(
-    "LayerNorm", _layer_norm_module_cases, withhold=_LAYER_NORM
+    "LayerNorm",
+    _layer_norm_module_cases,
+    withhold=_LAYER_NORM,
+    one_call=_LAYER_NORM_CALLS,
 )
 
 
@@ -449,5 +463,11 @@ check_encoder_block = Checker(
     withhold=[
         "companion.transformer.EncoderBlock.__init__",
         "companion.transformer.EncoderBlock.forward",
+    ],
+    one_call=[
+        OneCall(
+            "torch.nn.TransformerEncoderLayer",
+            instead="the attention module, nn.Linear, nn.LayerNorm, relu",
+        )
     ],
 )

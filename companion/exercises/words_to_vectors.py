@@ -19,6 +19,7 @@ from .. import embeddings as ref
 from .checking import (
     Checker,
     Mismatch,
+    OneCall,
     call,
     case,
     compare,
@@ -186,6 +187,10 @@ check_cosine = compare(
     ],
     hint="cos(u, v) = uᵀv / (‖u‖ ‖v‖).",
     what="The cosine similarity",
+    one_call=[
+        OneCall(name, instead="a dot product and two norms")
+        for name in ("torch.nn.functional.cosine_similarity", "torch.cosine_similarity")
+    ],
 )
 
 
@@ -361,4 +366,5 @@ check_embedding = Checker(
         "companion.embeddings.Embedding.__init__",
         "companion.embeddings.Embedding.forward",
     ],
+    one_call=[OneCall("torch.nn.Embedding", instead="an nn.Parameter and indexing")],
 )

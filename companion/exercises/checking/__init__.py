@@ -47,8 +47,9 @@ The package holds one concern per module, and this file only gathers their names
 - ``interrupts``: the stop button told apart from a ``KeyboardInterrupt`` the student's code raises;
 - ``random_state``: the forked, seeded random generators, the hidden cases' fresh seed, and the known torch
   state (grad mode on, float32 default dtype) every check runs under;
-- ``withholding``: the companion's own answer replaced by a stand-in while the student's code runs, and an answer
-  that merely delegates to it (a subclass, the answer held since definition time) told apart;
+- ``withholding``: the companion's own answer replaced by a stand-in while the student's code runs (and PyTorch's
+  calls that compute a whole exercise the student is asked to build, :class:`OneCall`), and an answer that merely
+  delegates to one (a subclass, the answer held since definition time) told apart;
 - ``calling``: :func:`call` and :func:`expect_raises`, the student's code called from a case (its tensor and
   module arguments checked for changes in place);
 - ``printing``: how values are shown in a verdict;
@@ -89,7 +90,7 @@ from .verdicts import (  # noqa: F401
     NotAttempted,
     Verdict,
 )
-from .withholding import WithheldReference, withheld
+from .withholding import OneCall, WithheldReference, withheld
 
 __all__ = [
     "Verdict",
@@ -109,6 +110,7 @@ __all__ = [
     "restore",
     "withheld",
     "WithheldReference",
+    "OneCall",
     "peak_bytes",
     "expect_memory",
     "RemoteMemory",

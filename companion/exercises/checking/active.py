@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .interrupts import Interrupts
+from .withholding import OneCall
 
 if TYPE_CHECKING:
     from .memory import RemoteMemory
@@ -26,6 +27,8 @@ class ActiveCheck:
         withhold: the dotted names of the companion's own answer, withheld around each call of the student's
             code.
         namespaces: where else the answer may be bound (the notebook's globals, the student's module).
+        one_call: PyTorch's calls that compute the whole exercise (see
+            :class:`~companion.exercises.checking.withholding.OneCall`), withheld around each call too.
         memory: for a harness that runs the student's code in another process, where that process reports the
             peaks it measured (see :class:`~companion.exercises.checking.memory.RemoteMemory`); ``None`` when
             the student's code runs here.
@@ -34,6 +37,7 @@ class ActiveCheck:
     withhold: tuple[str, ...] = ()
     namespaces: list[dict[str, Any]] = field(default_factory=list)
     memory: RemoteMemory | None = None
+    one_call: tuple[OneCall, ...] = ()
     interrupts: Interrupts = field(default_factory=Interrupts)
     _token: Token | None = field(default=None, repr=False)
 

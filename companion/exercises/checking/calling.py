@@ -110,12 +110,14 @@ def call(
     that trains a model it is given).
     """
     check = active.current()
-    names, namespaces = (
-        (check.withhold, check.namespaces) if check is not None else ((), [])
+    names, namespaces, one_call = (
+        (check.withhold, check.namespaces, check.one_call)
+        if check is not None
+        else ((), [], ())
     )
     snapshots = [] if _changes_arguments else _snapshots(student, args, kwargs)
     try:
-        with withheld(names, namespaces):
+        with withheld(names, namespaces, one_call):
             result = student(*args, **kwargs)
     except NotImplementedError as e:
         if isinstance(student, nn.Module) and lacks_forward(type(student)):
@@ -126,12 +128,7 @@ def call(
             ) from e
         raise NotAttempted() from e
     except WithheldReference as e:
-        raise Mismatch(
-            f"Your code called the companion's own answer: {e}",
-            input=input,
-            hint="The exercise asks you to build this from the parts it names; the companion's version is what "
-            "the checker compares yours with.",
-        ) from e
+        raise Mismatch(e.problem, input=input, hint=e.hint) from e
     except KeyboardInterrupt:
         # the stop button (or no checker running): stop
         if check is None or check.interrupts.pressed:

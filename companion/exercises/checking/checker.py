@@ -27,7 +27,14 @@ from .verdicts import (
     raised_verdict,
     student_line,
 )
-from .withholding import caller_namespace, delegation, namespace_of, resolve
+from .withholding import (
+    OneCall,
+    caller_namespace,
+    delegation,
+    namespace_of,
+    one_calls,
+    resolve,
+)
 
 if TYPE_CHECKING:
     from .memory import RemoteMemory
@@ -52,6 +59,11 @@ class Checker:
             of the companion's modules and of the student's and the caller's namespaces bound to the same object.
             An answer that subclasses a withheld class (or the class of a withheld method), or holds a withheld
             object in a default argument or closure cell (which replacing names cannot reach), is WRONG at once.
+        one_call: PyTorch's calls that compute the whole exercise by themselves, where the exercise asks the
+            student to build that computation (``"torch.nn.functional.layer_norm"``, or a
+            :class:`~companion.exercises.checking.withholding.OneCall`, withheld only with a keyword argument if
+            need be): withheld like ``withhold`` (and by the grader in the answer's process), with a verdict that
+            names the call and says that the exercise asks to build it.
 
     Whatever the student's code does, ``verdict`` returns a :class:`Verdict`: exceptions (``SystemExit`` and
     ``GeneratorExit`` included) become WRONG with the input that caused them. ``KeyboardInterrupt`` is the one
@@ -68,12 +80,14 @@ class Checker:
         seed: int = 0,
         kind: str | None = None,
         withhold: Sequence[str] = (),
+        one_call: Sequence[str | OneCall] = (),
     ) -> None:
         self.exercise = exercise
         self._cases = cases
         self._seed = seed
         self.kind = kind or ("class" if exercise[:1].isupper() else "function")
         self.withhold = tuple(withhold)
+        self.one_call = one_calls(one_call)
         self.__doc__ = f"Check the student's ``{exercise}``: prints passed / not attempted yet / wrong."
 
     def verdict(self, student: Any, *, memory: RemoteMemory | None = None) -> Verdict:
@@ -114,26 +128,26 @@ class Checker:
         wrong = self._wrong_object(student)
         if wrong is not None:
             return wrong
-        for name, original in resolve(self.withhold):
+        always = [c.name for c in self.one_call if c.keyword is None]
+        for name, original in resolve([*self.withhold, *always]):
             if student is original or getattr(student, "__func__", None) is original:
                 return Verdict(
                     self.exercise,
                     WRONG,
-                    f"That is the companion's own `{name}`, not your code.",
-                    hint=f"Write {self.exercise} yourself; the checker compares it with the companion's.",
+                    f"That is {_whose(name)} own `{name}`, not your code.",
+                    hint=_write_it(self.exercise, name),
                 )
-        delegate = delegation(student, self.withhold)
+        delegate = delegation(student, self.withhold, self.one_call)
         if delegate is not None:
             return Verdict(
                 self.exercise,
                 WRONG,
-                f"Your {self.exercise} hands the work to the companion's own `{delegate}` (by subclassing it, or "
-                "by holding it from the moment your code was defined).",
-                hint=f"Write {self.exercise} yourself, from torch operations; the checker compares it with the "
-                "companion's.",
+                f"Your {self.exercise} hands the work to {_whose(delegate)} own `{delegate}` (by subclassing it, "
+                "or by holding it from the moment your code was defined).",
+                hint=_write_it(self.exercise, delegate),
             )
         namespaces = [ns for ns in (caller, namespace_of(student)) if ns is not None]
-        check = ActiveCheck(self.withhold, namespaces, memory)
+        check = ActiveCheck(self.withhold, namespaces, memory, self.one_call)
         with (
             check,
             check.interrupts,
@@ -203,3 +217,17 @@ class Checker:
 
     def __repr__(self) -> str:
         return f"Checker({self.exercise!r})"
+
+
+def _whose(name: str) -> str:
+    """``"PyTorch's"`` for a name of PyTorch's (a one-call answer), ``"the companion's"`` otherwise."""
+    return "PyTorch's" if name.split(".")[0] == "torch" else "the companion's"
+
+
+def _write_it(exercise: str, name: str) -> str:
+    if name.split(".")[0] == "torch":
+        return (
+            f"Write {exercise} yourself, from smaller torch operations: `{name}` computes the whole exercise, "
+            "which asks you to build that computation."
+        )
+    return f"Write {exercise} yourself, from torch operations; the checker compares it with the companion's."

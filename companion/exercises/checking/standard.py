@@ -18,7 +18,7 @@ from .gradients import expect_gradient_kept, expect_gradients, trainable
 from .printing import agree, show
 from .trials import Case, Trial, copies, draw_trials, run_student
 from .verdicts import Mismatch
-from .withholding import own_name
+from .withholding import OneCall, own_name
 
 _REDRAW = object()
 
@@ -36,6 +36,7 @@ def compare(
     seed: int = 0,
     hidden: Callable[[], Sequence[Case]] | None | object = _REDRAW,
     withhold: Sequence[str] = (),
+    one_call: Sequence[str | OneCall] = (),
     same_dtype: bool = False,
     differentiable: bool = False,
     ids: bool = False,
@@ -58,6 +59,7 @@ def compare(
             drawn again when it is a function; ``None`` for none.
         withhold: the dotted names of the companion's own answer, unavailable while the student's code runs
             (``reference`` itself is withheld when it is a function of the companion).
+        one_call: PyTorch's calls that compute the whole exercise by themselves (see :class:`Checker`).
         same_dtype: the result must have the reference's dtype exactly (float32 in, float32 out).
         ids: the result holds ids (or is a tuple with some): wherever the reference returns an int64 tensor,
             the student's must be int64 too, not int32 (``expect_long``).
@@ -142,7 +144,9 @@ def compare(
             out.append(answers)
         return out
 
-    return Checker(exercise, run, seed=seed, kind="function", withhold=withhold)
+    return Checker(
+        exercise, run, seed=seed, kind="function", withhold=withhold, one_call=one_call
+    )
 
 
 def _trainable(
