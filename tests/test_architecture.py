@@ -269,7 +269,7 @@ INLINE_NUMBER_CHECKS_ALLOWED = {
     "every id special: nothing to draw a random replacement from), not the range of one number",
     "exercises/attention_modules.py::_self_attention_cases": "a grader's verdict on a student's gradients (Mismatch)",
     "exercises/random_features.py::_performer_checks": "a grader's verdict on a measured error (Mismatch)",
-    "exercises/random_feature_models.py::_causality": "a grader's verdict on how far the outputs moved (Mismatch)",
+    "exercises/random_feature_models.py::_future_check": "a grader's verdict on how far the outputs moved (Mismatch)",
     "homework_grader/answers.py::parse": "a retry counter that re-raises on the last attempt",
     "homework_grader/cli.py::_positive_int": "an argparse type converter: argparse needs ArgumentTypeError, and "
     "tests/test_grade_parts.py pins its wording",

@@ -68,6 +68,12 @@ def _random_encodings() -> list:
                 : int(torch.randint(4, 10, ()))
             ].tolist()
         ]
+        # an upper-case token whose lower-case form is known and which is not: a lookup that
+        # lower-cases finds an id where the rule gives '<unk>'
+        lower, upper = [("the", "The"), ("dog", "Dog"), ("a", "A")][
+            int(torch.randint(3, ()))
+        ]
+        words = [w for w in words if w not in (lower, upper)] + [lower]
         known = ["<unk>", *words]
         # not 0..V-1, '<unk>' anywhere
         ids = torch.randperm(len(known) + 5)[: len(known)].tolist()
@@ -78,7 +84,8 @@ def _random_encodings() -> list:
                 len(_WORDS), (int(torch.randint(3, 12, ())),)
             ).tolist()
         ]
-        text += [text[0], "zebra"]  # a repeated token and one that no vocabulary holds
+        # a repeated token, one that no vocabulary holds, and the upper-case one
+        text += [text[0], "zebra", upper]
         out.append(
             case(
                 text,
