@@ -1,6 +1,5 @@
 # Two commands that work on a fresh clone (Python 3.11+, no GPU needed):
-#   make book   set up .venv, execute every chapter and build the HTML book in _build/html (two chapters at a
-#               time: tools/build_book.py runs jupyter-book build with Sphinx's parallel reading)
+#   make book   set up .venv, execute every chapter and build the HTML book in _build/html
 #   make test   the same setup, then every check CI runs (lint, freshness, book, PDF, unit, homework, Colab, pages)
 #   make pdf    make book, then print it as one PDF, _build/pdf/book.pdf (headless Chromium), and check it
 # Other targets: make unit (fast developer loop, < 1 min), make lint, make sync (regenerate reader and homework
@@ -33,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 book: $(STAMP)
-	$(BIN)/python tools/build_book.py . -W -n --keep-going
+	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/$(HTML)/index.html"
 
 # The PDF edition, printed from the notebooks `make book` executed (tools/pdf.py: nothing runs twice), then checked:
@@ -91,7 +90,7 @@ test: $(STAMP)
 	$(call timed,lint,$(BIN)/ruff check .)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
-	$(call timed,build,$(BIN)/python tools/build_book.py . -W -n --keep-going)
+	$(call timed,build,$(BIN)/jupyter-book build . -W -n --keep-going)
 	$(call timed,pdf,$(BIN)/python tools/pdf.py build && $(BIN)/python tools/pdf.py check)
 	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope --no-loadscope-reorder tests --nbval-lax \
 		--nbval-current-env book/homework/*.ipynb --durations=40 --junitxml=_build/pytest.xml)
