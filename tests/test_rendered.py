@@ -249,3 +249,12 @@ def test_reference_pages_exist(html):
     )
     bibliography = (html / "book" / "bibliography.html").read_text()
     assert "attention is all you need" in bibliography.lower()
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_markdown_tables_a_cell_prints_are_tables(md, html):
+    """A cell's ``display(Markdown(...))`` table renders as a table (myst-nb's ``gfm`` format), not as lines of
+    pipes (its default, CommonMark, has no tables)."""
+    page = (html / "book" / f"{md.stem}.html").read_text()
+    raw = re.findall(r"<p>\|[^<]*\|", page)
+    assert not raw, f"{len(raw)} tables printed as text: {raw[0][:120]}"
