@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import attention as ref
 from ..masks import causal_mask as _causal_mask
-from .checking import Checker, Mismatch, call, expect, show
+from .checking import Checker, Mismatch, call, expect, expect_module, show
 from .checking.random_state import hidden_inputs
 
 __all__ = ["check_multi_head_attention", "check_self_attention_module"]
@@ -108,13 +108,7 @@ def _mha_cases(MultiHeadAttention) -> int:
     d_model, n_heads = 8, 2
     label = f"MultiHeadAttention(d_model={d_model}, n_heads={n_heads})"
     layer = call(MultiHeadAttention, d_model, n_heads, input=label)
-    if not isinstance(layer, nn.Module):
-        raise Mismatch(
-            "MultiHeadAttention(8, 2) should create an nn.Module.",
-            input=label,
-            got=show(layer),
-            hint="Subclass torch.nn.Module and call super().__init__() first.",
-        )
+    expect_module(layer, label)
     for name in _MHA_LAYERS:
         linear = getattr(layer, name, None)
         if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != (
@@ -277,13 +271,7 @@ def _built_layer(
     """The student's layer of these sizes, its three projections checked, in float64, with its weights."""
     label = f"SelfAttention(d_in={d_in}, d_k={d_k}, d_v={d_v}){note}"
     layer = call(SelfAttention, d_in, d_k, d_v, input=label)
-    if not isinstance(layer, nn.Module):
-        raise Mismatch(
-            f"{label} should create an nn.Module.",
-            input=label,
-            got=show(layer),
-            hint="Subclass torch.nn.Module and call super().__init__() first.",
-        )
+    expect_module(layer, label)
     widths = {"d_k": d_k, "d_v": d_v}
     for name, width in _SELF_ATTENTION_LAYERS:
         linear = getattr(layer, name, None)

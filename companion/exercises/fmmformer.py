@@ -40,6 +40,7 @@ from .checking import (
     confirmed,
     expect,
     expect_memory,
+    expect_module,
     hidden_inputs,
     same,
     show,
@@ -298,13 +299,7 @@ def _fmm_student(
 
 
 def _fmm_require_parameters(module: Any, built: str, h: int) -> dict[str, Any]:
-    if not isinstance(module, nn.Module):
-        raise Mismatch(
-            f"{built} should create an nn.Module.",
-            input=built,
-            got=show(module),
-            hint="Subclass torch.nn.Module and call super().__init__() first.",
-        )
+    expect_module(module, built)
     params = call(lambda: dict(module.named_parameters()), input=built)
     for name in FMM_PARAMETERS:
         p = params.get(name)

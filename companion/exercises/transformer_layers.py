@@ -21,7 +21,17 @@ from functools import partial
 import torch
 from torch import nn
 
-from .checking import Checker, Mismatch, OneCall, call, case, compare, expect, show
+from .checking import (
+    Checker,
+    Mismatch,
+    OneCall,
+    call,
+    case,
+    compare,
+    expect,
+    expect_module,
+    show,
+)
 from .checking.random_state import hidden_inputs
 from .checking.training import expect_trains_like
 
@@ -156,13 +166,7 @@ def _layer_norm_module_cases(LayerNorm) -> tuple[int, int]:
     d = 6
     label = f"LayerNorm({d})"
     layer = call(LayerNorm, d, input=label)
-    if not isinstance(layer, nn.Module):
-        raise Mismatch(
-            f"{label} should create an nn.Module.",
-            input=label,
-            got=show(layer),
-            hint="Subclass torch.nn.Module and call super().__init__() first.",
-        )
+    expect_module(layer, label)
     for name, init in (("weight", torch.ones(d)), ("bias", torch.zeros(d))):
         p = getattr(layer, name, None)
         if not isinstance(p, nn.Parameter):
@@ -413,13 +417,7 @@ def _expect_encodes(
     of each ``(what, (batch, n), scale)``; the block, PyTorch's layer, a sampler and the label are returned."""
     label = f"EncoderBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}){note}"
     block = call(EncoderBlock, d_model, n_heads, d_ff, input=label)
-    if not isinstance(block, nn.Module):
-        raise Mismatch(
-            f"{label} should create an nn.Module.",
-            input=label,
-            got=show(block),
-            hint="Subclass torch.nn.Module and call super().__init__() first.",
-        )
+    expect_module(block, label)
     theirs = nn.TransformerEncoderLayer(
         d_model, n_heads, d_ff, dropout=0.0, batch_first=True
     ).double()

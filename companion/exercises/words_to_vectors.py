@@ -24,6 +24,7 @@ from .checking import (
     case,
     compare,
     expect,
+    expect_module,
     expect_raises,
     show,
 )
@@ -204,13 +205,7 @@ check_cosine = compare(
 def _embedding_cases(Embedding) -> tuple[int, int]:
     label = "Embedding(10, 4)"
     layer = call(Embedding, 10, 4, input=label)
-    if not isinstance(layer, nn.Module):
-        raise Mismatch(
-            f"{label} should create an nn.Module.",
-            input=label,
-            got=show(layer),
-            hint="Subclass torch.nn.Module and call super().__init__() first.",
-        )
+    expect_module(layer, label)
     weight = getattr(layer, "weight", None)
     if not isinstance(weight, nn.Parameter):
         raise Mismatch(

@@ -66,7 +66,7 @@ The package holds one concern per module, and this file only gathers their names
 # Besides __all__, what the exercise modules, the grader and the tests import from here (so that none of them
 # changes): the statuses, the exception a harness passes through, the standard checker's parts.
 from .arguments import changed as _changed  # noqa: F401
-from .calling import call, expect_raises
+from .calling import call, expect_module, expect_raises
 from .checker import Checker
 from .differences import INF_HINT, NAN_HINT, same  # noqa: F401
 from .differences import safe_difference as _safe_difference  # noqa: F401
@@ -99,6 +99,7 @@ __all__ = [
     "Mismatch",
     "NotAttempted",
     "call",
+    "expect_module",
     "case",
     "compare",
     "expect",

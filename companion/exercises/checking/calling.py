@@ -194,3 +194,15 @@ def expect_raises(
         got=show(result),
         hint=hint,
     )
+
+
+def expect_module(obj: object, label: str) -> nn.Module:
+    """``obj``, if it is an ``nn.Module`` (what ``label`` made), else a Mismatch that says how to make one."""
+    if not isinstance(obj, nn.Module):
+        raise Mismatch(
+            f"{label} should create an nn.Module.",
+            input=label,
+            got=show(obj),
+            hint="Subclass torch.nn.Module and call super().__init__() first.",
+        )
+    return obj
