@@ -21,7 +21,7 @@ unexport MPLBACKEND
 # $(call timed,stage,command): echo and run command, then print the stage's wall time (keeping the exit status).
 timed = @t0=$$(date +%s); echo '$(2)'; $(2); rc=$$?; echo "[stage $(1): $$(( $$(date +%s) - t0 )) s]"; exit $$rc
 
-.PHONY: setup book pdf test lint sync check-sync unit homework colab rendered chromium bubblewrap clean constraints
+.PHONY: setup book pdf test test-book test-pytest lint sync check-sync unit homework colab rendered chromium bubblewrap clean constraints
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,28 +72,42 @@ chromium:
 bubblewrap:
 	@bash tools/ensure-bubblewrap.sh
 
-# Everything, in order of cost: lint, freshness of generated notebooks, the book build (which executes every
-# chapter with its hidden asserts and fails on any error), then one pytest session on two workers: the unit
-# tests, the slow tests (training, the Colab simulation, the rendered-page checks of the built HTML in headless
-# Chromium) and nbval on every homework notebook (the second execution of every chapter's code, on the second
-# floating-point path: tests/perturbed.py). The workers (pytest-xdist, --dist loadscope) take units of work
-# longest first, as tests/conftest.py orders them: a test module or a homework notebook (nbval's cells share
-# one kernel).
+# Everything, in order of cost: lint, freshness of generated notebooks, then two things at once, one on each core:
+# the book build (which executes every chapter with its hidden asserts and fails on any error) followed by the PDF,
+# and one pytest session on two workers: the unit tests, the slow tests (training, the Colab simulation) and nbval
+# on every homework notebook (the second execution of every chapter's code, on the second floating-point path:
+# tests/perturbed.py). The build executes one chapter at a time (Sphinx cannot read in parallel here: README), so
+# alone it leaves a core idle for ten minutes; side by side the two keep both busy. When both have ended, the
+# checks of the built pages (tests/test_rendered.py in headless Chromium, tests/test_downloads.py) run.
+# The workers (pytest-xdist, --dist loadscope) take units of work longest first, as tests/conftest.py orders
+# them: a test module or a homework notebook (nbval's cells share one kernel).
 # The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
 # nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
 # what to run), so that a machine without it fails in seconds, not after twenty minutes; the second, the same for
 # bubblewrap, the sandbox the grader runs each answer in (tools/ensure-bubblewrap.sh; tests/test_grade_walls.py).
-# Each stage prints its wall time; pytest lists its slowest tests and writes per-test times to _build/pytest.xml.
+# Each stage prints its wall time (the two side-by-side stages print their output when they end); pytest lists
+# its slowest tests and writes per-test times to _build/pytest.xml and _build/pytest-pages.xml.
+PAGE_TESTS := tests/test_rendered.py tests/test_downloads.py
+
 test: $(STAMP)
 	$(call timed,chromium,bash tools/ensure-chromium.sh)
 	$(call timed,bubblewrap,bash tools/ensure-bubblewrap.sh)
 	$(call timed,lint,$(BIN)/ruff check .)
 	$(call timed,format,$(BIN)/ruff format --check .)
 	$(call timed,sync-check,$(BIN)/python tools/notebooks.py check)
+	$(call timed,book and pytest side by side,$(MAKE) --no-print-directory -j2 --output-sync=target test-book test-pytest)
+	$(call timed,pages,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 $(PAGE_TESTS) --durations=10 \
+		--junitxml=_build/pytest-pages.xml)
+
+# The two halves of `make test` that run side by side (not meant to be called alone: use book, pdf, unit, ...).
+test-book: $(STAMP)
 	$(call timed,build,$(BIN)/jupyter-book build . -W -n --keep-going)
 	$(call timed,pdf,$(BIN)/python tools/pdf.py build && $(BIN)/python tools/pdf.py check)
-	$(call timed,pytest,BOOK_HTML=$(CURDIR)/$(HTML) $(PYTEST) -n 2 --dist loadscope --no-loadscope-reorder tests --nbval-lax \
-		--nbval-current-env book/homework/*.ipynb --durations=40 --junitxml=_build/pytest.xml)
+
+test-pytest: $(STAMP)
+	$(call timed,pytest,$(PYTEST) -n 2 --dist loadscope --no-loadscope-reorder tests \
+		$(addprefix --ignore=,$(PAGE_TESTS)) --nbval-lax --nbval-current-env book/homework/*.ipynb \
+		--durations=40 --junitxml=_build/pytest.xml)
 
 constraints: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^one-hot-to-transformers' | sed 's/+cpu$$//' > constraints.txt
