@@ -73,7 +73,7 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     if kind == "band":
         return partial(ba.banded_attention, bandwidth=band)
     if kind == "fmmformer":
-        return fmm.FMMAttention(bandwidth=band)
+        return fmm.FMMAttention(fmm.FMMConfig(bandwidth=band))
     if kind == "performer":
         return rf.PerformerAttention(d_k, features, seed=seed)
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

@@ -50,7 +50,9 @@ AttentionFn = Callable[..., Tensor]
 """An attention function ``(q, k, v, mask=None, **options) -> output``, as :class:`MultiHeadAttention` calls it."""
 
 
-def weightless_self_attention(x, *, return_weights=False):
+def weightless_self_attention(
+    x: Tensor, *, return_weights: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
     """y_i = Σ_j softmax_j(x_i·x_j) x_j: x, y (..., n, d); weights (..., n, n)."""
     require_floats(x, "x", "(..., n, d)", min_ndim=2)
     weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)

@@ -72,9 +72,8 @@ def _check_band(n_q: int, n_k: int, bandwidth: object) -> None:
 # The band as a dense mask (the definition, and the reference)
 
 
-def band_mask(n_q, n_k=None, bandwidth=DEFAULT_BANDWIDTH, *, causal=False) -> Tensor:
+def band_mask(n_q: int, n_k: int, bandwidth: int, *, causal: bool = False) -> Tensor:
     """The band (n_q, n_k): ``p_i − k < j ≤ p_i`` if causal, else ``|p_i − j| < k``."""
-    n_k = n_q if n_k is None else n_k
     _check_band(n_q, n_k, bandwidth)
     # query i sits at key position p_i = i + n_k − n_q (aligned with the last keys)
     p = torch.arange(n_q).unsqueeze(1) + (n_k - n_q)  # (n_q, 1)

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import padding_to_attention_mask
-from .transformer import EncoderBlock, LayerNorm
+from .transformer import BlockConfig, EncoderBlock, LayerNorm
 from .validation import (
     describe,
     require_context,
@@ -178,13 +177,18 @@ class BertEncoder(nn.Module):
         self.config = c = require_instance(config, BertConfig, "config")
         self.embeddings = BertEmbeddings(c)
         post = dict(norm_first=False, activation="gelu", eps=c.eps)  # LN(x + f(x))
-        block = partial(EncoderBlock, c.d_model, c.n_heads, c.d_ff, c.dropout, **post)
-        self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))
+        block = BlockConfig(c.d_model, c.n_heads, c.d_ff, c.dropout, **post)
+        self.blocks = nn.ModuleList(EncoderBlock(block) for _ in range(c.n_layers))
         for b in self.blocks:
             b.ff.dropout = nn.Identity()  # none between the two feed-forward layers
         self.pooler = nn.Linear(c.d_model, c.d_model)
 
-    def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None) -> Tensor:
+    def forward(
+        self,
+        ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> Tensor:
         types, mask = encoder_inputs(self.config, ids, token_type_ids, attention_mask)
         x = self.embeddings(ids, types)  # (B, n, d_model)
         for block in self.blocks:
@@ -231,7 +235,12 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: Tensor, token_type_ids=None, attention_mask=None):
+    def forward(
+        self,
+        ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         h = self.bert(ids, token_type_ids, attention_mask)  # (B, n, d_model)
         return self.mlm(h), self.nsp(self.bert.pool(h))
 

@@ -89,7 +89,9 @@ def _chunks(text: str, pattern: str | None) -> list[str]:
     )
 
 
-def train_bpe_naive(text: str, vocab_size: int, pattern=GPT2_SPLIT_PATTERN) -> dict:
+def train_bpe_naive(
+    text: str, vocab_size: int, pattern: str = GPT2_SPLIT_PATTERN
+) -> dict[Pair, int]:
     """Learn ``vocab_size - 256`` merges, recounting all pairs after each one (slow)."""
     _check_training_args(text, vocab_size, pattern)
     chunks = [list(chunk.encode("utf-8")) for chunk in _chunks(text, pattern)]

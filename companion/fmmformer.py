@@ -60,6 +60,7 @@ __all__ = [
     "far_field_matrix",
     "far_field_rank",
     "fmmformer_attention",
+    "FMMConfig",
     "FMMAttention",
     "AttentionSpectrum",
     "attention_spectrum",
@@ -241,48 +242,58 @@ def _check_head_weights(w: Tensor, q: Tensor) -> None:
         )
 
 
+@dataclass
+class FMMConfig:
+    """FMMAttention's options: the band, the far field, the learned blend w₁, w₂."""
+
+    bandwidth: int = DEFAULT_BANDWIDTH  # k, the keys in the band
+    feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2]  # far-field φ_l
+    eps: float = DEFAULT_EPS  # added to each far-field denominator
+    n_heads: int | None = None  # one (w₁, w₂) per head if given, else one pair
+    positive: bool = True  # w = softplus(θ) (paper), else w = θ (released code)
+    init_near: float = 0.5  # w₁ at the start
+    init_far: float = 0.5  # w₂ at the start
+
+    def __post_init__(self) -> None:
+        c = self
+        _check_fmm_attention(
+            c.bandwidth, c.n_heads, c.positive, c.init_near, c.init_far
+        )
+        self.feature_maps = _check_feature_maps(c.feature_maps)
+
+
 class FMMAttention(nn.Module):
     """fmmformer_attention with learned w₁, w₂, as MultiHeadAttention's attention."""
 
-    def __init__(
-        self,
-        bandwidth: int = DEFAULT_BANDWIDTH,  # k, the keys in the band
-        feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],  # far-field φ_l
-        *,
-        n_heads: int | None = None,  # one (w₁, w₂) per head if given, else one pair
-        positive: bool = True,  # w = softplus(θ) (paper), else w = θ (released code)
-        init_near: float = 0.5,  # w₁ at the start
-        init_far: float = 0.5,  # w₂ at the start
-        eps: float = DEFAULT_EPS,  # added to each far-field denominator
-    ) -> None:
+    def __init__(self, c: FMMConfig) -> None:
         super().__init__()
-        _check_fmm_attention(bandwidth, n_heads, positive, init_near, init_far)
-        self.bandwidth, self.positive, self.eps = bandwidth, bool(positive), eps
-        self.feature_maps = _check_feature_maps(feature_maps)
-        shape = (n_heads, 1, 1) if n_heads is not None else ()
-        to_raw = _inverse_softplus if positive else float  # θ from w
-        self.near_raw = nn.Parameter(torch.full(shape, to_raw(init_near)))  # θ₁
-        self.far_raw = nn.Parameter(torch.full(shape, to_raw(init_far)))  # θ₂
+        self.config = c
+        shape = (c.n_heads, 1, 1) if c.n_heads is not None else ()
+        to_raw = _inverse_softplus if c.positive else float  # θ from w
+        self.near_raw = nn.Parameter(torch.full(shape, to_raw(c.init_near)))  # θ₁
+        self.far_raw = nn.Parameter(torch.full(shape, to_raw(c.init_far)))  # θ₂
 
     w_near = property(lambda self: self._weight(self.near_raw))  # w₁: () or (h, 1, 1)
     w_far = property(lambda self: self._weight(self.far_raw))  # w₂
 
     def _weight(self, raw: Tensor) -> Tensor:
-        return F.softplus(raw) if self.positive else raw
+        return F.softplus(raw) if self.config.positive else raw
 
     def forward(self, q, k, v, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
         _check_head_weights(w_near, q)
         learned = dict(w_near=w_near, w_far=w_far)
-        fixed = dict(bandwidth=self.bandwidth, feature_maps=self.feature_maps)
-        options = dict(causal=causal, eps=self.eps, dropout_p=dropout_p)
+        c = self.config
+        fixed = dict(bandwidth=c.bandwidth, feature_maps=c.feature_maps, eps=c.eps)
+        options = dict(causal=causal, dropout_p=dropout_p)
         return fmmformer_attention(q, k, v, mask, **learned, **fixed, **options)
 
     def extra_repr(self) -> str:
+        c = self.config
         names = ", ".join(
-            getattr(f, "__name__", type(f).__name__) for f in self.feature_maps
+            getattr(f, "__name__", type(f).__name__) for f in c.feature_maps
         )
-        return f"bandwidth={self.bandwidth}, feature_maps=({names}), positive={self.positive}"
+        return f"bandwidth={c.bandwidth}, feature_maps=({names}), positive={c.positive}"
 
 
 # ----------------------------------------------------------------------------------------------------

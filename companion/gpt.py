@@ -40,7 +40,7 @@ from .positional import (
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
 )
-from .transformer import ACTIVATIONS, CausalBlock, LayerNorm, eval_mode
+from .transformer import ACTIVATIONS, BlockConfig, CausalBlock, LayerNorm, eval_mode
 from .validation import (
     describe,
     door,
@@ -115,6 +115,12 @@ class GPTConfig:
     def __post_init__(self) -> None:
         self.d_ff = _check_gpt_config(self)
 
+    def block(self) -> BlockConfig:
+        """The configuration of each block: pre-norm, as in GPT-2."""
+        c = self
+        options = dict(activation=c.activation, eps=c.eps, norm_first=True)
+        return BlockConfig(c.d_model, c.n_heads, c.d_ff, c.dropout, **options)
+
     @classmethod
     def gpt2(cls, size: str = "gpt2", **overrides: object) -> GPTConfig:
         """GPT-2 of a size in GPT2_SIZES ("gpt2": small); overrides replace fields."""
@@ -179,8 +185,7 @@ class GPT(nn.Module):
         self.pos = None if rotary else POSITIONAL[c.positional](d, T)  # P
         rope = RotaryEmbedding(d // h, T) if rotary else None
         self.dropout = nn.Dropout(c.dropout)
-        kw = dict(activation=c.activation, eps=c.eps, attention=attention, rotary=rope)
-        block = partial(CausalBlock, d, h, c.d_ff, c.dropout, norm_first=True, **kw)
+        block = partial(CausalBlock, c.block(), attention, rope)
         self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))  # pre-norm
         self.norm = LayerNorm(c.d_model, c.eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=not c.tie_weights)

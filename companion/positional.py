@@ -69,7 +69,11 @@ def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
 
 
 def sinusoidal_positional_encoding(
-    n_positions: int, d_model: int, *, base: float = 10000.0, dtype=torch.float32
+    n_positions: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
 ) -> Tensor:
     """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model)."""
     _check_table(n_positions, d_model, base)

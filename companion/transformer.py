@@ -23,9 +23,8 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +58,7 @@ __all__ = [
     "LayerNorm",
     "FeedForward",
     "Residual",
+    "BlockConfig",
     "EncoderBlock",
     "CausalBlock",
     "DecoderBlock",
@@ -95,23 +95,35 @@ class LayerNorm(nn.Module):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
-def _check_feed_forward(activation: object, dropout: object) -> None:
-    require_choice(activation, "activation", sorted(ACTIVATIONS))
-    require_number(dropout, "dropout", low=0, high=1, high_open=True)
+@dataclass
+class BlockConfig:
+    """The options of a block and its layers, as nanoGPT's GPTConfig."""
+
+    d_model: int  # the width of every position's vector
+    n_heads: int  # h, the attention heads
+    d_ff: int  # the feed-forward network's hidden width
+    dropout: float = 0.0  # on the attention weights and each sub-layer's output
+    norm_first: bool = field(kw_only=True)  # pre-norm; no default: the book uses both
+    activation: str = "relu"  # the feed-forward network's: relu, gelu or gelu_tanh
+    eps: float = 1e-5  # of every LayerNorm
+
+    def __post_init__(self) -> None:
+        require_heads(self.d_model, self.n_heads)
+        require_int(self.d_ff, "d_ff", low=1)
+        require_number(self.dropout, "dropout", low=0, high=1, high_open=True)
+        require_instance(self.norm_first, bool, "norm_first")
+        require_choice(self.activation, "activation", sorted(ACTIVATIONS))
 
 
 class FeedForward(nn.Module):
     """FFN(x) = W₂ act(W₁ x + b₁) + b₂, position-wise: (…, d) → (…, d_ff) → (…, d)."""
 
-    @door(_check_feed_forward)
-    def __init__(
-        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"
-    ) -> None:
+    def __init__(self, c: BlockConfig) -> None:
         super().__init__()
-        self.activation = ACTIVATIONS[activation]
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(float(dropout))
+        self.activation = ACTIVATIONS[c.activation]
+        self.linear1 = nn.Linear(c.d_model, c.d_ff)
+        self.linear2 = nn.Linear(c.d_ff, c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -120,13 +132,11 @@ class FeedForward(nn.Module):
 class Residual(nn.Module):
     """x + dropout(f(norm(x))) if norm_first (pre-norm) else norm(x + dropout(f(x)))."""
 
-    def __init__(
-        self, d_model: int, dropout: float = 0.0, *, norm_first: bool, eps: float = 1e-5
-    ) -> None:
+    def __init__(self, c: BlockConfig) -> None:
         super().__init__()
-        self.norm = LayerNorm(d_model, eps)
-        self.dropout = nn.Dropout(dropout)
-        self.norm_first = norm_first
+        self.norm = LayerNorm(c.d_model, c.eps)
+        self.dropout = nn.Dropout(c.dropout)
+        self.norm_first = c.norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
@@ -137,24 +147,13 @@ class Residual(nn.Module):
 class EncoderBlock(nn.Module):
     """x = x + attn(x); x = x + ff(x), each a :class:`Residual`: (B, n, d) → same."""
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        attention: AttentionFn = sdpa,
-    ) -> None:
+    def __init__(self, c: BlockConfig, attention: AttentionFn = sdpa) -> None:
         super().__init__()
-        mha = partial(MultiHeadAttention, dropout=dropout, attention=attention)
-        self.self_attn = mha(d_model, n_heads)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        residual = partial(Residual, d_model, dropout, norm_first=norm_first, eps=eps)
-        self.residuals = nn.ModuleList(residual() for _ in range(2))
+        self.self_attn = MultiHeadAttention(
+            c.d_model, c.n_heads, dropout=c.dropout, attention=attention
+        )
+        self.ff = FeedForward(c)
+        self.residuals = nn.ModuleList(Residual(c) for _ in range(2))
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask))
@@ -165,10 +164,13 @@ class CausalBlock(EncoderBlock):
     """GPT's block: an :class:`EncoderBlock` whose self-attention is causal (position i sees positions j <= i)."""
 
     def __init__(
-        self, *args: Any, rotary: RotaryEmbedding | None = None, **kwargs: Any
+        self,
+        c: BlockConfig,
+        attention: AttentionFn = sdpa,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         """The arguments of :class:`EncoderBlock`, and ``rotary``: RoPE on every head's queries and keys."""
-        super().__init__(*args, **kwargs)
+        super().__init__(c, attention)
         self.self_attn.rotary = rotary
 
     def forward(
@@ -184,25 +186,13 @@ class CausalBlock(EncoderBlock):
 class DecoderBlock(nn.Module):
     """x += attn(x, causal); x += attn(x, memory); x += ff(x), via :class:`Residual`."""
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        attention: AttentionFn = sdpa,
-    ) -> None:
+    def __init__(self, c: BlockConfig, attention: AttentionFn = sdpa) -> None:
         super().__init__()
-        mha = partial(MultiHeadAttention, dropout=dropout, attention=attention)
-        self.self_attn = mha(d_model, n_heads)
-        self.cross_attn = mha(d_model, n_heads)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        residual = partial(Residual, d_model, dropout, norm_first=norm_first, eps=eps)
-        self.residuals = nn.ModuleList(residual() for _ in range(3))
+        mha = partial(MultiHeadAttention, dropout=c.dropout, attention=attention)
+        self.self_attn = mha(c.d_model, c.n_heads)
+        self.cross_attn = mha(c.d_model, c.n_heads)
+        self.ff = FeedForward(c)
+        self.residuals = nn.ModuleList(Residual(c) for _ in range(3))
 
     def forward(self, x: Tensor, memory: Tensor, mask=None, memory_mask=None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True))
@@ -256,6 +246,12 @@ class TransformerConfig:
                 high=(min(self.src_vocab_size, self.tgt_vocab_size)) - 1,
             )
 
+    def block(self) -> BlockConfig:
+        """The configuration of each encoder and decoder block."""
+        c = self
+        options = dict(activation=c.activation, eps=c.eps, norm_first=c.norm_first)
+        return BlockConfig(c.d_model, c.n_heads, c.d_ff, c.dropout, **options)
+
 
 def _check_source(self: EncoderDecoder, src: object) -> None:
     require_ids(src, "src", self.config.src_vocab_size)
@@ -288,13 +284,12 @@ class EncoderDecoder(nn.Module):
         self.src_pos = positions(c.d_model, c.context_length)
         self.tgt_pos = positions(c.d_model, c.context_length)
         self.dropout = nn.Dropout(c.dropout)
-        block = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout, norm_first=c.norm_first,
-                     activation=c.activation, eps=c.eps)  # fmt: skip
+        block = c.block()
         self.encoder = nn.ModuleList(
-            EncoderBlock(**block) for _ in range(c.n_encoder_layers)
+            EncoderBlock(block) for _ in range(c.n_encoder_layers)
         )
         self.decoder = nn.ModuleList(
-            DecoderBlock(**block) for _ in range(c.n_decoder_layers)
+            DecoderBlock(block) for _ in range(c.n_decoder_layers)
         )
         # with pre-norm a last LayerNorm closes the encoder and the decoder (as in nn.Transformer)
         self.encoder_norm = (

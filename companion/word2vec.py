@@ -258,7 +258,12 @@ def reduced_windows(
     return torch.randint(1, window + 1, (n,), generator=generator)
 
 
-def skipgram_pairs_loop(ids: Tensor, window: int, sentence_ids=None, windows=None):
+def skipgram_pairs_loop(
+    ids: Tensor,
+    window: int,
+    sentence_ids: Tensor | None = None,
+    windows: Tensor | None = None,
+) -> list[tuple[int, int]]:
     """(ids[i], ids[j]) for ``0 < |j−i| ≤ b_i`` in a sentence, b_i = windows[i]."""
     sentence_ids, windows = check_windowed_stream(ids, window, sentence_ids, windows)
     tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()

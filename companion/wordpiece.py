@@ -109,7 +109,9 @@ def basic_tokenize(text: str, lower_case: bool = True) -> list[str]:
     return [w for w in words if w]
 
 
-def wordpiece(word: str, vocab: dict[str, int], unk="[UNK]", max_chars=100) -> list:
+def wordpiece(
+    word: str, vocab: dict[str, int], unk: str = "[UNK]", max_chars: int = 100
+) -> list[str]:
     """Split a word greedily into the longest ``vocab`` pieces (then ``##`` pieces)."""
     if len(word) > max_chars:
         return [unk]

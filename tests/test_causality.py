@@ -86,7 +86,7 @@ CAUSAL_ATTENTIONS = {
     "far field": partial(fmm.far_field_attention, causal=True),
     "FMMformer": partial(fmm.fmmformer_attention, causal=True, bandwidth=3),
     "FMMAttention": partial(
-        fmm.FMMAttention(bandwidth=3, n_heads=2).double(), causal=True
+        fmm.FMMAttention(fmm.FMMConfig(bandwidth=3, n_heads=2)).double(), causal=True
     ),
     "Performer features in linear attention": partial(
         la.linear_attention, causal=True, feature_map=PERFORMER
@@ -184,7 +184,7 @@ KINDS = {
     "softmax": lambda d_k: att.scaled_dot_product_attention,
     "linear": lambda d_k: la.linear_attention,
     "band": lambda d_k: partial(ba.banded_attention, bandwidth=3),
-    "fmmformer": lambda d_k: fmm.FMMAttention(bandwidth=3),
+    "fmmformer": lambda d_k: fmm.FMMAttention(fmm.FMMConfig(bandwidth=3)),
     "performer": lambda d_k: rf.PerformerAttention(d_k, 16, seed=0),
     "performer, trig": lambda d_k: rf.PerformerAttention(d_k, 16, kind="trig", seed=0),
 }

@@ -663,7 +663,7 @@ FMM_WRONG = [
     (_FMMInPlaceClamp, ["changed the parameter `far_raw` in place", "-40"]),
     (_FMMOneWeight, ["parameter `near_raw` of shape (2, 1, 1)"]),
     (_FMMRawStart, ["start at 0.5", "-0.4328"]),
-    (_FMMNoKeywords, ["TypeError", "CausalBlock(d_model=8"]),
+    (_FMMNoKeywords, ["TypeError", "CausalBlock(BlockConfig(d_model=8"]),
     (_wrong("Float32", forward=lambda self, q, k, v, mask=None, causal=True: FMMByParts.forward(
         self, q, k, v).float()), ["dtype torch.float64", "dtype torch.float32"]),
     (_FMMCompanion, ["hands the work to the companion"]),

@@ -89,13 +89,16 @@ class LayerNormWrapper(nn.Module):
 
 class EncoderSubclass(transformer.EncoderBlock):
     def __init__(self, d_model, n_heads, d_ff):
-        super().__init__(d_model, n_heads, d_ff, norm_first=False)
+        super().__init__(
+            transformer.BlockConfig(d_model, n_heads, d_ff, norm_first=False)
+        )
 
 
 class EncoderWrapper(nn.Module):
     def __init__(self, d_model, n_heads, d_ff):
         super().__init__()
-        self.inner = transformer.EncoderBlock(d_model, n_heads, d_ff, norm_first=False)
+        config = transformer.BlockConfig(d_model, n_heads, d_ff, norm_first=False)
+        self.inner = transformer.EncoderBlock(config)
 
     def forward(self, x, mask=None):
         return self.inner(x, mask)

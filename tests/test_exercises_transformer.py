@@ -429,7 +429,7 @@ def test_independent_correct_answers_pass(checker, student):
 
 from companion.attention import MultiHeadAttention  # noqa: E402
 from companion.exercises.transformer import check_encoder_block  # noqa: E402
-from companion.transformer import FeedForward  # noqa: E402
+from companion.transformer import BlockConfig, FeedForward  # noqa: E402
 
 
 class BlockWithCompanionParts(nn.Module):
@@ -488,7 +488,9 @@ class BlockWithCompanionLayerNorm(BlockWithCompanionParts):
     def __init__(self, d_model, n_heads, d_ff):
         super().__init__(d_model, n_heads, d_ff)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
-        self.ff = FeedForward(d_model, d_ff)  # unused extra module: harmless
+        self.ff = FeedForward(
+            BlockConfig(d_model, n_heads, d_ff, norm_first=False)
+        )  # unused extra module: harmless
         # dropout 0, as the exercise asks: the identity in training mode too
         self.dropout = nn.Dropout(0.0)
 

@@ -14,6 +14,7 @@ from companion.fmmformer import (
     FMM_FEATURE_MAPS,
     AttentionSpectrum,
     FMMAttention,
+    FMMConfig,
     attention_spectrum,
     elu_flip_plus_one,
     far_field_attention,
@@ -172,7 +173,7 @@ def test_far_field_rank_is_at_most_maps_times_feature_dimension(n_maps):
 
 def test_module_weights_positive_and_learned():
     torch.manual_seed(0)
-    attn = FMMAttention(bandwidth=4, init_near=0.3, init_far=2.0)
+    attn = FMMAttention(FMMConfig(bandwidth=4, init_near=0.3, init_far=2.0))
     assert torch.allclose(attn.w_near, torch.tensor(0.3)) and torch.allclose(
         attn.w_far, torch.tensor(2.0)
     )
@@ -191,9 +192,8 @@ def test_module_weights_positive_and_learned():
 
 
 def test_module_unconstrained_like_the_released_code():
-    attn = FMMAttention(
-        bandwidth=4, positive=False, init_near=0.0, init_far=-1.0, n_heads=3
-    )
+    config = FMMConfig(4, positive=False, init_near=0.0, init_far=-1.0, n_heads=3)
+    attn = FMMAttention(config)
     assert attn.w_near.shape == (3, 1, 1) and torch.equal(
         attn.w_far, torch.full((3, 1, 1), -1.0)
     )
@@ -204,15 +204,15 @@ def test_module_unconstrained_like_the_released_code():
     with raises(ValueError, "heads"):
         attn(q[:, :2], k[:, :2], v[:, :2])
     with raises(ValueError, "init_near"):
-        FMMAttention(init_near=0.0)
+        FMMConfig(init_near=0.0)
     with raises(ValueError, "bandwidth"):
-        FMMAttention(bandwidth=0)
+        FMMConfig(bandwidth=0)
     with raises(ValueError, "same leading"):
         far_field_matrix(torch.ones(4, 3), torch.ones(4, 2))
 
 
 def test_module_is_an_attention_function_of_the_seam():
-    attn = FMMAttention(bandwidth=3)
+    attn = FMMAttention(FMMConfig(bandwidth=3))
     q, k, v = qkv(dtype=torch.float32)
     out = attn(q, k, v, mask=None, causal=True)
     assert out.shape == (2, 3, 40, 5)
@@ -229,7 +229,7 @@ def test_module_is_an_attention_function_of_the_seam():
 
 def test_module_inside_multi_head_attention():
     torch.manual_seed(0)
-    fmm = FMMAttention(bandwidth=4, n_heads=2)
+    fmm = FMMAttention(FMMConfig(bandwidth=4, n_heads=2))
     mha = MultiHeadAttention(16, 2, attention=fmm)
     assert any(p is fmm.near_raw for p in mha.parameters())
     x = torch.randn(3, 20, 16)
@@ -301,7 +301,7 @@ def test_spectrum_errors():
 
 
 def test_module_registers_inside_a_model():
-    model = nn.ModuleDict({"attn": FMMAttention()})
+    model = nn.ModuleDict({"attn": FMMAttention(FMMConfig())})
     assert len(list(model.parameters())) == 2
     assert "bandwidth=32" in repr(model)
 

@@ -18,7 +18,7 @@ from companion.gpt import (
 )
 from companion.positional import RotaryEmbedding
 from companion.training import train
-from companion.transformer import CausalBlock
+from companion.transformer import BlockConfig, CausalBlock
 
 # Only the tests that compare with Hugging Face need `transformers` (they skip without it); the rest never import it.
 
@@ -239,7 +239,7 @@ def test_small_lm_configuration_is_the_stack_of_its_pieces():
     rotary = RotaryEmbedding(32 // 4, 24)
     blocks = [
         CausalBlock(
-            32, 4, 128, norm_first=True, activation="relu", rotary=rotary
+            BlockConfig(32, 4, 128, norm_first=True, activation="relu"), rotary=rotary
         ).double()
         for _ in range(2)
     ]

@@ -118,7 +118,7 @@ def test_a_module_exercise_is_graded_through_the_mirror(graded):
     assert "Your band holds b + 1 keys" in feedback["band_plus_one"]
     assert "The blend weights must be positive" in feedback["raw_weights"]
     assert (
-        "CausalBlock(d_model=8" in feedback["no_block_keywords"]
+        "CausalBlock(BlockConfig(d_model=8" in feedback["no_block_keywords"]
         and "TypeError" in feedback["no_block_keywords"]
     )
 

@@ -17,6 +17,7 @@ from companion.gpt import GPT, GPTConfig, generate
 from companion.masks import causal_mask
 from companion.positional import RotaryEmbedding
 from companion.transformer import (
+    BlockConfig,
     CausalBlock,
     EncoderBlock,
     LayerNorm,
@@ -99,12 +100,9 @@ def test_multi_head_attention_calls_the_given_attention_function():
 @pytest.mark.parametrize("block_cls", [EncoderBlock, CausalBlock])
 def test_blocks_with_blocked_attention_equal_the_default(block_cls):
     torch.manual_seed(0)
-    default = block_cls(8, 2, 16, norm_first=True).double().eval()
-    swapped = (
-        block_cls(8, 2, 16, norm_first=True, attention=blocked_attention)
-        .double()
-        .eval()
-    )
+    config = BlockConfig(8, 2, 16, norm_first=True)
+    default = block_cls(config).double().eval()
+    swapped = block_cls(config, attention=blocked_attention).double().eval()
     swapped.load_state_dict(default.state_dict())
     x = randn(2, 6, 8, seed=1)
     torch.testing.assert_close(swapped(x), default(x))
@@ -149,7 +147,7 @@ def test_dropout_is_passed_only_while_training():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_residual_places_the_norm(norm_first):
     torch.manual_seed(0)
-    residual = Residual(6, norm_first=norm_first).double()
+    residual = Residual(BlockConfig(6, 1, 1, norm_first=norm_first)).double()
     with torch.no_grad():
         residual.norm.weight.normal_()
         residual.norm.bias.normal_()
@@ -162,8 +160,9 @@ def test_residual_places_the_norm(norm_first):
 
 def test_causal_block_is_causal_and_encoder_block_is_not():
     torch.manual_seed(0)
-    causal = CausalBlock(8, 2, 16, norm_first=False).double().eval()
-    encoder = EncoderBlock(8, 2, 16, norm_first=False).double().eval()
+    config = BlockConfig(8, 2, 16, norm_first=False)
+    causal = CausalBlock(config).double().eval()
+    encoder = EncoderBlock(config).double().eval()
     encoder.load_state_dict(causal.state_dict())
     x = randn(1, 6, 8, seed=1)
     y = x.clone()

@@ -99,24 +99,16 @@ def test_chapter_4_shows_multi_head_attention_forward():
 # when one of them is annotated (take it off the list) and when a new shown function is not.
 UNANNOTATED = {
     "02_embedding_language_model.md:embedding_lm.py:train_embedding_lm",
-    "03_word2vec_glove.md:word2vec.py:skipgram_pairs_loop",
-    "04_attention.md:attention.py:weightless_self_attention",
     "04_attention.md:attention.py:attention_loop",
     "04_attention.md:attention.py:MultiHeadAttention.forward",
-    "05_transformer.md:positional.py:sinusoidal_positional_encoding",
     "05_transformer.md:transformer.py:DecoderBlock.forward",
     "05_transformer.md:loop.py:train_step",
     "05_transformer.md:transformer.py:greedy_decode",
     "05_transformer.md:decoding.py:decode",
     "05_transformer.md:decoding.py:beam_search",
-    "06_gpt.md:bpe.py:train_bpe_naive",
     "06_gpt.md:decoding.py:sample_next",
-    "07_bert.md:wordpiece.py:wordpiece",
-    "07_bert.md:bert.py:BertEncoder",
-    "07_bert.md:bert.py:BertForPreTraining",
     "08_linear_attention.md:linear_attention.py:linear_attention_step",
     "08_linear_attention.md:linear_attention.py:causal_linear_attention_recurrent",
-    "09_fmmformer.md:banded_attention.py:band_mask",
 }
 
 

@@ -22,6 +22,7 @@ from companion.masks import (
 )
 from companion.training import train
 from companion.transformer import (
+    BlockConfig,
     CausalBlock,
     DecoderBlock,
     EncoderBlock,
@@ -72,7 +73,8 @@ def test_layer_norm_formula_and_statistics():
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_feed_forward(activation):
-    ff = FeedForward(4, 16, activation=activation).double()
+    ff = FeedForward(BlockConfig(4, 1, 16, norm_first=False, activation=activation))
+    ff = ff.double()
     x = randn(2, 3, 4, seed=4)
     act = F.relu if activation == "relu" else F.gelu
     expected = (
@@ -130,7 +132,7 @@ def test_causal_block_equals_torch_encoder_layer_with_causal_mask(norm_first):
         12, 3, 24, dropout=0.0, batch_first=True, norm_first=norm_first
     )
     theirs = theirs.double().eval()
-    ours = CausalBlock(12, 3, 24, norm_first=norm_first).double().eval()
+    ours = CausalBlock(BlockConfig(12, 3, 24, norm_first=norm_first)).double().eval()
     ours.load_state_dict(encoder_block_from_torch(theirs).state_dict())
     x = randn(2, 5, 12, seed=1)
     expected = theirs(x, src_mask=to_torch_mha_mask(causal_mask(5)))
@@ -171,18 +173,17 @@ def test_decoder_block_equals_torch(norm_first):
 
 @pytest.mark.parametrize("block", [Residual, EncoderBlock, CausalBlock, DecoderBlock])
 def test_every_block_is_told_where_the_norm_goes(block):
-    """No default for ``norm_first``: post-norm (the paper, BERT) and pre-norm (GPT) are both the book's."""
+    """No default for ``norm_first``: post-norm (the paper, BERT) and pre-norm (GPT) are both the book's;
+    every block takes it from its :class:`BlockConfig`."""
     with raises(TypeError, "norm_first"):
-        block(8) if block is Residual else block(8, 2, 16)
-    assert (
-        block(8, norm_first=True)
-        if block is Residual
-        else block(8, 2, 16, norm_first=True)
-    )
+        BlockConfig(8, 2, 16)
+    with raises(TypeError, "norm_first", "must be a bool"):
+        BlockConfig(8, 2, 16, norm_first=1)
+    assert block(BlockConfig(8, 2, 16, norm_first=True))
 
 
 def test_blocks_train_with_dropout_and_differ_from_eval():
-    block = EncoderBlock(8, 2, 16, dropout=0.5, norm_first=False)
+    block = EncoderBlock(BlockConfig(8, 2, 16, dropout=0.5, norm_first=False))
     x = torch.randn(2, 4, 8)
     torch.manual_seed(0)
     train_out = block(x)
@@ -193,7 +194,7 @@ def test_blocks_train_with_dropout_and_differ_from_eval():
 
 def test_decoder_block_is_causal():
     torch.manual_seed(0)
-    block = DecoderBlock(8, 2, 16, norm_first=False).double().eval()
+    block = DecoderBlock(BlockConfig(8, 2, 16, norm_first=False)).double().eval()
     x, memory = randn(1, 6, 8, seed=1), randn(1, 4, 8, seed=2)
     y = x.clone()
     y[:, 3:] = randn(1, 3, 8, seed=3)
@@ -465,12 +466,14 @@ def test_greedy_decode_stops_at_eos_and_pads():
             ("src", "dimensions", "got shape (2,)"),
         ),
         (
-            lambda: EncoderBlock(8, 2, 16, norm_first=False)(torch.randn(2, 3, 6)),
+            lambda: EncoderBlock(BlockConfig(8, 2, 16, norm_first=False))(
+                torch.randn(2, 3, 6)
+            ),
             ValueError,
             ("query", "got shape (2, 3, 6)"),
         ),
         (
-            lambda: DecoderBlock(8, 2, 16, norm_first=True)(
+            lambda: DecoderBlock(BlockConfig(8, 2, 16, norm_first=True))(
                 torch.randn(2, 3, 8), torch.randn(3, 3, 8)
             ),
             ValueError,
@@ -478,7 +481,7 @@ def test_greedy_decode_stops_at_eos_and_pads():
         ),
         (lambda: LayerNorm(0), ValueError, ("d_model", ">= 1", "got 0")),
         (
-            lambda: FeedForward(4, 8, activation="tanh"),
+            lambda: BlockConfig(4, 1, 8, norm_first=True, activation="tanh"),
             ValueError,
             ("activation must be one of",),
         ),

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..banded_attention import banded_attention
 from ..fmmformer import FMM_FEATURE_MAPS
-from ..transformer import CausalBlock
+from ..transformer import BlockConfig, CausalBlock
 from .checking import Case, case
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -71,7 +71,7 @@ def fmm_case(
         d_model, d_ff = block
         shapes = {"x": (batch, n, d_model)}
         out_shape = shapes["x"]
-        net = CausalBlock(d_model, heads, d_ff, norm_first=True)
+        net = CausalBlock(BlockConfig(d_model, heads, d_ff, norm_first=True))
         with torch.no_grad():
             for res in net.residuals:  # LayerNorm starts at 1 and 0: make it matter
                 res.norm.weight.copy_(1 + 0.3 * torch.randn(d_model))

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..banded_attention import banded_attention, banded_attention_dense
-from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention
-from ..transformer import CausalBlock
+from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention, FMMConfig
+from ..transformer import BlockConfig, CausalBlock
 from .checking import (
     RAISED,
     Checker,
@@ -207,8 +207,8 @@ def _fmm_label(t: Trial) -> str:
         d_model, d_ff = setup["block"]
         x = data["inputs"]["x"]
         call_text = (
-            f"CausalBlock(d_model={d_model}, n_heads={setup['n_heads']}, d_ff={d_ff}, norm_first=True, "
-            f"attention=yours) on x of shape {tuple(x.shape)}, {setup['dtype']}"
+            f"CausalBlock(BlockConfig(d_model={d_model}, n_heads={setup['n_heads']}, d_ff={d_ff}, "
+            f"norm_first=True), attention=yours) on x of shape {tuple(x.shape)}, {setup['dtype']}"
         )
     text = f"{fmm_built(setup)} with {weights}; {call_text}  ({t.case.why})"
     return (
@@ -234,7 +234,7 @@ def _fmm_run(
         d_model, d_ff = setup["block"]
         net = run(
             lambda: CausalBlock(
-                d_model, setup["n_heads"], d_ff, norm_first=True, attention=module
+                BlockConfig(d_model, setup["n_heads"], d_ff, norm_first=True), module
             ).to(kind)
         )
         run(lambda: net.load_state_dict(data["block_state"], strict=False))
@@ -277,9 +277,8 @@ class _CausalFMMAttention(FMMAttention):
 
 def _fmm_reference_module(setup: dict[str, Any]) -> nn.Module:
     b, h, r = setup["bandwidth"], setup["n_heads"], setup["n_maps"]
-    return _CausalFMMAttention(
-        bandwidth=b, feature_maps=FMM_FEATURE_MAPS[:r], n_heads=h, eps=LINEAR_EPS
-    )
+    maps = FMM_FEATURE_MAPS[:r]
+    return _CausalFMMAttention(FMMConfig(b, maps, LINEAR_EPS, n_heads=h))
 
 
 def _fmm_expected(setup: dict[str, Any], data: dict[str, Any]) -> dict:

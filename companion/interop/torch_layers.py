@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..transformer import DecoderBlock, EncoderBlock, LayerNorm
+from ..transformer import BlockConfig, DecoderBlock, EncoderBlock, LayerNorm
 from ..validation import (
     describe,
     require_tensor,
@@ -92,7 +92,7 @@ def _activation_name(layer: nn.Module) -> str:
 def _block(cls: type, layer: nn.Module, attentions: dict[str, str]) -> nn.Module:
     """A companion block with the configuration and weights of a PyTorch Transformer layer; ``attentions`` maps
     the block's attention layers to the PyTorch layer's."""
-    ours = cls(
+    config = BlockConfig(
         layer.self_attn.embed_dim,
         layer.self_attn.num_heads,
         layer.linear1.out_features,
@@ -100,7 +100,8 @@ def _block(cls: type, layer: nn.Module, attentions: dict[str, str]) -> nn.Module
         norm_first=layer.norm_first,
         activation=_activation_name(layer),
         eps=layer.norm1.eps,
-    ).to(layer.linear1.weight)
+    )
+    ours = cls(config).to(layer.linear1.weight)
     for ours_name, theirs_name in attentions.items():
         setattr(ours, ours_name, mha_from_torch(getattr(layer, theirs_name)))
     for ours_linear, theirs_linear in (
