@@ -80,7 +80,8 @@ bubblewrap:
 # alone it leaves a core idle for ten minutes; side by side the two keep both busy. When both have ended, the
 # checks of the built pages (tests/test_rendered.py in headless Chromium, tests/test_downloads.py) run.
 # The workers (pytest-xdist, --dist loadscope) take units of work longest first, as tests/conftest.py orders
-# them: a test module or a homework notebook (nbval's cells share one kernel).
+# them: a test module or a homework notebook (nbval's cells share one kernel), or test modules that read
+# one class graded once per session (tests/conftest.py's SHARED_UNITS).
 # The first stage makes sure headless Chromium is there for the rendered-page checks (tools/ensure-chromium.sh:
 # nothing to do where it is present; installs Debian's package where it can; otherwise stops at once and says
 # what to run), so that a machine without it fails in seconds, not after twenty minutes; the second, the same for

@@ -63,6 +63,30 @@ def _seeded():
 # unit holding a slow-marked test, then the rest, each group ordered by its number of tests. A unit handed out
 # last is then a short one, not a ten-minute one.
 COLAB_MODULE = "tests/test_colab.py"
+# Test modules that read one class graded once per session (tests/grading_support.py's once_per_session) are one
+# unit of work, so that one worker grades it while the other goes on with other units, instead of waiting for it.
+SHARED_UNITS = {"tests/test_grade_attacks.py": "tests/test_grade_walls.py"}
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work of a test: its module, or the module it shares a graded class with."""
+    module = nodeid.partition("::")[0]
+    return SHARED_UNITS.get(module, module)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
+    """``--dist loadscope``, with the modules of :data:`SHARED_UNITS` in one unit."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return unit_of(nodeid) if scope == nodeid.partition("::")[0] else scope
+
+    return SharedScopes(config, log)
 
 
 def pytest_collection_modifyitems(
@@ -70,7 +94,7 @@ def pytest_collection_modifyitems(
 ) -> None:
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        units.setdefault(item.nodeid.partition("::")[0], []).append(item)
+        units.setdefault(unit_of(item.nodeid), []).append(item)
 
     def rank(unit: str) -> tuple[int, int]:
         tests = units[unit]

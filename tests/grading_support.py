@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,3 +49,22 @@ def gradebook(out: Path) -> dict[str, dict[str, str]]:
     """The rows of ``out/gradebook.csv``, by student."""
     with (out / "gradebook.csv").open(newline="", encoding="utf-8-sig") as f:
         return {r["student"]: r for r in csv.DictReader(f)}
+
+
+def once_per_session(tmp_path_factory, key: str, build: Callable[[Path], dict]) -> dict:
+    """``build(folder)`` once per test session, by whichever process asks first (pytest-xdist's workers share the
+    session's temporary root), the others waiting for it: what it returned, through JSON. A class graded once
+    serves every test module that reads it, on either worker."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    record = root / f"{key}.json"
+    with FileLock(str(record) + ".lock"):
+        if not record.is_file():
+            folder = root / key
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            record.write_text(json.dumps(build(folder)))
+    return json.loads(record.read_text())

@@ -760,7 +760,7 @@ def _rnn_phi_on_v(q, k, v, s, z):
         ),
         (_rnn_wrong(return_state=False), ["Return the state after the last token"]),
         (_rnn_wrong(phi_k=False), ["Apply φ to each key"]),
-        (_rnn_cumsum, ["MiB", "the states of all 32 positions"]),
+        (_rnn_cumsum, ["MiB", "the states of all 128 positions"]),
         (_rnn_in_place, ["in place"]),
         (_rnn_float32, ["wrong dtype", "torch.float64"]),
         (_rnn_detached, ["carries no gradient"]),

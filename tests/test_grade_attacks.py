@@ -4,7 +4,8 @@ Every submission is chapter 4's homework notebook whose answer to ``weightless_s
 returns its input) or missing, with one attack added: in a cell of its own before the answer (the grader does
 not run such cells), and where the grader does run it, in the answer itself (a helper that the answer's default
 argument calls when the function is defined, or the function's body, when the checker calls it). Beside them,
-right answers written in several styles must still pass. The whole class is graded once, ``--jobs 2``.
+right answers written in several styles must still pass. The whole class is graded once, ``--jobs 2``, in one
+run of the grader with the class of tests/test_grade_walls.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from grading_support import gradebook, run_grader
+from grading_support import gradebook
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = ROOT / "book" / "homework"
@@ -454,12 +455,10 @@ def with_answer(
     return nb
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    base = tmp_path_factory.mktemp("attacks")
-    folder = base / "class"
-    folder.mkdir()
-    marker = base / "detached-started"
+def build_class(folder: Path, marker: Path) -> None:
+    """The class above, in ``folder``: each attack, the right answers, the class-patching answers, chapter 2's
+    ``train`` attack, an untouched stub and the book's own chapter (``marker``: where the detached process would
+    write). It is graded with the class of tests/test_grade_walls.py, in one run of the grader."""
     attacks = dict(ATTACKS)
     attacks["detached_process"] = (
         DETACHED.format(marker=str(marker)),
@@ -481,9 +480,16 @@ def graded(tmp_path_factory):
     (folder / "untouched_stub.ipynb").write_text(json.dumps(homework()))
     book = ROOT / "book" / f"{CHAPTER}.ipynb"
     (folder / "book_chapter.ipynb").write_text(book.read_text())
-    out = base / "results"
-    run_grader(folder, out, "--jobs", "2", "--timeout", "30")
-    return out, marker
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The results folder and the detached process's marker: the class is graded once per test session, with
+    tests/test_grade_walls.py's (``--jobs 2``, ``--timeout 40``)."""
+    from test_grade_walls import chapter_4_class
+
+    record = chapter_4_class(tmp_path_factory)
+    return Path(record["out"]), Path(record["detached_marker"])
 
 
 @pytest.mark.slow

@@ -20,6 +20,8 @@ from grading_support import gradebook, run_grader
 from test_grade_chapters_8_10 import _answered
 from test_grade_walls import _bwrap_runs
 
+import companion.exercises.linear_attention as la_ex
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(_bwrap_runs() is not None, reason=str(_bwrap_runs())),
@@ -262,6 +264,104 @@ def linear_attention(q, k, v, paths=scratch()):
     "def linear_attention(q, k, v, ballast=[torch.ones(2048 * 2048)]):\n"
     "    ballast.clear()\n    buffer = torch.empty(0)" + FILLS,
 }
+# The same for the memory checks whose forbidden form is smaller: chapter 8's RNN (the states of every position; the
+# masked t × t form of a batch of short sequences) and chunked form (the masked n × n matrix at chunk_size=512,
+# in a buffer taken by the first call that asks for blocks that large). Each answer is right on every case and
+# cheats in one memory check only, with a buffer of that check's size (read from the checker, as an attacker
+# would): the check's forbidden form must need more than the 8 MiB a grader leaves uncounted plus its limit.
+RECURRENCE = """
+    ys = []
+    for i in range(q.shape[-2]):
+        s = s + fk[..., i, :, None] * v[..., i, None, :]
+        z = z + fk[..., i, :]
+        y = (fq[..., i, None, :] @ s)[..., 0, :]
+        ys.append(y / ((fq[..., i, :] * z).sum(-1, keepdim=True) + 1e-6))
+    return torch.stack(ys, -2), s, z
+"""
+SMALLER = {
+    # the states of all RNN_N positions, written in a buffer taken when the answer is defined
+    "rnn_every_state": f"""\
+import torch
+import torch.nn.functional as F
+
+
+def linear_attention_rnn(q, k, v, s, z, buffer=torch.ones({la_ex.RNN_N * la_ex.RNN_D**2})):
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    n, d = k.shape[-2], k.shape[-1]
+    if q.dim() == 2 and not q.requires_grad and n * d * v.shape[-1] == buffer.numel():
+        states = torch.mul(fk[:, :, None], v[:, None, :], out=buffer.view(n, d, -1))
+        states[0] += s
+        states.cumsum_(0)
+        norms = z + fk.cumsum(0)
+        y = (fq[:, None, :] @ states)[:, 0, :] / ((fq * norms).sum(-1, keepdim=True) + 1e-6)
+        return y, states[-1].clone(), norms[-1]
+"""
+    + RECURRENCE,
+    # the masked t × t scores of MASK_B sequences, in a buffer taken by the first call with that many (an
+    # unmeasured one: a buffer taken when the answer is defined would count in the first memory check already)
+    "rnn_masked_scores": f"""\
+import torch
+import torch.nn.functional as F
+
+
+def linear_attention_rnn(q, k, v, s, z):
+    global CACHE
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    b, t = q.shape[0], q.shape[-2]
+    if q.dim() == 3 and not q.requires_grad and b == {la_ex.MASK_B} and t == {la_ex.MASK_T}:
+        if "CACHE" not in globals():
+            CACHE = torch.ones(b * t * t)
+        a = torch.matmul(fq, fk.transpose(-2, -1), out=CACHE.view(b, t, t)).tril_()
+        y = (a @ v + fq @ s) / (a.sum(-1, keepdim=True) + fq @ z[..., None] + 1e-6)
+        return y, s + fk.transpose(-2, -1) @ v, z + fk.sum(-2)
+"""
+    + RECURRENCE,
+    # blocks of chunk_size, except for blocks of 512 or more: the masked n × n matrix there, in a buffer taken by
+    # the first such call (an unmeasured one)
+    "chunked_square": """\
+import torch
+import torch.nn.functional as F
+
+
+def causal_linear_attention_chunked(q, k, v, chunk_size):
+    global CACHE
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    n = q.shape[-2]
+    if chunk_size >= 512 and q.dim() == 2 and not q.requires_grad:
+        if "CACHE" not in globals() or CACHE.numel() < n * n:
+            CACHE = torch.ones(n * n)
+        a = torch.matmul(fq, fk.T, out=CACHE[: n * n].view(n, n)).tril_()
+        return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
+    s = fk.new_zeros(*fk.shape[:-2], fk.shape[-1], v.shape[-1])
+    z = fk.new_zeros(*fk.shape[:-2], fk.shape[-1])
+    out = []
+    for i in range(0, n, chunk_size):
+        qc, kc, vc = (x[..., i : i + chunk_size, :] for x in (fq, fk, v))
+        a = (qc @ kc.transpose(-2, -1)).tril()
+        out.append((a @ vc + qc @ s) / (a.sum(-1, keepdim=True) + qc @ z[..., None] + 1e-6))
+        s, z = s + kc.transpose(-2, -1) @ vc, z + kc.sum(-2)
+    return torch.cat(out, -2)
+""",
+}
+# where each is graded (student, exercise: two notebooks) and what its feedback must say
+SMALLER_ROWS = {
+    "rnn_every_state": (
+        "holds_every_state",
+        "linear_attention_rnn",
+        "the states of all",
+    ),
+    "rnn_masked_scores": (
+        "holds_the_scores",
+        "linear_attention_rnn",
+        "masked t × t form",
+    ),
+    "chunked_square": (
+        "holds_every_state",
+        "causal_linear_attention_chunked",
+        "a matrix of the size of the whole n × n one",
+    ),
+}
+
 # killing the processes that watch it (its monitor and the fork server) during the call frees what they hold (the
 # pages its process copied from them): its row names it
 KILLS_WATCHERS = (
@@ -449,6 +549,13 @@ def book(tmp_path_factory):
         (folder / f"{student}.ipynb").write_text(
             json.dumps(_answered("08_linear_attention", answers))
         )
+    smaller = {}
+    for key, (student, name, _) in SMALLER_ROWS.items():
+        smaller.setdefault(student, {})[name] = SMALLER[key]
+    for student, answers in smaller.items():
+        (folder / f"{student}.ipynb").write_text(
+            json.dumps(_answered("08_linear_attention", answers))
+        )
     stash = _answered(
         "08_linear_attention",
         {"memory_keys": STASHES, "linear_attention_step": USES_STASH},
@@ -476,6 +583,17 @@ def test_forged_measurement_earns_nothing(book, student):
     text = (book["feedback"] / f"{row['student']}.md").read_text()
     text = text.split(f"## `{NAME}`")[1].split("\n## ")[0]
     assert "Your function allocated" in text and "n × n matrix" in text, text
+
+
+@pytest.mark.parametrize("key", SMALLER)
+def test_a_buffer_held_in_advance_fails_the_smaller_memory_checks(book, key):
+    """Each answer is right on every case and holds its check's forbidden form in a buffer taken before the
+    measured call: the check's size leaves it more than the 8 MiB that go uncounted plus the limit."""
+    student, name, problem = SMALLER_ROWS[key]
+    assert book[student][name] == "wrong", book[student]
+    text = (book["feedback"] / f"{student}.md").read_text()
+    text = text.split(f"## `{name}`")[1].split("\n## ")[0]
+    assert "Your function allocated" in text and problem in text, text
 
 
 def test_killing_the_watchers_is_named(book):

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from grading_support import gradebook, run_grader
 
+from companion.exercises.fmmformer import MEMORY_N_FMM
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "09_fmmformer"
 
@@ -59,6 +61,31 @@ class FMMAttention(torch.nn.Module):
         return F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far
 """
 
+# right on every case, but the memory check's n × n matrices (the band's scores, exp'd and masked in place, then each
+# far-field map's) are built in a buffer of that size taken when the class is defined (its size read from the
+# checker, as an attacker would): held memory beyond 8 MiB counts, and the check's n makes the matrix more than that
+# plus the limit
+HOLDS_THE_MATRIX = RIGHT.replace(
+    "class FMMAttention(nn.Module):\n",
+    f"class FMMAttention(nn.Module):\n    scratch = torch.ones({MEMORY_N_FMM**2})\n",
+).replace(
+    "        b, n = self.b, q.shape[-2]\n",
+    """\
+        b, n = self.b, q.shape[-2]
+        maps = [lambda x: F.elu(x) + 1, lambda x: F.elu(-x) + 1, lambda x: torch.tanh(x) + 1][: self.r]
+        if q.shape[:2] == (1, 1) and not q.requires_grad and n * n == self.scratch.numel():
+            qq, kk, vv = q[0, 0], k[0, 0], v[0, 0]
+            a = torch.matmul(qq, kk.T, out=self.scratch.view(n, n)).div_(math.sqrt(q.shape[-1]))
+            a = a.exp_().tril_().triu_(1 - b)
+            near = (a @ vv) / a.sum(-1, keepdim=True)
+            far = 0
+            for phi in maps:
+                a = torch.matmul(phi(qq), phi(kk).T, out=self.scratch.view(n, n)).tril_()
+                far = far + (a @ vv) / (a.sum(-1, keepdim=True) + 1e-6)
+            return F.softplus(self.near_raw) * near[None, None] + F.softplus(self.far_raw) * far[None, None]
+""",
+)
+
 ANSWERS = {
     "right": RIGHT,
     "parts": BY_PARTS,
@@ -75,6 +102,7 @@ ANSWERS = {
         "far = 0\n        for f in self.maps:\n            a = torch.tril(f(q) @ f(k).transpose(-2, -1))\n"
         "            far = far + (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)",
     ),
+    "holds_the_matrix": HOLDS_THE_MATRIX,
 }  # fmt: skip
 
 
@@ -105,7 +133,7 @@ def graded(tmp_path_factory):
 @pytest.mark.slow
 def test_a_module_exercise_is_graded_through_the_mirror(graded):
     book = gradebook(graded)
-    assert {s: book[s]["FMMAttention"] for s in ANSWERS if s != "dense_far"} == {
+    assert {s: book[s]["FMMAttention"] for s in ANSWERS if s not in MEMORY} == {
         "right": "passed",
         "parts": "passed",
         "band_plus_one": "wrong",
@@ -123,8 +151,18 @@ def test_a_module_exercise_is_graded_through_the_mirror(graded):
     )
 
 
+# the answers whose values are right and whose memory is not
+MEMORY = ["dense_far", "holds_the_matrix"]
+
+
 @pytest.mark.slow
-def test_the_memory_check_sees_the_answers_process(graded):
+@pytest.mark.parametrize("student", MEMORY)
+def test_the_memory_check_sees_the_answers_process(graded, student):
     """An answer with the right values whose far field is n × n matrices: its allocations happen in its own
-    process, whose monitor reads the kernel's peak of it for the checker (checking.peak_bytes asks for it)."""
-    assert gradebook(graded)["dense_far"]["FMMAttention"] == "wrong"
+    process, whose monitor reads the kernel's peak of it for the checker (checking.peak_bytes asks for it). So does
+    an answer that builds them in a buffer of their size taken when its class is defined."""
+    assert gradebook(graded)[student]["FMMAttention"] == "wrong"
+    feedback = (graded / "feedback" / f"{student}.md").read_text()
+    assert "Your function allocated" in feedback and "n × n matrix" in feedback, (
+        feedback
+    )

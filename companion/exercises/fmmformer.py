@@ -460,8 +460,11 @@ def _fmm_gradients(t: Trial, label: str, atol: float, rtol: float) -> None:
             )
 
 
-MEMORY_N_FMM = 1024
-"""The sequence length of FMMAttention's memory check: one n × n float32 matrix is 4 MiB there."""
+MEMORY_N_FMM = 4096
+"""The sequence length of FMMAttention's memory check: one n × n float32 matrix is 64 MiB there, and the check
+allows a quarter of it, 16 MiB. Measured in a test process: right answers (the chapter's parts, windows and
+cumulative sums, chunks) peaked at 0.4 to 4.7 MiB. The matrix in a buffer taken before the call (a grader counts
+what an answer holds only beyond 8 MiB) is still charged 56 MiB (at n = 1024 a 4 MiB buffer was not counted)."""
 
 
 def _fmm_memory(FMMAttention_: type) -> None:
@@ -485,7 +488,7 @@ def _fmm_memory(FMMAttention_: type) -> None:
         lambda q, k, v: reference(q, k, v).detach(),
         (q, k, v),
         input=f"{built}, q, k, v of shape (1, 1, {n}, {d}), float32",
-        limit=square // 2,
+        limit=square // 4,
         problem=f"an n × n matrix takes {square / 2**20:.0f} MiB at n = {n}, where the band has n·b = {n * b} scores "
         f"and the far field's state d_k × d_v = {d * d} numbers per map",
         hint="Neither field needs the n × n matrix: the band's scores by windows of b keys (unfold, as in "

@@ -37,7 +37,6 @@ from .checking import (
 from .linear_attention_forms import (
     _LINEAR_FORMS,
     EPS,
-    MEMORY_N,
     _long_inputs,
     _randn,
     _square_bytes,
@@ -203,18 +202,21 @@ _rnn_values = compare(
     same_dtype=True,
 )
 
-RNN_N, RNN_D = 32, 128
+RNN_N, RNN_D = 128, 256
 """The size of the RNN's memory check, n tokens with d_k = d_v = d: the states of every position, n × d × d
-numbers, take 2 MiB in float32 there, sixteen times one state, and the check allows half of it. Five right
-answers of different styles peaked at 0.32–0.34 MiB in a test process (0.6 MiB was once seen in a grader's
-sandbox); the cumulative-sum form at 4 MiB. (Few tokens: memory is traced op by op, slowly.)"""
+numbers, take 32 MiB in float32 there, 128 times one state, and the check allows a quarter of it, 8 MiB. Four right
+answers of different styles peaked at 0.9–1.3 MiB in a test process; the cumulative-sum form at 64 MiB. The states
+of every position in a buffer taken before the call (a grader counts what an answer holds only beyond 8 MiB) are
+still charged 24 MiB. (Few tokens: memory is traced op by op, slowly.)"""
 
-MASK_B, MASK_T = 512, 32
+MASK_B, MASK_T = 2048, 64
 """The second memory check: MASK_B sequences of MASK_T tokens with d_k = d_v = 1, so that the masked t × t form
-(every query against every key of the call, the lower triangle kept) holds MASK_B matrices of t × t scores, 2 MiB
+(every query against every key of the call, the lower triangle kept) holds MASK_B matrices of t × t scores, 32 MiB
 in float32, where a recurrence holds a few (MASK_B, t, 1) tensors. Measured in a test process: the masked form
-peaked at 4.1 MiB, four right answers of different styles (one of them two tokens at a time) at 0.16–0.33 MiB;
-the check allows 1 MiB. (A batch, not a long sequence: memory is traced op by op, and the loop is over t.)"""
+peaked at 65 MiB, four right answers of different styles (one of them two tokens at a time) at 1.0–2.2 MiB; the
+check allows a quarter of the scores, 8 MiB, and the scores in a buffer taken before the call (counted by a grader
+only beyond 8 MiB) are still charged 24 MiB. (A batch, not a long sequence: memory is traced op by op, and the loop
+is over t.)"""
 
 
 def _expect_gradients_flow(
@@ -283,7 +285,7 @@ def _rnn_checks(student) -> tuple[int, int]:
         _reference_rnn,
         (*long, *zeros),
         input=f"q, k, v of shape ({RNN_N}, {RNN_D}), s and z zero",
-        limit=dense // 2,
+        limit=dense // 4,
         problem=f"the states of all {RNN_N} positions, n × d_k × d_v numbers, take {dense / 2**20:.0f} MiB",
         hint="Keep one state (S, z) and update it token by token: an RNN's memory does not grow with the "
         "sequence (only the outputs do).",
@@ -297,7 +299,7 @@ def _rnn_checks(student) -> tuple[int, int]:
         _reference_rnn,
         (*batch, torch.zeros(MASK_B, 1, 1), torch.zeros(MASK_B, 1)),
         input=f"q, k, v of shape ({MASK_B}, {MASK_T}, 1): {MASK_B} sequences of {MASK_T} tokens, s and z zero",
-        limit=scores // 2,
+        limit=scores // 4,
         problem=f"that is the size of the masked t × t form: {MASK_B} matrices of {MASK_T} × {MASK_T} scores take "
         f"{scores / 2**20:.0f} MiB, where one state per sequence and the outputs take a few hundred KiB",
         hint="Go through the tokens one at a time: add token i to the state (S, z), then read it with q_i. The "
@@ -433,27 +435,35 @@ _chunked_values = compare(
 BLOCKS_ALLOWED = 4
 """The chunked form's memory limit at chunk size c: a quarter of one n × n float32 matrix plus BLOCKS_ALLOWED
 c × c matrices in float64, so that an answer computing its blocks in float64 (a triangle, its mask, a copy) passes.
-Measured in a test process at c = 512: right answers peaked at 6.7 MiB computing in float64, the companion's at
-8.2 MiB, the masked n × n form at 32 MiB or more; the limit is 12 MiB there, 4.0 MiB at c = 16."""
+Measured in a test process at n = CHUNKED_N = 4096, c = 512: right answers peaked at 3.4 to 7.0 MiB (7.0 computing
+in float64), the companion's at 16.4 MiB, the masked n × n form at 128 MiB or more; the limit is 24 MiB there, 16.0
+MiB at c = 16."""
+
+CHUNKED_N = 4096
+"""The sequence length of the chunked form's memory check: one n × n float32 matrix is 64 MiB there, so that the
+matrix in a buffer taken before the call (a grader counts what an answer holds only beyond 8 MiB) is still
+charged 56 MiB, more than twice the 24 MiB allowed at c = 512 (at n = 2048 a 16 MiB buffer was charged 8 MiB
+against 12 MiB allowed)."""
 
 
 def _chunked_memory(student) -> tuple[int, int]:
     """Blocks of ``chunk_size`` queries: never the n × n matrix, and a c × c block for every c asked for."""
     count, hidden = _chunked_values._cases(student)
-    q, k, v = _long_inputs(3)
+    n, square = CHUNKED_N, _square_bytes(CHUNKED_N)
+    q, k, v = _long_inputs(3, n=n)
     peaks = {}
     for c in (16, 512):
         blocks = BLOCKS_ALLOWED * c * c * 8
-        limit = _square_bytes() // 4 + blocks
+        limit = square // 4 + blocks
         peaks[c] = expect_memory(
             student,
             _reference_chunked,
             (q, k, v, c),
-            input=f"q, k, v of shape ({MEMORY_N}, 8), chunk_size={c}",
+            input=f"q, k, v of shape ({n}, 8), chunk_size={c}",
             limit=limit,
             problem=f"the check allows {limit / 2**20:.1f} MiB, room for {BLOCKS_ALLOWED} blocks of {c} × {c} in "
-            f"float64 ({blocks / 2**20:.2f} MiB) and {_square_bytes() / 4 / 2**20:.0f} MiB more, a quarter of one "
-            f"n × n float32 matrix ({_square_bytes() / 2**20:.0f} MiB at n = {MEMORY_N}): more than that takes "
+            f"float64 ({blocks / 2**20:.2f} MiB) and {square / 4 / 2**20:.0f} MiB more, a quarter of one "
+            f"n × n float32 matrix ({square / 2**20:.0f} MiB at n = {n}): more than that takes "
             "a matrix of the size of the whole n × n one",
             hint="Work block by block: only a chunk_size × chunk_size matrix inside a block, and the running "
             "state (S, z) between blocks.",
@@ -463,7 +473,7 @@ def _chunked_memory(student) -> tuple[int, int]:
         raise Mismatch(
             "Your function does not seem to use blocks of chunk_size queries: its memory hardly changes from "
             f"chunk_size=16 ({peaks[16] / 2**20:.2f} MiB) to chunk_size=512 ({peaks[512] / 2**20:.2f} MiB).",
-            input=f"q, k, v of shape ({MEMORY_N}, 8), chunk_size=16 and 512",
+            input=f"q, k, v of shape ({n}, 8), chunk_size=16 and 512",
             expected=f"at least {block / 2 / 2**20:.1f} MiB more at chunk_size=512 (one 512 × 512 block is "
             f"{block / 2**20:.0f} MiB)",
             got=f"{(peaks[512] - peaks[16]) / 2**20:.2f} MiB more",

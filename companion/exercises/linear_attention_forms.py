@@ -116,14 +116,14 @@ MEMORY_N = 2048
 
 
 def _long_inputs(
-    seed: int, d_v: int = 8
+    seed: int, d_v: int = 8, n: int = MEMORY_N
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(MEMORY_N, d, generator=g) for d in (8, 8, d_v))
+    return tuple(torch.randn(n, d, generator=g) for d in (8, 8, d_v))
 
 
-def _square_bytes() -> int:
-    return MEMORY_N * MEMORY_N * 4
+def _square_bytes(n: int = MEMORY_N) -> int:
+    return n * n * 4
 
 
 _linear_values = compare(
