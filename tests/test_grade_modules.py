@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from grading_support import gradebook, run_grader
 
-from companion.exercises.fmmformer import MEMORY_N_FMM
+from companion.exercises.fmmformer import MEMORY_N, MEMORY_N_FMM
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "09_fmmformer"
@@ -106,6 +106,30 @@ ANSWERS = {
 }  # fmt: skip
 
 
+# chapter 9's first exercise, banded_softmax, right on every case, but at the memory check's n the n × n scores are
+# built in a buffer of that size taken when the function is defined (exp'd and cut to the band in place, so that
+# nothing else of that size is made): held memory beyond 8 MiB counts, and the check's n makes the matrix (16 MiB)
+# more than that plus its limit (4 MiB)
+BANDED_HOLDS_THE_SCORES = f"""\
+import math
+
+
+def banded_softmax(q, k, v, b, scratch=torch.ones({MEMORY_N**2})):
+    n, d = q.shape[-2], q.shape[-1]
+    if q.dim() == 2 and n * n == scratch.numel() and not q.requires_grad:
+        s = torch.matmul(q, k.T, out=scratch.view(n, n)).div_(math.sqrt(d))
+        s = s.exp_().tril_().triu_(1 - b)
+        return (s @ v) / s.sum(-1, keepdim=True)
+    kw = F.pad(k, (0, 0, b - 1, 0)).unfold(-2, b, 1)
+    vw = F.pad(v, (0, 0, b - 1, 0)).unfold(-2, b, 1)
+    s = torch.einsum("...nd,...ndb->...nb", q, kw) / math.sqrt(d)
+    s = s.masked_fill(~((torch.arange(n)[:, None] + torch.arange(b)) >= b - 1), -math.inf)
+    return torch.einsum("...nb,...ndb->...nd", torch.softmax(s, -1), vw)
+"""
+#: {student: the banded_softmax answer}, graded in the same class (their FMMAttention left as the stub)
+BANDED = {"banded_holds_the_scores": BANDED_HOLDS_THE_SCORES}
+
+
 def _source(cell: dict) -> str:
     s = cell["source"]
     return "".join(s) if isinstance(s, list) else s
@@ -123,9 +147,21 @@ def graded(tmp_path_factory):
         if "exercise-stub" in c.get("metadata", {}).get("tags", [])
         and "class FMMAttention(" in _source(c)
     ]
+    (banded,) = [
+        i
+        for i, c in enumerate(nb["cells"])
+        if "exercise-stub" in c.get("metadata", {}).get("tags", [])
+        and "def banded_softmax(" in _source(c)
+    ]
     for student, code in ANSWERS.items():
         nb["cells"][stub]["source"] = code
         (folder / f"{student}.ipynb").write_text(json.dumps(nb))
+    stubs = _source(nb["cells"][stub]), _source(nb["cells"][banded])
+    for student, code in BANDED.items():
+        nb["cells"][banded]["source"] = code
+        nb["cells"][stub]["source"] = stubs[0]
+        (folder / f"{student}.ipynb").write_text(json.dumps(nb))
+    nb["cells"][banded]["source"] = stubs[1]
     run_grader(folder, base / "results", "--jobs", "2", "--timeout", "120")
     return base / "results"
 
@@ -166,3 +202,13 @@ def test_the_memory_check_sees_the_answers_process(graded, student):
     assert "Your function allocated" in feedback and "n × n matrix" in feedback, (
         feedback
     )
+
+
+@pytest.mark.slow
+def test_a_buffer_held_in_advance_fails_the_banded_memory_check(graded):
+    """banded_softmax's n × n scores in a buffer taken when the function is defined: right on every case, and
+    wrong on memory, because held memory beyond 8 MiB counts (the matrix is 16 MiB, the limit 4 MiB)."""
+    row = gradebook(graded)["banded_holds_the_scores"]
+    assert row["banded_softmax"] == "wrong" and row["FMMAttention"] != "passed", row
+    feedback = (graded / "feedback" / "banded_holds_the_scores.md").read_text()
+    assert "Your function allocated" in feedback and "MiB" in feedback, feedback
