@@ -24,8 +24,11 @@ per layer with h = 1 head:
 
 Every run trains for ``--steps`` (1,000) at ``--lr`` (3e-3), except in ``--low-lr-cells`` (r = 8 with 16 and
 32 pairs), which train at ``--low-lr`` (1e-3) for every kind: at 3e-3 softmax attention stayed in the
-no-lookup band at 16 pairs for 1,000 and for 3,000 steps, and at 1e-3 it learned them by step 1,000 (the
-trials are in the record, as ``other_budgets``). Each run records its ``steps`` and ``lr``.
+no-lookup band at 16 pairs for 1,000 and for 3,000 steps, and at 1e-3 it learned them by step 1,000. The
+``--long-cells`` (r = 8 with 32 pairs) train for ``--long-steps`` (3,000), every kind: at 1e-3 softmax attention
+was still in the no-lookup band there after 1,000 steps, and answered every test sequence from step 2,000 on
+in a 4,000-step trial. The trials are in the record, as ``other_budgets``. Each run records its ``steps`` and
+``lr``.
 
 Each run appends one JSON line to ``--out`` as soon as it ends (a killed sweep loses only the runs in flight;
 runs of the same kind, cell, seed, steps and learning rate already in the file are skipped when the same
@@ -34,10 +37,10 @@ and writes the record ``--json`` with the cells' no-lookup bands
 (:func:`companion.data.recall_task.no_lookup_accuracy` on the test set), ``--command``, the commands that made
 the runs, and ``--note``. A cell with more pairs than ``--keys`` uses N keys (the keys of a sequence differ):
 16 keys everywhere but N = 32, which has 32; each run records its ``n_keys``. The shipped record
-``companion/data/recall_bound_sweep.json`` holds the part of the default grid that its note lists; its
-``command`` gives the commands that made it, and its runs' ``cpu_seconds`` their cost (33 CPU minutes, and 9
-more for the trials in ``other_budgets``, on a 2-core x86-64 machine shared with other work, one thread per
-run).
+``companion/data/recall_bound_sweep.json`` holds the whole default grid, seeds 0 and 1 of every kind; its
+``command`` gives the commands that made it, and its runs' ``cpu_seconds`` their cost (81 CPU minutes, and 29
+more for the trials and the runs of other budgets in ``other_budgets``, on a 2-core x86-64 machine shared with
+other work, one thread per run).
 """
 
 from __future__ import annotations
@@ -79,6 +82,10 @@ BAND_CELLS = ((2, 2), (2, 4), (8, 4), (8, 8), (8, 16), (8, 32))
 #: cells that train at ``--low-lr`` instead of ``--lr`` (every kind): along r = 8, 16 and 32 pairs, where
 #: softmax attention did not learn the lookup at 3e-3 (0.18 at 16 pairs after 1,000 and after 3,000 steps).
 LOW_LR_CELLS = ((8, 16), (8, 32))
+#: cells that train for ``--long-steps`` instead of ``--steps`` (every kind): r = 8 with 32 pairs, where softmax
+#: attention at 1e-3 was still in the no-lookup band after 1,000 steps and answered every test sequence from
+#: step 2,000 on (a 4,000-step trial, in the record's ``other_budgets``).
+LONG_CELLS = ((8, 32),)
 
 
 def cell_keys(n_pairs: int, keys: int) -> int:
@@ -99,8 +106,11 @@ def run_budget(run_: dict) -> tuple[int, float]:
 
 
 def cell_budget(r: int, n_pairs: int, args: argparse.Namespace) -> tuple[int, float]:
-    """The steps and learning rate a run of the cell trains with."""
-    return args.steps, cell_lr(r, n_pairs, args)
+    """The steps and learning rate a run of the cell trains with: ``--long-steps`` in the ``--long-cells``, else
+    ``--steps``."""
+    long_cells = {tuple(int(x) for x in cell.split(":")) for cell in args.long_cells}
+    steps = args.long_steps if (r, n_pairs) in long_cells else args.steps
+    return steps, cell_lr(r, n_pairs, args)
 
 
 def planned_cells(kind: str, args: argparse.Namespace) -> list[tuple[int, int]]:
@@ -232,6 +242,10 @@ def collect(runs_file: Path, args: argparse.Namespace) -> dict:
     settings["low_lr_cells"] = sorted(
         [int(x) for x in cell.split(":")] for cell in args.low_lr_cells
     )
+    settings["long_steps"] = args.long_steps
+    settings["long_cells"] = sorted(
+        [int(x) for x in cell.split(":")] for cell in args.long_cells
+    )
     return {
         "command": args.command,
         "note": args.note,
@@ -279,6 +293,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="r:N cells that train at --low-lr",
     )
     parser.add_argument("--low-lr", type=float, default=1e-3)
+    parser.add_argument(
+        "--long-cells",
+        nargs="*",
+        default=[f"{r}:{n}" for r, n in LONG_CELLS],
+        help="r:N cells that train for --long-steps",
+    )
+    parser.add_argument("--long-steps", type=int, default=3000)
     parser.add_argument("--keys", type=int, default=16)
     parser.add_argument("--values", type=int, default=16)
     parser.add_argument("--d-model", type=int, default=64)
