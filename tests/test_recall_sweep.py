@@ -253,22 +253,22 @@ def test_record_bears_out_the_chapters_claims(record):
             run["accuracy"]
         )
     band = {int(n): high for n, (_, high) in record["no_lookup"].items()}
-    # softmax attention learns the lookup in every cell, 4 r included, on both seeds (16 and 32 pairs at the
+    # softmax attention learns the lookup in every cell, 4 r included, on every seed (16 and 32 pairs at the
     # lower learning rate, 32 pairs in 3,000 steps)
     assert all(
-        a >= 0.95
+        a >= 0.94
         for (kind, _, n), accs in accuracy.items()
         if kind == "softmax"
         for a in accs
     )
     for n in (16, 32):
         assert (
-            len(accuracy["softmax", 8, n]) == 2
+            len(accuracy["softmax", 8, n]) == 3
             and min(accuracy["softmax", 8, n]) >= 0.99
         )
-    # ... where every other kind ends near the no-lookup band (within 0.05), on both seeds
+    # ... where every other kind ends near the no-lookup band (within 0.05), on every seed
     for kind in ("linear", "softmax+linear", "performer", "fmmformer", "band"):
-        assert len(accuracy[kind, 8, 32]) == 2
+        assert len(accuracy[kind, 8, 32]) == 3
         assert max(accuracy[kind, 8, 32]) < band[32] + 0.05, kind
     # the trials: at 3e-3 softmax stays in the no-lookup band at 16 pairs for 1,000 and 3,000 steps
     trials = {
@@ -281,7 +281,7 @@ def test_record_bears_out_the_chapters_claims(record):
     # ... and at 1e-3 it answers every test sequence from step 1,000 on
     fast = trials["softmax", 8, 16, 0, 3000, 1e-3]["history"]
     assert all(a >= 0.99 for step, _, a in fast if step >= 1000) and fast[-1][0] == 3000
-    # at 32 pairs and 1e-3: inside the no-lookup band after 1,000 steps on both seeds, every kind near it;
+    # at 32 pairs and 1e-3: inside the no-lookup band after 1,000 steps on seeds 0 and 1, every kind near it;
     # in the 4,000-step trial learned from step 2,000 on
     for seed in (0, 1):
         assert trials["softmax", 8, 32, seed, 1000, 1e-3]["accuracy"] < band[32]
@@ -296,29 +296,44 @@ def test_record_bears_out_the_chapters_claims(record):
     # at r = 8 and 16 pairs, where softmax learns, every lookup of r features ends near the no-lookup band
     for kind in ("linear", "softmax+linear", "performer"):
         assert all(0.15 < a < band[16] + 0.02 for a in accuracy[kind, 8, 16]), kind
-    assert len(accuracy["linear", 8, 16]) == len(accuracy["softmax+linear", 8, 16]) == 2
-    assert max(accuracy["fmmformer", 8, 16]) < band[16] + 0.02
+    assert len(accuracy["linear", 8, 16]) == len(accuracy["softmax+linear", 8, 16]) == 3
+    assert max(accuracy["fmmformer", 8, 16]) < band[16] + 0.05
     # past the bound the linear lookups stay below r/N + 0.1 ...
     for (kind, r, n), accs in accuracy.items():
         if kind in ("linear", "softmax+linear", "performer") and n > r:
             assert max(accs) < r / n + 0.1, (kind, r, n, accs)
     # ... elu + 1 inside the no-lookup band at 4 r, the diagnostic above it
     assert max(accuracy["linear", 2, 8]) < band[8] + 0.02
+    assert max(accuracy["performer", 2, 8][:2]) < band[8] + 0.02
     assert min(accuracy["softmax+linear", 2, 8]) > max(band[8], 0.25) + 0.03
-    # at N = r = 4 no linear lookup is exact on any seed; the softmax first layer helps on seed 0 only
+    # at N = r = 4 no linear lookup is exact on any seed; the softmax first layer helps on seed 0 only (by
+    # more than 0.2; within 0.1 on seeds 1 and 2)
     lin, diag = accuracy["linear", 4, 4], accuracy["softmax+linear", 4, 4]
     assert max(lin + diag) < 0.8
     # N = r = 8, every seed
     assert max(accuracy["linear", 8, 8] + accuracy["softmax+linear", 8, 8]) < 0.8
-    assert diag[0] > lin[0] + 0.1 and abs(diag[1] - lin[1]) < 0.1
-    # the Performer: in the no-lookup band above the bound and at r = 2; below it (r = 4, 8) on one seed of
-    # two it learns part of the lookup, always less than elu + 1 of the same size and seed where N <= 4
+    assert diag[0] > lin[0] + 0.2 and all(
+        abs(d - a) < 0.1 for d, a in zip(diag[1:], lin[1:], strict=True)
+    )
+    # the Performer: in the no-lookup band on seed 0 everywhere and on every seed at r = 8 from 8 pairs on;
+    # above it seed 1 at 4 pairs (r = 4, 8), seed 2 at r = 2 and at 4 pairs; at or below the bound less than
+    # elu + 1 of the same size and seed, past it near r/N
+    above = {}
     for (kind, r, n), accs in accuracy.items():
-        if kind != "performer":
-            continue
-        if n > r or r == 2:
-            assert max(accs) < band[n] + 0.03, (r, n, accs)
-        if n <= 4:
-            assert all(
-                p < li for p, li in zip(accs, accuracy["linear", r, n], strict=True)
-            ), (r, n)
+        if kind == "performer":
+            above |= {(s, r, n): a for s, a in enumerate(accs) if a > band[n] + 0.03}
+    assert sorted(above) == [
+        (1, 4, 4),
+        (1, 8, 4),
+        (2, 2, 2),
+        (2, 2, 4),
+        (2, 2, 8),
+        (2, 4, 4),
+        (2, 8, 4),
+    ], above
+    for (seed, r, n), a in above.items():
+        assert a < 0.9
+        if n <= r:
+            assert a < accuracy["linear", r, n][seed], (seed, r, n)
+        else:
+            assert abs(a - r / n) < 0.07, (seed, r, n)
