@@ -2,9 +2,10 @@
 each chapter's setup cell, and the notebooks the launch buttons open, on the second floating-point path.
 
 A fresh virtual environment holds what Colab's image has preinstalled (torch, numpy, matplotlib, scikit-learn,
-transformers and a Jupyter kernel); the setup cell installs the companion from this checkout (the environment
-variable ``COMPANION_SOURCE`` points it here instead of at the repository), and the notebooks run in a working
-folder outside the checkout, so only the installed package counts. The kernels run on the second floating-point
+transformers and a Jupyter kernel); the setup cell installs the companion built from this checkout (the
+environment variable ``COMPANION_SOURCE`` points it at a wheel built once from here, as pip builds one from the
+repository in Colab, instead of at the repository), and the notebooks run in a working folder outside the
+checkout, so only the installed package counts. The kernels run on the second floating-point
 path (tests/perturbed.py).
 
 What can differ in Colab from the book build is the environment, so every chapter is checked against it:
@@ -58,7 +59,8 @@ RUN_IN_FULL = ("00", "01", "02", "04", "06", "10")
 
 @pytest.fixture(scope="session")
 def colab_kernel(tmp_path_factory, root):
-    """A kernel named ``colab-sim`` in a fresh virtual environment; yields the folder that holds its spec.
+    """A kernel named ``colab-sim`` in a fresh virtual environment; returns the folder that holds its spec, the
+    environment's Python and the companion's wheel, built from this checkout.
 
     One per pytest process (each of `make test`'s two workers runs some of the chapters, tests/conftest.py):
     the chapters' setup cells pip-install the companion into it, so two workers never share one."""
@@ -83,6 +85,10 @@ def colab_kernel(tmp_path_factory, root):
     assert probe.returncode != 0, (
         "the fresh environment must not see the companion before the setup cell"
     )
+    # built once, as pip builds the repository's source in Colab (not once per chapter's setup cell)
+    build = [str(python), "-m", "pip", "wheel", "--quiet", "--no-deps"]
+    subprocess.run([*build, "-w", str(base / "dist"), str(root)], check=True)
+    (wheel,) = (base / "dist").glob("*.whl")
 
     spec = base / "kernels" / "colab-sim"
     spec.mkdir(parents=True)
@@ -90,15 +96,15 @@ def colab_kernel(tmp_path_factory, root):
     (spec / "kernel.json").write_text(
         json.dumps({"argv": argv, "display_name": "Colab", "language": "python"})
     )
-    return base, python
+    return base, python, wheel
 
 
 @pytest.fixture
-def colab(colab_kernel, tmp_path, root, monkeypatch):
+def colab(colab_kernel, tmp_path, monkeypatch):
     """Run a notebook as Colab would: ``colab(nb)`` executes it in the fresh environment, in /content."""
-    base, _ = colab_kernel
+    base, _, wheel = colab_kernel
     monkeypatch.setenv("JUPYTER_PATH", str(base))
-    monkeypatch.setenv("COMPANION_SOURCE", str(root))
+    monkeypatch.setenv("COMPANION_SOURCE", str(wheel))
     # as in Colab: the kernel draws inline
     monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.delenv("PYTHONPATH", raising=False)
@@ -193,7 +199,7 @@ pathlib.Path("installed.json").write_text(json.dumps(files))
     ids=lambda md: md.stem,
 )
 def test_chapter_runs_in_colab_on_another_floating_point_path(md, colab, colab_kernel):
-    _, python = colab_kernel
+    _, python, _ = colab_kernel
     nb = nbformat.read(notebooks.reader_path(md), as_version=4)
     start = time.perf_counter()
     workdir = colab(nb)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -341,14 +339,14 @@ def test_two_notebooks_of_one_student_grade_the_newest(tmp_path):
     )
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "homework_grader", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+def _cli(capsys, *args: str) -> tuple[int, str]:
+    """The exit status and standard error of the command line, run in this process (``python -m homework_grader``
+    calls the same ``homework_grader.main``; a process of its own would spend its time importing torch)."""
+    import homework_grader
+
+    with pytest.raises(SystemExit) as stopped:
+        homework_grader.main(list(args))
+    return stopped.value.code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -365,7 +363,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         (["ONE", "--out", "OUT", "--chapter", "99"], "no such chapter"),
     ],
 )
-def test_command_line_errors_are_clear_and_come_before_grading(tmp_path, args, message):
+def test_command_line_errors_are_clear_and_come_before_grading(
+    tmp_path, capsys, args, message
+):
     (tmp_path / "empty").mkdir()
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "alice.ipynb").write_text(
@@ -379,9 +379,11 @@ def test_command_line_errors_are_clear_and_come_before_grading(tmp_path, args, m
         "OUT": "out",
         "FILE": "file",
     }
-    run = _cli(*[str(tmp_path / names[a]) if a in names else a for a in args])
-    assert run.returncode == 2, run.stderr
-    assert message in run.stderr and "Traceback" not in run.stderr, run.stderr
+    status, stderr = _cli(
+        capsys, *[str(tmp_path / names[a]) if a in names else a for a in args]
+    )
+    assert status == 2, stderr
+    assert message in stderr and "Traceback" not in stderr, stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -25,7 +26,10 @@ class Citations:
             return key, "n.d."
         people = entry.persons.get("author") or entry.persons.get("editor") or []
         last = [
-            " ".join(part.render_as("text") for part in p.rich_last_names)
+            " ".join(
+                part.render(_plugin("pybtex.backends", "text"))
+                for part in p.rich_last_names
+            )
             for p in people
         ]
         if len(last) == 1 or (len(last) == 2 and last[1] != "others"):
@@ -45,15 +49,13 @@ class Citations:
 
     def reference_list(self) -> str:
         """A Markdown list of the works cited so far, by author and year."""
-        from pybtex.plugin import find_plugin
-
-        style = find_plugin("pybtex.style.formatting", "unsrt")()
+        style = _plugin("pybtex.style.formatting", "unsrt")
         known = [self.entries[k] for k in self.used if k in self.entries]
         for entry in known:  # pybtex does not read \url{...} in a note
             for field, value in entry.fields.items():
                 entry.fields[field] = re.sub(r"\\url\{([^}]*)\}", r"\1", value)
         formatted = {
-            e.key: _plain_html(e.text.render_as("html"))
+            e.key: _plain_html(e.text.render(_plugin("pybtex.backends", "html")))
             for e in style.format_entries(known)
         }
         lines = []
@@ -66,6 +68,16 @@ class Citations:
                 else f"- {key} (not in the bibliography)"
             )
         return "\n".join(lines)
+
+
+@functools.cache
+def _plugin(group: str, name: str):
+    """An instance of pybtex's plugin ``name`` of ``group``, made once: pybtex looks a plugin up among the
+    installed packages' entry points at each ``render_as``, which read every package's metadata each time (a
+    check of the notebooks did so 7,000 times, for most of its 40 s)."""
+    from pybtex.plugin import find_plugin
+
+    return find_plugin(group, name)()
 
 
 def _plain_html(html: str) -> str:
