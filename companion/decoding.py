@@ -117,7 +117,14 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 @door(_check_sampling)
-def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
+def sample_next(
+    logits: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
     if temperature == 0:  # greedy
         return logits.argmax(dim=-1, keepdim=True)
@@ -131,7 +138,15 @@ def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=No
 
 
 @door(_check_decode)
-def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **sampling):
+def decode(
+    next_logits: NextLogits,
+    ids: Tensor,
+    max_new_tokens: int,
+    *,
+    eos_id: int | None = None,
+    filler: int | None = None,
+    **sampling: object,
+) -> Tensor:
     """x_{t+1} ~ sample_next(next_logits(x_1…x_t)): (B, n) → (B, ≤ n+max_new_tokens)."""
     filler = eos_id if filler is None else filler
     done = torch.zeros_like(ids[:, :1], dtype=torch.bool)  # (B, 1): has written EOS
@@ -167,7 +182,15 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 @door(_check_beam)
-def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
+def beam_search(
+    next_logits: NextLogits,
+    ids: Tensor,
+    max_new_tokens: int,
+    *,
+    beam_size: int,
+    eos_id: int | None = None,
+    alpha: float = 0.0,
+) -> tuple[Tensor, float]:
     """argmax over the beam of log p(y|ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS

@@ -214,7 +214,14 @@ def _check_training(model: object, ids: object, steps: object, lr: object) -> No
     require_number(lr, "lr", low=0, low_open=True)
 
 
-def train_embedding_lm(model, ids, *, steps=2000, lr=0.05, progress=True) -> list:
+def train_embedding_lm(
+    model: nn.Module,
+    ids: torch.Tensor,
+    *,
+    steps: int = 2000,
+    lr: float = 0.05,
+    progress: bool = True,
+) -> list[float]:
     """Full-batch Adam on L = -1/(n-1) Σ_t log p(w_{t+1} | w_t): ids (n,), a stream."""
     _check_training(model, ids, steps, lr)
     prev, nxt = bigram_pairs(ids)  # all bigrams, every step: deterministic
