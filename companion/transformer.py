@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from .attention import AttentionFn, KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
-from .decoding import beam_search, decode
+from .decoding import Sampling, beam_search, decode
 from .masks import Mask, padding_to_attention_mask
 from .positional import (
     LearnedPositionalEmbedding,
@@ -445,11 +445,11 @@ def greedy_decode(
     c = model.config
     bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
     filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
+    greedy = Sampling(max_new_tokens, temperature=0, eos_id=eos_id, filler=filler)
     with eval_mode(model), skip_checks():  # checked above, not again at each step
         memory = model.encode(src)  # once
         logits = lambda y: model.decode(y, memory, src)[:, -1]  # (B, 1 + t) → (B, V)
-        greedy = dict(eos_id=eos_id, filler=filler, temperature=0)  # 0: the argmax
-        return decode(logits, bos, max_new_tokens, **greedy)
+        return decode(logits, bos, greedy)  # temperature 0: the argmax
 
 
 def _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens, beam_size) -> None:
