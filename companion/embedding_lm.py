@@ -268,18 +268,13 @@ def generate(
     require_number(temperature, "temperature", low=0, finite=False)
     if n_tokens == 0:
         return start.long().clone()
+    s = decoding.Sampling(n_tokens, temperature)
     g = None if seed is None else torch.Generator().manual_seed(seed)
     # (1, t) → (1, V): order 1, the last token only
     next_logits = lambda ids: model(ids[0, -1:])
     # the shared loop, its sampler and the model: checked above, not again at each step
     with torch.no_grad(), skip_checks():
-        ids = decoding.decode(
-            next_logits,
-            start.long()[None],
-            n_tokens,
-            temperature=temperature,
-            generator=g,
-        )
+        ids = decoding.decode(next_logits, start.long()[None], s, g)
     return ids[0]
 
 
