@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from companion.gpt import GPT, generate  # noqa: E402
+from companion.gpt import GPT, Sampling, generate  # noqa: E402
 from companion.interop.hf_gpt import gpt_from_hf  # noqa: E402
 
 
@@ -109,10 +109,10 @@ def generation(args, threads: int) -> list[tuple[str, float]]:
     )
     out = {}
     times = {}
+    greedy = Sampling(args.new_tokens, temperature=0)
     for name, fn in {
-        "companion, KV cache": lambda: generate(ours, prompt, args.new_tokens, temperature=0),
-        "companion, recompute the prefix": lambda: generate(ours, prompt, args.new_tokens, temperature=0,
-                                                            use_cache=False),
+        "companion, KV cache": lambda: generate(ours, prompt, greedy),
+        "companion, recompute the prefix": lambda: generate(ours, prompt, greedy, use_cache=False),
         "transformers, KV cache": lambda: hf.generate(prompt, max_new_tokens=args.new_tokens, do_sample=False,
                                                       pad_token_id=0, min_new_tokens=args.new_tokens),
     }.items():  # fmt: skip

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .masks import Mask
 from .validation import (
     check_attention_inputs,
     require_floats,
@@ -60,22 +61,23 @@ def weightless_self_attention(
     return (y, weights) if return_weights else y
 
 
-def attention_loop(q, k, v, mask=None, *, causal=False, return_weights=False):
+def attention_loop(
+    q: Tensor, k: Tensor, v: Tensor, mask: Mask = None, *, causal: bool = False
+) -> Tensor:
     """new_i = Σ_j a_ij v_j, a_i = softmax(q_i·k/√d_k): q (n_q, d), k, v (n_k, d)."""
     check_attention_inputs(q, k, v, mask, unbatched=True)
     (n_q, d_k), n_k = q.shape, k.shape[0]
-    new, a = v.new_zeros(n_q, v.shape[1]), q.new_zeros(n_q, n_k)
+    new = v.new_zeros(n_q, v.shape[1])
     for i in range(n_q):
         last = i + n_k - n_q if causal else n_k - 1  # causal: no key after query i
         seen = [j for j in range(last + 1) if mask is None or mask[i, j]]
         if not seen:
-            continue  # a query that may see no key keeps zero weights and a zero output
+            continue  # a query that may see no key keeps a zero output
         scores = torch.stack([torch.dot(q[i], k[j]) / math.sqrt(d_k) for j in seen])
         e = torch.exp(scores - scores.max())  # minus the max: same softmax, no overflow
         for j, a_ij in zip(seen, e / e.sum(), strict=True):
-            a[i, j] = a_ij
             new[i] = new[i] + a_ij * v[j]
-    return (new, a) if return_weights else new
+    return new
 
 
 def _allowed(
@@ -114,7 +116,7 @@ def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     scale: float | None = None,
@@ -142,7 +144,7 @@ def blocked_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     scale: float | None = None,
@@ -288,8 +290,15 @@ class MultiHeadAttention(nn.Module):
         self.attention = attention
 
     def forward(
-        self, query, key=None, value=None, *, mask=None, causal=False, cache=None
-    ):
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        mask: Mask = None,
+        causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         """concat(head_1 … head_h) W_O: query (B, n_q, d_model) → (B, n_q, d_model)."""
         key = query if key is None else key  # self-attention by default
         value = key if value is None else value
@@ -312,7 +321,7 @@ class MultiHeadAttention(nn.Module):
         key: torch.Tensor | None = None,
         value: torch.Tensor | None = None,
         *,
-        mask: torch.Tensor | None = None,
+        mask: Mask = None,
         causal: bool = False,
     ) -> torch.Tensor:
         """The scaled dot-product attention weights of every head, ``(B, n_heads, n_q, n_k)``, for figures."""
@@ -322,7 +331,7 @@ class MultiHeadAttention(nn.Module):
             q: Tensor,
             k: Tensor,
             v: Tensor,
-            mask: Tensor | None = None,
+            mask: Mask = None,
             causal: bool = False,
             **_: object,
         ):

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .masks import Mask
 from .validation import (
     check_attention_inputs,
     check_mask,
@@ -100,7 +101,7 @@ def banded_attention_dense(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,
@@ -168,7 +169,7 @@ def banded_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,

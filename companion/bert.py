@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .masks import padding_to_attention_mask
+from .masks import Mask, padding_to_attention_mask
 from .transformer import BlockConfig, EncoderBlock, LayerNorm
 from .validation import (
     describe,
@@ -187,7 +187,7 @@ class BertEncoder(nn.Module):
         self,
         ids: Tensor,
         token_type_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
+        attention_mask: Mask = None,
     ) -> Tensor:
         types, mask = encoder_inputs(self.config, ids, token_type_ids, attention_mask)
         x = self.embeddings(ids, types)  # (B, n, d_model)
@@ -239,7 +239,7 @@ class BertForPreTraining(nn.Module):
         self,
         ids: Tensor,
         token_type_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
+        attention_mask: Mask = None,
     ) -> tuple[Tensor, Tensor]:
         h = self.bert(ids, token_type_ids, attention_mask)  # (B, n, d_model)
         return self.mlm(h), self.nsp(self.bert.pool(h))

@@ -1,14 +1,17 @@
 """Decoding (chapters 5 and 6): one sampler and one generation loop for every autoregressive model.
 
 - :func:`top_k_logits`, :func:`top_p_logits`: keep the k largest logits, or the nucleus of probability p;
-- :func:`sample_next`: the one way to pick the next token, x ~ softmax(logits / temperature) after the filters,
-  reproducible with a :class:`torch.Generator`; ``temperature=0`` is greedy (the argmax);
-- :func:`decode`: the one loop, ``decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None,
-  **sampling)``. It appends ``sample_next(next_logits(ids), **sampling)`` to ``ids`` (B, n), one column per
-  step, up to ``max_new_tokens`` times. ``next_logits`` maps the ids so far, (B, t), to the next token's
-  logits, (B, V). With ``eos_id``, a sequence that has written it is continued with ``filler`` (default:
-  ``eos_id`` again), and the loop stops early, with fewer than ``max_new_tokens`` new columns, once every
-  sequence has.
+- :class:`Sampling`: the options of the loop in one frozen config, checked once when it is made (as Hugging
+  Face's ``GenerationConfig``): ``max_new_tokens``, ``temperature``, ``top_k``, ``top_p``, ``eos_id`` and
+  ``filler``; e.g. ``Sampling(40, temperature=0.8, top_k=40)``, or ``Sampling(12, temperature=0)``, greedy;
+- :func:`sample_next`: the one way to pick the next token, ``sample_next(logits, s, generator=None)``,
+  x ~ softmax(logits / s.temperature) after the filters, reproducible with a :class:`torch.Generator`;
+  ``temperature=0`` is greedy (the argmax);
+- :func:`decode`: the one loop, ``decode(next_logits, ids, s, generator=None)``. It appends
+  ``sample_next(next_logits(ids), s, generator)`` to ``ids`` (B, n), one column per step, up to
+  ``s.max_new_tokens`` times. ``next_logits`` maps the ids so far, (B, t), to the next token's logits, (B, V).
+  With ``s.eos_id``, a sequence that has written it is continued with ``s.filler`` (default: ``eos_id`` again),
+  and the loop stops early, with fewer than ``max_new_tokens`` new columns, once every sequence has.
 - :func:`beam_search`: the search the paper decodes with, for one sequence ``ids`` (1, n). It keeps the
   ``beam_size`` likeliest continuations (by the sum of their log-probabilities) at every step; one that writes
   ``eos_id`` is set aside as finished, and the search ends when ``beam_size`` have finished or after
@@ -25,9 +28,10 @@ the prompt once and then only the newest token.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Generator, Tensor
 
 from .validation import (
     describe,
@@ -35,69 +39,74 @@ from .validation import (
     require_callable,
     require_floats,
     require_ids,
+    require_instance,
     require_int,
     require_number,
 )
 
 __all__ = [
+    "Sampling",
     "top_k_logits",
     "top_p_logits",
     "sample_next",
     "decode",
     "length_penalty",
     "beam_search",
-    "check_sampling_options",
 ]
 
 # the ids so far (B, t) → the next token's logits (B, V)
-NextLogits = Callable[[Tensor], Tensor]
+LogitsFn = Callable[[Tensor], Tensor]
 
 
-def check_sampling_options(
-    temperature: object = 1.0,
-    top_k: object = None,
-    top_p: object = None,
-    vocab_size: int | None = None,
-    **_: object,
-) -> None:
-    """The sampler's options, checked once by each door that samples (``top_k`` against ``vocab_size`` if known)."""
-    require_number(temperature, "temperature", low=0, finite=False)
-    if top_k is not None:
-        require_int(
-            top_k,
-            "top_k",
-            low=1,
-            high=vocab_size,
-            why="at most vocab_size" if vocab_size else "",
-        )
-    if top_p is not None:
-        require_number(top_p, "top_p", low=0, low_open=True, high=1)
+@dataclass(frozen=True)
+class Sampling:
+    """The loop's settings: how many tokens, how each is drawn, when a sequence ends."""
+
+    max_new_tokens: int = 32  # at most this many new tokens
+    temperature: float = 1.0  # τ in softmax(logits / τ); 0 is greedy, the argmax
+    top_k: int | None = None  # keep the k largest logits
+    top_p: float | None = None  # keep the nucleus of probability p
+    eos_id: int | None = None  # a sequence that writes it has finished
+    filler: int | None = None  # what a finished sequence writes next (None: eos_id)
+
+    def __post_init__(self) -> None:
+        require_int(self.max_new_tokens, "max_new_tokens", low=1)
+        require_number(self.temperature, "temperature", low=0, finite=False)
+        if self.top_k is not None:
+            require_int(self.top_k, "top_k", low=1)
+        if self.top_p is not None:
+            require_number(self.top_p, "top_p", low=0, low_open=True, high=1)
+        for name in ("eos_id", "filler"):
+            if getattr(self, name) is not None:
+                require_int(getattr(self, name), name, low=0, why="None or a token id")
+
+    def check_vocabulary(self, vocab_size: int) -> None:
+        """top_k and the token ids against the vocabulary of the model that samples."""
+        if self.top_k is not None:
+            require_int(self.top_k, "top_k", high=vocab_size, why="at most vocab_size")
+        for name in ("eos_id", "filler"):
+            token = getattr(self, name)
+            if token is not None:
+                require_int(token, name, low=0, high=vocab_size - 1, why="a token id")
 
 
-def _check_sampling(
-    logits: object, temperature: object, top_k: object, top_p: object
-) -> None:
+def _check_sampling(logits: object, s: object) -> None:
     logits = require_floats(logits, "logits", "(batch, vocab_size)", ndim=2)
-    check_sampling_options(temperature, top_k, top_p, logits.shape[-1])
+    require_instance(s, Sampling, "s")
+    if s.top_k is not None:
+        require_int(s.top_k, "top_k", high=logits.shape[-1], why="at most vocab_size")
 
 
-def _check_decode(
-    next_logits: object,
-    ids: object,
-    max_new_tokens: object,
-    eos_id: object,
-    filler: object,
-    sampling: dict,
-) -> None:
+def _check_loop(next_logits: object, ids: object) -> None:
     require_callable(
         next_logits, "next_logits", "a function from ids (B, t) to logits (B, V)"
     )
     require_ids(ids, "ids", None, 2, "(batch, t)", min_length=1)
-    require_int(max_new_tokens, "max_new_tokens", low=1)
-    for name, token in (("eos_id", eos_id), ("filler", filler)):
-        if token is not None:
-            require_int(token, name, low=0, why="None or a token id")
-    check_sampling_options(**sampling)
+
+
+def _check_decode(next_logits: object, ids: object, s: object) -> None:
+    _check_loop(next_logits, ids)
+    require_instance(s, Sampling, "s")
 
 
 def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -117,26 +126,30 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 @door(_check_sampling)
-def sample_next(logits, *, temperature=1.0, top_k=None, top_p=None, generator=None):
+def sample_next(
+    logits: Tensor, s: Sampling, generator: Generator | None = None
+) -> Tensor:
     """x ~ softmax(logits / temperature), top-k and top-p filtered: (B, V) → (B, 1)."""
-    if temperature == 0:  # greedy
+    if s.temperature == 0:  # greedy
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        logits = top_k_logits(logits, top_k)
-    if top_p is not None:
-        logits = top_p_logits(logits, top_p)
+    logits = logits / s.temperature
+    if s.top_k is not None:
+        logits = top_k_logits(logits, s.top_k)
+    if s.top_p is not None:
+        logits = top_p_logits(logits, s.top_p)
     # a seeded generator draws the same tokens every time
     return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
 
 
 @door(_check_decode)
-def decode(next_logits, ids, max_new_tokens, *, eos_id=None, filler=None, **sampling):
+def decode(
+    next_logits: LogitsFn, ids: Tensor, s: Sampling, generator: Generator | None = None
+) -> Tensor:
     """x_{t+1} ~ sample_next(next_logits(x_1…x_t)): (B, n) → (B, ≤ n+max_new_tokens)."""
-    filler = eos_id if filler is None else filler
+    eos_id, filler = s.eos_id, s.eos_id if s.filler is None else s.filler
     done = torch.zeros_like(ids[:, :1], dtype=torch.bool)  # (B, 1): has written EOS
-    for _ in range(max_new_tokens):
-        nxt = sample_next(next_logits(ids), **sampling)  # (B, 1); new logits checked
+    for _ in range(s.max_new_tokens):
+        nxt = sample_next(next_logits(ids), s, generator)  # (B, 1); new logits checked
         if eos_id is not None:
             nxt = nxt.masked_fill(done, filler)  # a finished sequence only fills
             done = done | (nxt == eos_id)
@@ -153,7 +166,10 @@ def _check_beam(
     beam_size: object,
     eos_id: object,
 ) -> None:
-    _check_decode(next_logits, ids, max_new_tokens, eos_id, None, {})
+    _check_loop(next_logits, ids)
+    require_int(max_new_tokens, "max_new_tokens", low=1)
+    if eos_id is not None:
+        require_int(eos_id, "eos_id", low=0, why="None or a token id")
     if ids.shape[0] != 1:
         raise ValueError(
             f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}"
@@ -167,7 +183,15 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 @door(_check_beam)
-def beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id=None, alpha=0.0):
+def beam_search(
+    next_logits: LogitsFn,
+    ids: Tensor,
+    max_new_tokens: int,
+    *,
+    beam_size: int,
+    eos_id: int | None = None,
+    alpha: float = 0.0,
+) -> tuple[Tensor, float]:
     """argmax over the beam of log p(y|ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS

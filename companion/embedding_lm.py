@@ -214,7 +214,14 @@ def _check_training(model: object, ids: object, steps: object, lr: object) -> No
     require_number(lr, "lr", low=0, low_open=True)
 
 
-def train_embedding_lm(model, ids, *, steps=2000, lr=0.05, progress=True) -> list:
+def train_embedding_lm(
+    model: nn.Module,
+    ids: torch.Tensor,
+    *,
+    steps: int = 2000,
+    lr: float = 0.05,
+    progress: bool = True,
+) -> list[float]:
     """Full-batch Adam on L = -1/(n-1) Σ_t log p(w_{t+1} | w_t): ids (n,), a stream."""
     _check_training(model, ids, steps, lr)
     prev, nxt = bigram_pairs(ids)  # all bigrams, every step: deterministic
@@ -261,18 +268,13 @@ def generate(
     require_number(temperature, "temperature", low=0, finite=False)
     if n_tokens == 0:
         return start.long().clone()
+    s = decoding.Sampling(n_tokens, temperature)
     g = None if seed is None else torch.Generator().manual_seed(seed)
     # (1, t) → (1, V): order 1, the last token only
     next_logits = lambda ids: model(ids[0, -1:])
     # the shared loop, its sampler and the model: checked above, not again at each step
     with torch.no_grad(), skip_checks():
-        ids = decoding.decode(
-            next_logits,
-            start.long()[None],
-            n_tokens,
-            temperature=temperature,
-            generator=g,
-        )
+        ids = decoding.decode(next_logits, start.long()[None], s, g)
     return ids[0]
 
 

@@ -43,6 +43,7 @@ from .linear_attention import (
     linear_attention,
     numerical_rank,
 )
+from .masks import Mask
 from .validation import (
     describe,
     require_callable,
@@ -112,7 +113,7 @@ def far_field_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
@@ -192,7 +193,7 @@ def fmmformer_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,  # near field: any mask; far field: key padding only
+    mask: Mask = None,  # near field: any mask; far field: key padding only
     *,
     causal: bool = False,
     bandwidth: int = DEFAULT_BANDWIDTH,
@@ -279,7 +280,16 @@ class FMMAttention(nn.Module):
     def _weight(self, raw: Tensor) -> Tensor:
         return F.softplus(raw) if self.config.positive else raw
 
-    def forward(self, q, k, v, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask = None,
+        *,
+        causal: bool = False,
+        dropout_p: float = 0.0,
+    ) -> Tensor:
         w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
         _check_head_weights(w_near, q)
         learned = dict(w_near=w_near, w_far=w_far)

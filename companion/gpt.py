@@ -9,8 +9,9 @@
   final :class:`~companion.transformer.LayerNorm` → output layer, *tied* to the token embedding or its own;
 - :func:`next_token_loss`: the pretraining objective, cross-entropy of position t predicting token t + 1;
 - :func:`generate`: sampling from the model, with or without the key/value cache, by the book's one loop and
-  one sampler, :func:`companion.decoding.decode` and :func:`companion.decoding.sample_next` (temperature, top-k
-  and top-p, reproducible with a :class:`torch.Generator`; also importable from here, as are
+  one sampler, :func:`companion.decoding.decode` and :func:`companion.decoding.sample_next`, with the options of
+  a :class:`~companion.decoding.Sampling` (how many tokens, temperature, top-k and top-p, EOS), reproducible with a
+  :class:`torch.Generator`; also importable from here, as are :class:`~companion.decoding.Sampling`,
   :func:`~companion.decoding.top_k_logits` and :func:`~companion.decoding.top_p_logits`).
 
 With the same weights (:func:`companion.interop.hf_gpt.gpt_from_hf`) :class:`GPT` computes the logits of Hugging
@@ -29,7 +30,8 @@ from torch import Tensor, nn
 
 from .attention import AttentionFn, KVCache
 from .attention import scaled_dot_product_attention as sdpa
-from .decoding import check_sampling_options, decode
+from .decoding import Sampling as Sampling
+from .decoding import decode
 
 # re-exported: documented in companion.decoding
 from .decoding import sample_next as sample_next
@@ -239,52 +241,41 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
 
 
-def _check_generate(
-    model: object, ids: object, max_new_tokens: object, eos_id: object, options: dict
-) -> None:
+def _check_generate(model: object, ids: object, s: object) -> None:
     require_instance(model, GPT, "model")
     vocab_size, context_length = model.config.vocab_size, model.config.context_length
     require_ids(ids, "ids", vocab_size, 2, "(batch, t)", min_length=1)
-    require_int(max_new_tokens, "max_new_tokens", low=1)
-    check_sampling_options(**options, vocab_size=vocab_size)
+    require_instance(s, Sampling, "s").check_vocabulary(vocab_size)
+    max_new_tokens = s.max_new_tokens
     if ids.shape[1] + max_new_tokens > context_length:
         raise ValueError(
             f"prompt length {ids.shape[1]} + max_new_tokens {max_new_tokens} = {ids.shape[1] + max_new_tokens} "
             f"exceeds the context length T = {context_length}"
         )
-    if eos_id is not None:
-        require_int(eos_id, "eos_id", low=0, high=vocab_size - 1, why="a token id")
 
 
 @torch.no_grad()
 def generate(
     model: GPT,
-    ids: torch.Tensor,
-    max_new_tokens: int,
+    ids: Tensor,
+    s: Sampling,
     *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
-    eos_id: int | None = None,
-) -> torch.Tensor:
-    """x_{t+1} ~ sample_next(logits(x_1 … x_t)[t]): prompt ids (B, n) → (B, n + max_new_tokens).
+) -> Tensor:
+    """x_{t+1} ~ sample_next(logits(x_1 … x_t)[t]): prompt ids (B, n) → (B, n + s.max_new_tokens).
 
     The loop is :func:`companion.decoding.decode`, the one the encoder–decoder's
     :func:`~companion.transformer.greedy_decode` runs, with its one sampler,
-    :func:`~companion.decoding.sample_next` (``temperature=0``: greedy; ``top_k``, ``top_p``, ``generator``).
-    With ``use_cache`` the prompt is read once and each new token attends to the cached keys and values;
-    without, every step reruns the whole sequence. Both give the same tokens. With ``eos_id``, a sequence that
-    has written it is continued with ``eos_id``, and generation stops early (fewer than ``max_new_tokens`` new
-    columns) once every sequence has. The model is in eval mode during the call; n + max_new_tokens must not
-    exceed the context length T.
+    :func:`~companion.decoding.sample_next`, and the options of ``s``, a :class:`~companion.decoding.Sampling`
+    (``Sampling(40, temperature=0)``: 40 greedy tokens; ``top_k``, ``top_p``, ``eos_id``), drawn with
+    ``generator``. With ``use_cache`` the prompt is read once and each new token attends to the cached keys
+    and values; without, every step reruns the whole sequence. Both give the same tokens. With ``s.eos_id``, a
+    sequence that has written it is continued with ``eos_id``, and generation stops early (fewer than
+    ``max_new_tokens`` new columns) once every sequence has. The model is in eval mode during the call;
+    n + max_new_tokens must not exceed the context length T.
     """
-    options = dict(
-        temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
-    )
-    # once: the loop below does not re-check
-    _check_generate(model, ids, max_new_tokens, eos_id, options)
+    _check_generate(model, ids, s)  # once: the loop below does not re-check
     caches = model.new_caches() if use_cache else None
 
     def next_logits(ids: Tensor) -> Tensor:  # (B, t) → (B, V)
@@ -294,4 +285,4 @@ def generate(
         return model(new, caches)[:, -1]
 
     with eval_mode(model), skip_checks():  # checked above, not again at each step
-        return decode(next_logits, ids, max_new_tokens, eos_id=eos_id, **options)
+        return decode(next_logits, ids, s, generator)

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .masks import Mask
 from .validation import (
     check_attention_inputs,
     check_mask,
@@ -185,7 +186,7 @@ def kernel_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     kernel: Callable[[Tensor, Tensor], Tensor] = exponential_kernel,
@@ -212,7 +213,7 @@ def quadratic_linear_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     feature_map: FeatureMap = elu_plus_one,
@@ -239,7 +240,7 @@ def linear_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     causal: bool = False,
     feature_map: FeatureMap = elu_plus_one,
@@ -293,11 +294,7 @@ def _prefix(
 
 
 def linear_attention_state(
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,
-    *,
-    feature_map: FeatureMap = elu_plus_one,
+    k: Tensor, v: Tensor, mask: Mask = None, *, feature_map: FeatureMap = elu_plus_one
 ) -> LinearAttentionState:
     """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
     require_tensor(k, "k")
@@ -339,7 +336,13 @@ def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
 
 
 def linear_attention_step(
-    q, k, v, state=None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    state: LinearAttentionState | None = None,
+    *,
+    feature_map: FeatureMap = elu_plus_one,
+    eps: float = DEFAULT_EPS,
 ) -> tuple[Tensor, LinearAttentionState]:
     """One token (..., d): S ← S + φ(k)vᵀ, z ← z + φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
     _check_one_position(q, k, v)
@@ -359,7 +362,13 @@ def linear_attention_step(
 
 
 def causal_linear_attention_recurrent(
-    q, k, v, mask: Tensor | None = None, *, feature_map=elu_plus_one, eps=DEFAULT_EPS
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Mask = None,
+    *,
+    feature_map: FeatureMap = elu_plus_one,
+    eps: float = DEFAULT_EPS,
 ) -> Tensor:
     """y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps), S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i alike."""
     phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
@@ -378,7 +387,7 @@ def causal_linear_attention_chunked(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,
@@ -410,7 +419,7 @@ def causal_linear_attention_cumsum(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Mask = None,
     *,
     feature_map: FeatureMap = elu_plus_one,
     eps: float = DEFAULT_EPS,

@@ -25,12 +25,16 @@ from .validation import (
 )
 
 __all__ = [
+    "Mask",
     "causal_mask",
     "padding_mask_from_lengths",
     "padding_mask_from_ids",
     "padding_to_attention_mask",
     "combine_masks",
 ]
+
+# An optional boolean mask, True = may attend; None lets every query see every key.
+Mask = torch.Tensor | None
 
 
 def causal_mask(

@@ -32,8 +32,8 @@ from torch import Tensor, nn
 
 from .attention import AttentionFn, KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
-from .decoding import beam_search, decode
-from .masks import padding_to_attention_mask
+from .decoding import Sampling, beam_search, decode
+from .masks import Mask, padding_to_attention_mask
 from .positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -155,7 +155,7 @@ class EncoderBlock(nn.Module):
         self.ff = FeedForward(c)
         self.residuals = nn.ModuleList(Residual(c) for _ in range(2))
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Mask = None) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask))
         return self.residuals[1](x, self.ff)
 
@@ -174,7 +174,7 @@ class CausalBlock(EncoderBlock):
         self.self_attn.rotary = rotary
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+        self, x: Tensor, mask: Mask = None, cache: KVCache | None = None
     ) -> Tensor:
         """``cache`` (a :class:`~companion.attention.KVCache`) holds the earlier positions' keys and values."""
         x = self.residuals[0](
@@ -194,7 +194,9 @@ class DecoderBlock(nn.Module):
         self.ff = FeedForward(c)
         self.residuals = nn.ModuleList(Residual(c) for _ in range(3))
 
-    def forward(self, x: Tensor, memory: Tensor, mask=None, memory_mask=None) -> Tensor:
+    def forward(
+        self, x: Tensor, memory: Tensor, mask: Mask = None, memory_mask: Mask = None
+    ) -> Tensor:
         x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True))
         x = self.residuals[1](x, lambda h: self.cross_attn(h, memory, mask=memory_mask))
         return self.residuals[2](x, self.ff)
@@ -430,17 +432,24 @@ def _check_greedy_decode(
 
 
 @torch.no_grad()
-def greedy_decode(model, src, *, bos_id: int, eos_id=None, max_new_tokens=32) -> Tensor:
+def greedy_decode(
+    model: EncoderDecoder,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int | None = None,
+    max_new_tokens: int = 32,
+) -> Tensor:
     """y_0 = BOS, y_{t+1} = argmax logits(src, y_0 … y_t)[t]: (B, n_src) → (B, 1+T)."""
     _check_greedy_decode(model, src, bos_id, eos_id, max_new_tokens)
     c = model.config
     bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
     filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
+    greedy = Sampling(max_new_tokens, temperature=0, eos_id=eos_id, filler=filler)
     with eval_mode(model), skip_checks():  # checked above, not again at each step
         memory = model.encode(src)  # once
         logits = lambda y: model.decode(y, memory, src)[:, -1]  # (B, 1 + t) → (B, V)
-        greedy = dict(eos_id=eos_id, filler=filler, temperature=0)  # 0: the argmax
-        return decode(logits, bos, max_new_tokens, **greedy)
+        return decode(logits, bos, greedy)  # temperature 0: the argmax
 
 
 def _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens, beam_size) -> None:

@@ -71,7 +71,10 @@ def _masks(n_q, n_k, seed=0):
 def test_loop_equals_matrix_equals_torch(mask_name, n_q, n_k):
     q, k, v = randn(n_q, 8, seed=1), randn(n_k, 8, seed=2), randn(n_k, 3, seed=3)
     mask = _masks(n_q, n_k)[mask_name]
-    loop, loop_w = attention_loop(q, k, v, mask, return_weights=True)
+    loop = attention_loop(q, k, v, mask)
+    loop_w = attention_loop(
+        q, k, torch.eye(n_k, dtype=q.dtype), mask
+    )  # v = I: the a_ij
     matrix, matrix_w = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
     torch_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(loop, matrix, rtol=1e-12, atol=1e-12)
@@ -183,7 +186,11 @@ def test_fully_masked_row_gives_zero_weights_and_zero_output():
     q, k, v = randn(3, 4, seed=0), randn(5, 4, seed=1), randn(5, 2, seed=2)
     mask = torch.ones(3, 5, dtype=torch.bool)
     mask[1] = False  # query 1 may look at nothing
-    for fn in (attention_loop, scaled_dot_product_attention):
+    loop = lambda q, k, v, mask, **_: (  # the weights are the outputs with v = I
+        attention_loop(q, k, v, mask),
+        attention_loop(q, k, torch.eye(k.shape[0], dtype=F64), mask),
+    )
+    for fn in (loop, scaled_dot_product_attention):
         out, w = fn(q, k, v, mask, return_weights=True)
         assert torch.isfinite(out).all() and torch.isfinite(w).all()
         assert torch.equal(w[1], torch.zeros(5, dtype=F64))
@@ -204,14 +211,12 @@ def test_huge_logits_are_stable(dtype):
     k = torch.tensor([[100.0, 0.0], [99.0, 1.0], [0.0, 100.0]], dtype=dtype)
     v = torch.tensor([[1.0], [2.0], [3.0]], dtype=dtype)
     assert (q @ k.T).abs().max() == 1e4
-    for fn in (attention_loop, scaled_dot_product_attention):
-        out, w = fn(
-            q,
-            k,
-            v,
-            return_weights=True,
-            **({} if fn is attention_loop else {"scale": 1.0}),
-        )
+    eye = torch.eye(3, dtype=dtype)  # the loop's weights are its outputs with v = I
+    loop = attention_loop(q, k, v), attention_loop(q, k, eye)
+    for out, w in (
+        loop,
+        scaled_dot_product_attention(q, k, v, scale=1.0, return_weights=True),
+    ):
         assert torch.isfinite(out).all() and torch.isfinite(w).all()
     scores = (q @ k.T).to(F64)
     naive = torch.exp(scores) / torch.exp(scores).sum(-1, keepdim=True)

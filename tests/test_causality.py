@@ -21,7 +21,7 @@ from companion import banded_attention as ba
 from companion import fmmformer as fmm
 from companion import linear_attention as la
 from companion import random_features as rf
-from companion.gpt import GPT, GPTConfig, generate
+from companion.gpt import GPT, GPTConfig, Sampling, generate
 from companion.induction import AttentionOnlyTransformer
 from companion.masks import causal_mask
 from companion.transformer import EncoderDecoder, TransformerConfig
@@ -254,7 +254,9 @@ def test_gpt_decoding_with_the_cache_gives_the_full_forward_logits(kind):
         steps = [model(ids[:, :4], caches)]  # a prompt of 4, then one token at a time
         steps += [model(ids[:, t : t + 1], caches) for t in range(4, N)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-10, atol=1e-10)
-    out = generate(model, ids[:, :3], 5, generator=torch.Generator().manual_seed(0))
+    out = generate(
+        model, ids[:, :3], Sampling(5), generator=torch.Generator().manual_seed(0)
+    )
     assert out.shape == (2, 8)
 
 

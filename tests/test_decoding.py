@@ -15,6 +15,7 @@ import companion.gpt
 import companion.transformer
 from companion import decoding
 from companion.decoding import (
+    Sampling,
     beam_search,
     decode,
     length_penalty,
@@ -121,10 +122,9 @@ def test_gpt_generate_gives_the_tokens_of_the_reference_loop(options, use_cache)
     mine = generate(
         model,
         prompt,
-        12,
+        Sampling(12, **options),
         use_cache=use_cache,
         generator=torch.Generator().manual_seed(5),
-        **options,
     )
     theirs = gpt_reference(
         model, prompt, 12, generator=torch.Generator().manual_seed(5), **options
@@ -137,9 +137,10 @@ def test_gpt_generate_gives_the_tokens_of_the_reference_loop(options, use_cache)
 def test_gpt_generate_stops_at_eos_and_fills_like_the_reference(use_cache):
     model = tiny_gpt()
     prompt = torch.randint(0, 31, (3, 4), generator=torch.Generator().manual_seed(1))
-    free = generate(model, prompt, 12, temperature=0)
+    free = generate(model, prompt, Sampling(12, temperature=0))
     eos, s = an_eos(free[:, 4:])  # row 0 finishes at step s, the others at other steps
-    mine = generate(model, prompt, 12, temperature=0, eos_id=eos, use_cache=use_cache)
+    greedy = Sampling(12, temperature=0, eos_id=eos)
+    mine = generate(model, prompt, greedy, use_cache=use_cache)
     assert torch.equal(mine, gpt_reference(model, prompt, 12, eos_id=eos, filler=eos))
     assert (mine[0, 4 + s :] == eos).all() and torch.equal(
         mine[:, : 4 + s + 1], free[:, : 4 + s + 1]
@@ -148,17 +149,15 @@ def test_gpt_generate_stops_at_eos_and_fills_like_the_reference(use_cache):
     stop = int(free[0, 4])
     prompt_1 = prompt[:1]
     assert generate(
-        model, prompt_1, 12, temperature=0, eos_id=stop, use_cache=use_cache
+        model, prompt_1, Sampling(12, temperature=0, eos_id=stop), use_cache=use_cache
     ).shape == (1, 5)
     # sampling with an EOS: the same draws as the reference's
     draw = dict(temperature=1.0, top_k=8)
     sampled = generate(
         model,
         prompt,
-        12,
-        eos_id=eos,
+        Sampling(12, eos_id=eos, **draw),
         generator=torch.Generator().manual_seed(2),
-        **draw,
     )
     assert torch.equal(sampled, gpt_reference(model, prompt, 12, eos_id=eos, filler=eos,
                                               generator=torch.Generator().manual_seed(2), **draw))  # fmt: skip
@@ -170,12 +169,11 @@ def test_the_cached_form_feeds_the_prompt_once_then_only_the_newest_token():
     hook = model.register_forward_pre_hook(
         lambda module, args: fed.append(tuple(args[0].shape))
     )
-    generate(model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0)
+    greedy = Sampling(4, temperature=0)
+    generate(model, torch.zeros(2, 5, dtype=torch.long), greedy)
     assert fed == [(2, 5), (2, 1), (2, 1), (2, 1)]
     fed.clear()
-    generate(
-        model, torch.zeros(2, 5, dtype=torch.long), 4, temperature=0, use_cache=False
-    )
+    generate(model, torch.zeros(2, 5, dtype=torch.long), greedy, use_cache=False)
     assert fed == [(2, 5), (2, 6), (2, 7), (2, 8)]
     hook.remove()
 
@@ -217,18 +215,18 @@ def test_decode_runs_any_next_logits_function():
         return logits
 
     start = torch.tensor([[1], [1]])
-    assert decode(next_logits, start, 6, temperature=0).tolist() == [
+    assert decode(next_logits, start, Sampling(6, temperature=0)).tolist() == [
         [1, 5, 5, 2, 2, 2, 2],
         [1, 7, 7, 7, 2, 2, 2],
     ]
     calls.clear()
-    out = decode(next_logits, start, 6, eos_id=2, filler=0, temperature=0)
+    out = decode(next_logits, start, Sampling(6, temperature=0, eos_id=2, filler=0))
     assert out.tolist() == [[1, 5, 5, 2, 0], [1, 7, 7, 7, 2]] and calls == [1, 2, 3, 4]
-    assert decode(next_logits, start, 6, eos_id=2, temperature=0).tolist() == [
+    assert decode(next_logits, start, Sampling(6, 0, eos_id=2)).tolist() == [
         [1, 5, 5, 2, 2],
         [1, 7, 7, 7, 2],
     ]
-    assert decode(next_logits, start, 2, eos_id=2, temperature=0).tolist() == [
+    assert decode(next_logits, start, Sampling(2, 0, eos_id=2)).tolist() == [
         [1, 5, 5],
         [1, 7, 7],
     ]
@@ -246,11 +244,12 @@ def test_one_sampler_and_the_old_names():
         3, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
     )
     assert torch.equal(
-        sample_next(logits, temperature=0), logits.max(dim=-1).indices[:, None]
+        sample_next(logits, Sampling(temperature=0)),
+        logits.max(dim=-1).indices[:, None],
     )
     for options in SAMPLINGS[1:]:
         mine = sample_next(
-            logits, generator=torch.Generator().manual_seed(4), **options
+            logits, Sampling(**options), torch.Generator().manual_seed(4)
         )
         theirs = reference_pick(logits, options["temperature"], options.get("top_k"), options.get("top_p"),
                                 torch.Generator().manual_seed(4))  # fmt: skip
@@ -363,7 +362,7 @@ def test_beam_search_beats_greedy_on_a_constructed_case():
         [0.0, 0.0, 0.0, 1.0],
     ]
     start = torch.tensor([[0]])
-    greedy = decode(toy_next_logits(table), start, 3, eos_id=3, temperature=0)
+    greedy = decode(toy_next_logits(table), start, Sampling(3, 0, eos_id=3))
     assert greedy.tolist() == [[0, 1, 3]]  # p = 0.5 · 0.4 = 0.20
     beam, score = beam_search(toy_next_logits(table), start, 3, beam_size=2, eos_id=3)
     # p = 0.36
@@ -394,23 +393,29 @@ def test_length_penalty_is_gnmts_and_changes_the_choice():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: decode("model", torch.ones(1, 2, dtype=torch.long), 3), TypeError,
+        (lambda: decode("model", torch.ones(1, 2, dtype=torch.long), Sampling(3)), TypeError,
          ("next_logits", "got a str")),
-        (lambda: decode(torch.zeros, torch.ones(1, 2), 3), TypeError, ("ids", "integer")),
-        (lambda: decode(torch.zeros, torch.ones(2, dtype=torch.long), 3), ValueError,
+        (lambda: decode(torch.zeros, torch.ones(1, 2), Sampling(3)), TypeError, ("ids", "integer")),
+        (lambda: decode(torch.zeros, torch.ones(2, dtype=torch.long), Sampling(3)), ValueError,
          ("ids", "dimensions", "got shape (2,)")),
-        (lambda: decode(torch.zeros, torch.ones(2, 0, dtype=torch.long), 3), ValueError,
+        (lambda: decode(torch.zeros, torch.ones(2, 0, dtype=torch.long), Sampling(3)), ValueError,
          ("ids", "at least 1 token", "(2, 0)")),
-        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 0), ValueError,
-         ("max_new_tokens", ">= 1", "got 0")),
-        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 2, eos_id=-1), ValueError,
-         ("eos_id", "None or a token id", "got -1")),
-        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 2, eos_id=1, filler=1.5), TypeError,
-         ("filler", "got a float")),
-        (lambda: decode(lambda ids: torch.zeros(1), torch.ones(1, 2, dtype=torch.long), 2), ValueError,
+        (lambda: decode(torch.zeros, torch.ones(1, 2, dtype=torch.long), 3), TypeError,
+         ("s must be", "Sampling", "got a int")),
+        (lambda: Sampling(0), ValueError, ("max_new_tokens", ">= 1", "got 0")),
+        (lambda: Sampling(2, eos_id=-1), ValueError, ("eos_id", "None or a token id", "got -1")),
+        (lambda: Sampling(2, eos_id=1, filler=1.5), TypeError, ("filler", "got a float")),
+        (lambda: Sampling(temperature=-1), ValueError, ("temperature", "got -1")),
+        (lambda: Sampling(top_k=0), ValueError, ("top_k", ">= 1", "got 0")),
+        (lambda: Sampling(top_p=0.0), ValueError, ("top_p", "got 0.0")),
+        (lambda: sample_next(torch.zeros(1, 4), Sampling(top_k=5)), ValueError,
+         ("top_k", "at most vocab_size", "got 5")),
+        (lambda: decode(lambda ids: torch.zeros(1), torch.ones(1, 2, dtype=torch.long), Sampling(2)), ValueError,
          ("logits", "(batch, vocab_size)", "got shape (1,)")),
-        (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), 2, eos_id=31), ValueError,
+        (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), Sampling(2, eos_id=31)), ValueError,
          ("eos_id", "[0, 30]", "got 31")),
+        (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), Sampling(2, top_k=32)), ValueError,
+         ("top_k", "at most vocab_size", "got 32")),
         (lambda: beam_search(torch.zeros, torch.ones(2, 1, dtype=torch.long), 2, beam_size=2), ValueError,
          ("beam_search decodes one sequence: ids", "(1, n)")),
         (lambda: beam_search(torch.zeros, torch.ones(1, 1, dtype=torch.long), 2, beam_size=0), ValueError,

@@ -11,6 +11,7 @@ from companion.gpt import (
     GPT,
     GPT2_SIZES,
     GPTConfig,
+    Sampling,
     generate,
     next_token_loss,
     parameter_count,
@@ -109,7 +110,7 @@ def test_greedy_generation_equals_hugging_face():
     ours = gpt_from_hf(hf)
     prompt = torch.tensor([[5, 17, 3]])
     theirs = hf.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
-    mine = generate(ours, prompt, 12, temperature=0)
+    mine = generate(ours, prompt, Sampling(12, temperature=0))
     assert torch.equal(mine, theirs)
 
 
@@ -118,15 +119,15 @@ def test_kv_cache_generation_equals_recomputing_the_prefix():
     model = GPT(tiny_config())
     prompt = torch.randint(0, 97, (2, 4))
     greedy = [
-        generate(model, prompt, 16, temperature=0, use_cache=c) for c in (True, False)
+        generate(model, prompt, Sampling(16, temperature=0), use_cache=c)
+        for c in (True, False)
     ]
     assert torch.equal(greedy[0], greedy[1])
     sampled = [
         generate(
             model,
             prompt,
-            16,
-            top_k=20,
+            Sampling(16, top_k=20),
             generator=torch.Generator().manual_seed(3),
             use_cache=c,
         )
@@ -288,13 +289,19 @@ def test_sampling_is_deterministic_with_a_seeded_generator():
     prompt = torch.tensor([[1, 2, 3]])
     runs = [
         generate(
-            model, prompt, 15, top_p=0.9, generator=torch.Generator().manual_seed(7)
+            model,
+            prompt,
+            Sampling(15, top_p=0.9),
+            generator=torch.Generator().manual_seed(7),
         )
         for _ in range(2)
     ]
     assert torch.equal(runs[0], runs[1])
     other = generate(
-        model, prompt, 15, top_p=0.9, generator=torch.Generator().manual_seed(8)
+        model,
+        prompt,
+        Sampling(15, top_p=0.9),
+        generator=torch.Generator().manual_seed(8),
     )
     assert not torch.equal(runs[0], other)
 
@@ -303,14 +310,14 @@ def test_top_k_and_top_p_keep_the_right_tokens():
     logits = torch.log(torch.tensor([[0.5, 0.05, 0.3, 0.15]]))
     g = torch.Generator().manual_seed(0)
     draws = lambda **kw: {
-        int(sample_next(logits, generator=g, **kw)) for _ in range(300)
+        int(sample_next(logits, Sampling(**kw), generator=g)) for _ in range(300)
     }  # noqa: E731
     assert draws(top_k=2) == {0, 2}
     assert draws(top_p=0.8) == {0, 2}  # 0.5 + 0.3 reaches 0.8
     assert draws(top_p=0.81) == {0, 2, 3}
     assert draws(top_p=0.1) == {0}
     assert draws() == {0, 1, 2, 3}
-    assert int(sample_next(logits, temperature=0)) == 0
+    assert int(sample_next(logits, Sampling(temperature=0))) == 0
 
 
 def test_sampling_frequencies_follow_the_tempered_distribution():
@@ -320,7 +327,13 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
     for temperature in (0.5, 2.0):
         counts = torch.bincount(
             torch.cat(
-                [sample_next(logits.expand(n, 3), temperature=temperature, generator=g)]
+                [
+                    sample_next(
+                        logits.expand(n, 3),
+                        Sampling(temperature=temperature),
+                        generator=g,
+                    )
+                ]
             ).flatten(),
             minlength=3,
         )
@@ -336,17 +349,17 @@ def test_bad_input_gets_clear_errors():
     with raises(ValueError, "ids", "25 positions", "T = 24"):
         model(torch.zeros(1, 25, dtype=torch.long))
     with raises(ValueError, "ids", "at least 1 token", "got shape (1, 0)"):
-        generate(model, torch.zeros(1, 0, dtype=torch.long), 3)
+        generate(model, torch.zeros(1, 0, dtype=torch.long), Sampling(3))
     with raises(ValueError, "max_new_tokens 5 = 25", "T = 24"):
-        generate(model, torch.zeros(1, 20, dtype=torch.long), 5)
+        generate(model, torch.zeros(1, 20, dtype=torch.long), Sampling(5))
     with raises(TypeError, "integer"):
         model(torch.zeros(1, 3))
     with raises(ValueError, "top_k"):
-        sample_next(torch.zeros(1, 4), top_k=5)
+        sample_next(torch.zeros(1, 4), Sampling(top_k=5))
     with raises(ValueError, "top_p"):
-        sample_next(torch.zeros(1, 4), top_p=0.0)
+        sample_next(torch.zeros(1, 4), Sampling(top_p=0.0))
     with raises(ValueError, "temperature"):
-        sample_next(torch.zeros(1, 4), temperature=-1)
+        sample_next(torch.zeros(1, 4), Sampling(temperature=-1))
     with raises(ValueError, "n >= 2"):
         next_token_loss(model, torch.zeros(2, 1, dtype=torch.long))
     with raises(ValueError, "d_model = 30", "divisible by n_heads = 4"):

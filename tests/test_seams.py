@@ -13,7 +13,7 @@ from companion.attention import (
     blocked_attention,
     scaled_dot_product_attention,
 )
-from companion.gpt import GPT, GPTConfig, generate
+from companion.gpt import GPT, GPTConfig, Sampling, generate
 from companion.masks import causal_mask
 from companion.positional import RotaryEmbedding
 from companion.transformer import (
@@ -213,10 +213,10 @@ def test_cached_generation_equals_uncached_token_by_token(positional):
         ids = torch.cat([ids, nxt], dim=1)
         logits = model(nxt, caches)
     assert len(caches[0]) == ids.shape[1]
-    cached = generate(model, prompt, 8, temperature=0)
+    cached = generate(model, prompt, Sampling(8, temperature=0))
     torch.testing.assert_close(
         cached,
-        generate(model, prompt, 8, temperature=0, use_cache=False),
+        generate(model, prompt, Sampling(8, temperature=0), use_cache=False),
         rtol=0,
         atol=0,
     )
@@ -227,7 +227,7 @@ def test_cached_generation_equals_uncached_token_by_token(positional):
 
 def test_generate_restores_training_mode_and_checks_input():
     model = chapter_8_model(10, 6, d_ff=8)
-    out = generate(model, torch.tensor([[1, 2]]), 3, temperature=0)
+    out = generate(model, torch.tensor([[1, 2]]), Sampling(3, temperature=0))
     assert out.shape == (1, 5) and model.training
     with raises(
         ValueError, "ids has 3 positions", "after 4 cached ones", "context length T = 6"
@@ -236,7 +236,7 @@ def test_generate_restores_training_mode_and_checks_input():
     with raises(ValueError, "positional", "got 'alibi'"):
         GPTConfig(positional="alibi")
     with raises(TypeError, "model must be a GPT, got"):
-        generate(torch.nn.Linear(2, 2), torch.tensor([[1]]), 2)
+        generate(torch.nn.Linear(2, 2), torch.tensor([[1]]), Sampling(2))
 
 
 def _filled(model, n):

@@ -10,6 +10,7 @@ from raising import raises
 
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import banded_attention, banded_attention_dense
+from companion.decoding import Sampling
 from companion.linear_attention import (
     causal_linear_attention_chunked,
     causal_linear_attention_cumsum,
@@ -407,8 +408,7 @@ def test_the_decoding_loops_check_their_input_once_and_never_per_step(monkeypatc
         out = gpt.generate(
             model,
             torch.ones(2, 3, dtype=torch.long),
-            4,
-            temperature=0,
+            Sampling(4, temperature=0),
             use_cache=use_cache,
         )
         assert out.shape == (2, 7) and calls == ["ids"]  # the door's check, no step's
@@ -418,9 +418,9 @@ def test_the_decoding_loops_check_their_input_once_and_never_per_step(monkeypatc
     with raises(ValueError, "ids", "[0, 10]", "got index 11"):
         model(torch.full((1, 2), 11))
     with raises(ValueError, "top_k", "got 12"):
-        gpt.generate(model, torch.ones(1, 3, dtype=torch.long), 2, top_k=12)
+        gpt.generate(model, torch.ones(1, 3, dtype=torch.long), Sampling(2, top_k=12))
     with raises(ValueError, "ids", "at least 1 token", "got shape (1, 0)"):
-        gpt.generate(model, torch.ones(1, 0, dtype=torch.long), 2)
+        gpt.generate(model, torch.ones(1, 0, dtype=torch.long), Sampling(2))
 
     seq2seq = transformer.EncoderDecoder(
         transformer.TransformerConfig(

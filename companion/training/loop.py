@@ -107,7 +107,15 @@ def transformer_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def train_step(model, batch, loss_fn, optimizer, *, scheduler=None, grad_clip=1.0):
+def train_step(
+    model: nn.Module,
+    batch: Any,
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    scheduler: Any = None,
+    grad_clip: float | None = 1.0,
+) -> float:
     """Loss, gradients, clipping, update, next learning rate; returns the loss."""
     loss = loss_fn(model, batch)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
