@@ -24,6 +24,7 @@ from ..data.date_task import (
     source_vocab,
     target_vocab,
 )
+from ..decoding import Sampling
 from ..transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
 from .loop import train, warmup_cosine_schedule
 
@@ -43,14 +44,9 @@ def decode_dates(
 ) -> list[str]:
     """Greedy-decode source ids ``(N, n_src)`` into ISO strings, ``batch_size`` rows at a time."""
     out: list[str] = []
+    greedy = Sampling(11, temperature=0, eos_id=Vocab.eos_id)  # an ISO date: 10 + EOS
     for start in range(0, src.shape[0], batch_size):
-        ids = greedy_decode(
-            model,
-            src[start : start + batch_size],
-            bos_id=Vocab.bos_id,
-            eos_id=Vocab.eos_id,
-            max_new_tokens=11,
-        )
+        ids = greedy_decode(model, src[start : start + batch_size], greedy)
         out += [data.tgt_vocab.decode_text(row) for row in ids]
     return out
 
@@ -82,6 +78,7 @@ def _date_model() -> TransformerConfig:
         d_ff=256,
         context_length=64,
         pad_id=Vocab.pad_id,
+        bos_id=Vocab.bos_id,
     )
 
 
@@ -117,6 +114,7 @@ class DateTaskConfig:
             tgt_vocab_size=len(data.tgt_vocab),
             context_length=longest,
             pad_id=Vocab.pad_id,
+            bos_id=Vocab.bos_id,
         )
 
 
