@@ -385,12 +385,9 @@ def _check_smoothed_targets(y: object, n_classes: object, epsilon: object) -> No
 
 
 @door(_check_smoothed_targets)
-def smoothed_targets(
-    y: Tensor, n_classes: int, epsilon: float, dtype: torch.dtype | None = None
-) -> Tensor:
+def smoothed_targets(y: Tensor, n_classes: int, epsilon: float) -> Tensor:
     """q = (1 - ε) one_hot(y) + ε / V: (N,) → (N, V), every row summing to 1."""
-    one_hot = F.one_hot(y, n_classes)  # (N, V)
-    one_hot = one_hot.to(dtype or torch.get_default_dtype())
+    one_hot = F.one_hot(y, n_classes).double()  # (N, V), in float64: q exactly
     return (1 - epsilon) * one_hot + epsilon / n_classes
 
 
@@ -401,7 +398,7 @@ def label_smoothed_cross_entropy(
     _check_smoothing(logits, y, epsilon)
     kept = y != ignore_index  # (N,): padding does not count
     logits, y = logits[kept], y[kept]
-    q = smoothed_targets(y, logits.shape[-1], epsilon, logits.dtype)  # (N', V)
+    q = smoothed_targets(y, logits.shape[-1], epsilon).to(logits.dtype)  # (N', V)
     return -(q * F.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
 
 
