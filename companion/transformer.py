@@ -458,7 +458,7 @@ def _check_beam_decode(model: object, src: object, b: object) -> None:
 
 
 def beam_decode(model: EncoderDecoder, src: Tensor, b: Beam) -> tuple[Tensor, float]:
-    """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); the paper's k, α."""
+    """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); k and α from b."""
     _check_beam_decode(model, src, b)
     bos = torch.full((1, 1), model.config.bos_id, dtype=torch.long, device=src.device)
     with torch.no_grad(), eval_mode(model), skip_checks():  # checked above, once
