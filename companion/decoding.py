@@ -12,12 +12,15 @@
   ``s.max_new_tokens`` times. ``next_logits`` maps the ids so far, (B, t), to the next token's logits, (B, V).
   With ``s.eos_id``, a sequence that has written it is continued with ``s.filler`` (default: ``eos_id`` again),
   and the loop stops early, with fewer than ``max_new_tokens`` new columns, once every sequence has.
-- :func:`beam_search`: the search the paper decodes with, for one sequence ``ids`` (1, n). It keeps the
-  ``beam_size`` likeliest continuations (by the sum of their log-probabilities) at every step; one that writes
-  ``eos_id`` is set aside as finished, and the search ends when ``beam_size`` have finished or after
-  ``max_new_tokens`` steps. It returns the finished one with the best log p / lp, the length penalty
-  :func:`length_penalty` of GNMT, lp = ((5 + m) / 6)^α for m new tokens (``eos_id`` counted), and its log p.
-  With ``beam_size=1`` it is greedy decoding.
+- :class:`Beam`: the beam search's options in one frozen config, as :class:`Sampling` for sampling:
+  ``max_new_tokens``, ``beam_size`` (k), ``alpha`` (α of the length penalty) and ``eos_id``; its defaults are
+  the paper's k = 4, α = 0.6;
+- :func:`beam_search`: the search the paper decodes with, ``beam_search(next_logits, ids, b)``, for one sequence
+  ``ids`` (1, n). It keeps the ``b.beam_size`` likeliest continuations (by the sum of their log-probabilities)
+  at every step; one that writes ``b.eos_id`` is set aside as finished, and the search ends when ``beam_size``
+  have finished or after ``max_new_tokens`` steps. It returns the finished one with the best log p / lp, the
+  length penalty :func:`length_penalty` of GNMT, lp = ((5 + m) / 6)^α for m new tokens (``eos_id`` counted),
+  and its log p. With ``beam_size=1`` it is greedy decoding.
 
 The models build ``next_logits``, a closure from the ids so far, shape (B, t), to the logits of the next token,
 (B, V): the encoder–decoder's :func:`companion.transformer.greedy_decode` closes over the encoder's memory (the
@@ -50,6 +53,7 @@ __all__ = [
     "top_p_logits",
     "sample_next",
     "decode",
+    "Beam",
     "length_penalty",
     "beam_search",
 ]
@@ -88,6 +92,23 @@ class Sampling:
             token = getattr(self, name)
             if token is not None:
                 require_int(token, name, low=0, high=vocab_size - 1, why="a token id")
+
+
+@dataclass(frozen=True)
+class Beam:
+    """The beam search's settings: how many tokens, how many prefixes, how to rank."""
+
+    max_new_tokens: int = 32  # at most this many new tokens
+    beam_size: int = 4  # k, the prefixes kept at every step
+    alpha: float = 0.6  # α of the length penalty lp = ((5 + m) / 6)^α; 0: none
+    eos_id: int | None = None  # a hypothesis that writes it has finished
+
+    def __post_init__(self) -> None:
+        require_int(self.max_new_tokens, "max_new_tokens", low=1)
+        require_int(self.beam_size, "beam_size", low=1)
+        require_number(self.alpha, "alpha", low=0)
+        if self.eos_id is not None:
+            require_int(self.eos_id, "eos_id", low=0, why="None or a token id")
 
 
 def _check_sampling(logits: object, s: object) -> None:
@@ -159,22 +180,13 @@ def decode(
     return ids
 
 
-def _check_beam(
-    next_logits: object,
-    ids: object,
-    max_new_tokens: object,
-    beam_size: object,
-    eos_id: object,
-) -> None:
+def _check_beam(next_logits: object, ids: object, b: object) -> None:
     _check_loop(next_logits, ids)
-    require_int(max_new_tokens, "max_new_tokens", low=1)
-    if eos_id is not None:
-        require_int(eos_id, "eos_id", low=0, why="None or a token id")
+    require_instance(b, Beam, "b")
     if ids.shape[0] != 1:
         raise ValueError(
             f"beam_search decodes one sequence: ids must have shape (1, n), got {describe(ids)}"
         )
-    require_int(beam_size, "beam_size", low=1)
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -183,34 +195,26 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 @door(_check_beam)
-def beam_search(
-    next_logits: LogitsFn,
-    ids: Tensor,
-    max_new_tokens: int,
-    *,
-    beam_size: int,
-    eos_id: int | None = None,
-    alpha: float = 0.0,
-) -> tuple[Tensor, float]:
+def beam_search(next_logits: LogitsFn, ids: Tensor, b: Beam) -> tuple[Tensor, float]:
     """argmax over the beam of log p(y|ids) / lp(len(y)): (1, n) → ((1, n+m), log p)."""
     beams, scores = ids, torch.zeros(1, device=ids.device)  # live: (k, t), log p (k,)
     finished = []  # (log p, ids (t,)) of the hypotheses that wrote EOS
-    for _ in range(max_new_tokens):
+    for _ in range(b.max_new_tokens):
         logp = torch.log_softmax(next_logits(beams), dim=-1)  # (k, V)
         vocab_size = logp.shape[-1]
         total = (scores[:, None] + logp).flatten()  # (k V,): every one-token extension
-        top = total.topk(min(beam_size, total.numel()))  # the beam_size best
+        top = total.topk(min(b.beam_size, total.numel()))  # the k best
         rows, tokens = top.indices // vocab_size, top.indices % vocab_size
         beams = torch.cat([beams[rows], tokens[:, None]], dim=1)  # (k, t + 1)
         scores = top.values
-        if eos_id is not None:  # set the finished ones aside
-            ended = tokens == eos_id
+        if b.eos_id is not None:  # set the finished ones aside
+            ended = tokens == b.eos_id
             finished += zip(scores[ended].tolist(), beams[ended], strict=True)
             beams, scores = beams[~ended], scores[~ended]
-        if len(finished) >= beam_size or len(beams) == 0:
+        if len(finished) >= b.beam_size or len(beams) == 0:
             break
     finished += zip(scores.tolist(), beams, strict=True)  # unfinished at the end
     n = ids.shape[1]
-    normalised = lambda hyp: hyp[0] / length_penalty(len(hyp[1]) - n, alpha)  # m new
+    normalised = lambda hyp: hyp[0] / length_penalty(len(hyp[1]) - n, b.alpha)  # m new
     score, best = max(finished, key=normalised)
     return best[None], score

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from . import decoding
@@ -62,6 +62,7 @@ __all__ = [
     "WordEmbeddingLM",
     "next_token_probabilities",
     "bigram_pairs",
+    "Training",
     "train_embedding_lm",
     "generate",
     "bigram_counts",
@@ -135,25 +136,19 @@ class WordEmbeddingLM(nn.Module):
         self, vocab_size: int, dim: int = 2, *, seed: int = 0, tied: bool = False
     ) -> None:
         super().__init__()
+        self.vocab_size, self.tied = vocab_size, tied
         V, d = vocab_size, dim
         g = torch.Generator().manual_seed(seed)  # N(0, 1) entries, as in the figure
         self.E = nn.Parameter(torch.randn(V, d, generator=g))  # row i: e_i
         # tied: one table in both roles (U is E), so the scores E Eᵀ are symmetric
         self.U = self.E if tied else nn.Parameter(torch.randn(V, d, generator=g))
-        self.tied = tied
-
-    @property
-    def vocab_size(self) -> int:
-        return self.E.shape[0]
 
     @door(_check_prev)
-    def forward(self, prev: torch.Tensor) -> torch.Tensor:
-        """Logits U e_prev of every next token: prev ``(B,)`` → ``(B, |V|)``."""
-        return self.E[prev] @ self.U.T
+    def forward(self, prev: Tensor) -> Tensor:
+        return self.E[prev] @ self.U.T  # (B,) → (B, |V|): the logits U e_prev
 
-    def transition_matrix(self, temperature: float = 1.0) -> torch.Tensor:
-        """``P[i, j] = p(next = j | prev = i)`` at ``temperature``: ``(|V|, |V|)``."""
-        with torch.no_grad():
+    def transition_matrix(self, temperature: float = 1.0) -> Tensor:
+        with torch.no_grad():  # P[i, j] = p(next = j | prev = i) at temperature
             return next_token_probabilities(self.E @ self.U.T, temperature)
 
 
@@ -207,28 +202,34 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _check_training(model: object, ids: object, steps: object, lr: object) -> None:
+@dataclass(frozen=True)
+class Training:
+    """The training run's settings: full-batch Adam for ``steps`` steps at rate ``lr``."""
+
+    steps: int = 2000  # optimizer steps, each on every bigram
+    lr: float = 0.05  # Adam's learning rate
+    progress: bool = True  # show a progress bar
+
+    def __post_init__(self) -> None:
+        require_int(self.steps, "steps", low=1)
+        require_number(self.lr, "lr", low=0, low_open=True)
+        require_instance(self.progress, bool, "progress")
+
+
+def _check_training(model: object, ids: object, c: object) -> None:
     model = require_instance(model, WordEmbeddingLM, "model")
     require_ids(ids, "ids", model.vocab_size, 1, "(n,)")
-    require_int(steps, "steps", low=1)
-    require_number(lr, "lr", low=0, low_open=True)
+    require_instance(c, Training, "c")
 
 
-def train_embedding_lm(
-    model: nn.Module,
-    ids: torch.Tensor,
-    *,
-    steps: int = 2000,
-    lr: float = 0.05,
-    progress: bool = True,
-) -> list[float]:
+@door(_check_training)
+def train_embedding_lm(model: WordEmbeddingLM, ids: Tensor, c: Training) -> list[float]:
     """Full-batch Adam on L = -1/(n-1) Σ_t log p(w_{t+1} | w_t): ids (n,), a stream."""
-    _check_training(model, ids, steps, lr)
     prev, nxt = bigram_pairs(ids)  # all bigrams, every step: deterministic
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=c.lr)
     history: list[float] = []  # the loss before each step
     with _one_thread():  # (24, 2) @ (2, 8) products only lose time to thread hand-offs
-        for _ in tqdm(range(steps), desc="training", disable=not progress):
+        for _ in tqdm(range(c.steps), desc="training", disable=not c.progress):
             loss = nn.functional.cross_entropy(model(prev), nxt)
             opt.zero_grad(set_to_none=True)
             loss.backward()

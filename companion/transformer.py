@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import torch
@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from .attention import AttentionFn, KVCache, MultiHeadAttention
 from .attention import scaled_dot_product_attention as sdpa
-from .decoding import Sampling, beam_search, decode
+from .decoding import Beam, Sampling, beam_search, decode
 from .masks import Mask, padding_to_attention_mask
 from .positional import (
     LearnedPositionalEmbedding,
@@ -213,7 +213,8 @@ class TransformerConfig:
     The paper's base model is ``d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=n_decoder_layers=6,
     dropout=0.1, norm_first=False``; the defaults here are a small model that trains on a CPU.
     ``positional`` is ``"sinusoidal"`` (the paper) or ``"learned"``; ``pad_id`` is the padding id of both
-    vocabularies (masked out of every attention), ``None`` if there is no padding.
+    vocabularies (masked out of every attention), ``None`` if there is no padding; ``bos_id`` is the target
+    vocabulary's beginning-of-sequence id, the decoder's first input when it generates.
     """
 
     src_vocab_size: int
@@ -229,6 +230,7 @@ class TransformerConfig:
     positional: str = "sinusoidal"
     activation: str = "relu"
     pad_id: int | None = 0
+    bos_id: int = 1
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
@@ -247,6 +249,8 @@ class TransformerConfig:
                 low=0,
                 high=(min(self.src_vocab_size, self.tgt_vocab_size)) - 1,
             )
+        last = self.tgt_vocab_size - 1
+        require_int(self.bos_id, "bos_id", low=0, high=last, why="a token id")
 
     def block(self) -> BlockConfig:
         """The configuration of each encoder and decoder block."""
@@ -381,12 +385,9 @@ def _check_smoothed_targets(y: object, n_classes: object, epsilon: object) -> No
 
 
 @door(_check_smoothed_targets)
-def smoothed_targets(
-    y: Tensor, n_classes: int, epsilon: float, dtype: torch.dtype | None = None
-) -> Tensor:
+def smoothed_targets(y: Tensor, n_classes: int, epsilon: float) -> Tensor:
     """q = (1 - ε) one_hot(y) + ε / V: (N,) → (N, V), every row summing to 1."""
-    one_hot = F.one_hot(y, n_classes)  # (N, V)
-    one_hot = one_hot.to(dtype or torch.get_default_dtype())
+    one_hot = F.one_hot(y, n_classes).double()  # (N, V), in float64: q exactly
     return (1 - epsilon) * one_hot + epsilon / n_classes
 
 
@@ -397,7 +398,7 @@ def label_smoothed_cross_entropy(
     _check_smoothing(logits, y, epsilon)
     kept = y != ignore_index  # (N,): padding does not count
     logits, y = logits[kept], y[kept]
-    q = smoothed_targets(y, logits.shape[-1], epsilon, logits.dtype)  # (N', V)
+    q = smoothed_targets(y, logits.shape[-1], epsilon).to(logits.dtype)  # (N', V)
     return -(q * F.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
 
 
@@ -412,81 +413,59 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
-def _check_greedy_decode(
-    model: object, src: object, bos_id: object, eos_id: object, max_new_tokens: object
+def _check_decoding(
+    model: object, src: object, s: object, cls: type, name: str
 ) -> None:
     require_instance(model, EncoderDecoder, "model")
     _check_source(model, src)
-    if (
-        1 + require_int(max_new_tokens, "max_new_tokens", low=1)
-        > model.config.context_length
-    ):
+    require_instance(s, cls, name)
+    if 1 + s.max_new_tokens > model.config.context_length:
         raise ValueError(
-            f"1 + max_new_tokens = {1 + max_new_tokens} exceeds the model's context length T = "
+            f"1 + max_new_tokens = {1 + s.max_new_tokens} exceeds the model's context length T = "
             f"{model.config.context_length}"
         )
-    last = model.config.tgt_vocab_size - 1
-    require_int(bos_id, "bos_id", low=0, high=last, why="a token id")
-    if eos_id is not None:
-        require_int(eos_id, "eos_id", low=0, high=last, why="a token id")
+    if s.eos_id is not None:
+        last = model.config.tgt_vocab_size - 1
+        require_int(s.eos_id, "eos_id", low=0, high=last, why="a token id")
 
 
-@torch.no_grad()
-def greedy_decode(
-    model: EncoderDecoder,
-    src: Tensor,
-    *,
-    bos_id: int,
-    eos_id: int | None = None,
-    max_new_tokens: int = 32,
-) -> Tensor:
+def _check_greedy_decode(model: object, src: object, s: object) -> None:
+    _check_decoding(model, src, s, Sampling, "s")
+    if s.temperature != 0:
+        raise ValueError(
+            f"greedy_decode takes the argmax: s.temperature must be 0, got {s.temperature}"
+        )
+
+
+def greedy_decode(model: EncoderDecoder, src: Tensor, s: Sampling) -> Tensor:
     """y_0 = BOS, y_{t+1} = argmax logits(src, y_0 … y_t)[t]: (B, n_src) → (B, 1+T)."""
-    _check_greedy_decode(model, src, bos_id, eos_id, max_new_tokens)
+    _check_greedy_decode(model, src, s)
     c = model.config
-    bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    filler = c.pad_id if c.pad_id is not None else eos_id  # what follows EOS
-    greedy = Sampling(max_new_tokens, temperature=0, eos_id=eos_id, filler=filler)
-    with eval_mode(model), skip_checks():  # checked above, not again at each step
+    bos = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
+    filler = c.pad_id if c.pad_id is not None else s.eos_id  # what follows EOS
+    with torch.no_grad(), eval_mode(model), skip_checks():  # checked above, once
         memory = model.encode(src)  # once
         logits = lambda y: model.decode(y, memory, src)[:, -1]  # (B, 1 + t) → (B, V)
-        return decode(logits, bos, greedy)  # temperature 0: the argmax
+        return decode(logits, bos, replace(s, filler=filler))  # temperature 0: argmax
 
 
-def _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens, beam_size) -> None:
-    _check_greedy_decode(model, src, bos_id, eos_id, max_new_tokens)
-    require_int(beam_size, "beam_size", low=1)
+def _check_beam_decode(model: object, src: object, b: object) -> None:
+    _check_decoding(model, src, b, Beam, "b")
     if src.shape[0] != 1:
         raise ValueError(
             f"beam_decode translates one source: src must have shape (1, n_src), got {describe(src)}"
         )
 
 
-@torch.no_grad()
-def beam_decode(
-    model: EncoderDecoder,
-    src: Tensor,
-    *,
-    bos_id: int,
-    eos_id: int | None = None,
-    max_new_tokens: int = 32,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-) -> tuple[Tensor, float]:
-    """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); the paper's k, α."""
-    _check_beam_decode(model, src, bos_id, eos_id, max_new_tokens, beam_size)
-    bos = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
-    with eval_mode(model), skip_checks():  # checked above, not again at each step
+def beam_decode(model: EncoderDecoder, src: Tensor, b: Beam) -> tuple[Tensor, float]:
+    """Beam search of one source: (1, n_src) → ((1, 1 + m), log p); k and α from b."""
+    _check_beam_decode(model, src, b)
+    bos = torch.full((1, 1), model.config.bos_id, dtype=torch.long, device=src.device)
+    with torch.no_grad(), eval_mode(model), skip_checks():  # checked above, once
         memory = model.encode(src)  # (1, n_src, d), once
 
         def logits(y: Tensor) -> Tensor:  # (k, 1 + t) → (k, V): prefixes share memory
             k = y.shape[0]
             return model.decode(y, memory.expand(k, -1, -1), src.expand(k, -1))[:, -1]
 
-        return beam_search(
-            logits,
-            bos,
-            max_new_tokens,
-            beam_size=beam_size,
-            eos_id=eos_id,
-            alpha=alpha,
-        )
+        return beam_search(logits, bos, b)

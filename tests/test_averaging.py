@@ -64,12 +64,10 @@ def test_train_date_model_hands_every_step_to_on_step():
     from companion.training import date_recipe
 
     config = date_recipe.date_task_config(
-        n_train=64, n_test=8, steps=4, warmup_steps=1, batch_size=8
+        n_train=64, n_test=8, steps=4, warmup_steps=1, batch_size=8, progress=False
     )
     keeper = training.LastCheckpoints(keep=5, every=2)
-    model, _, history = date_recipe.train_date_model(
-        config, progress=False, on_step=keeper
-    )
+    model, _, history = date_recipe.train_date_model(config, on_step=keeper)
     assert list(keeper.steps) == [2, 4] and len(history) == 4
     final = model.state_dict()
     assert all(torch.equal(keeper.state_dicts[-1][k], final[k]) for k in final)

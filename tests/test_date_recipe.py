@@ -67,8 +67,9 @@ def test_the_first_loss_is_the_smoothed_cross_entropy_of_the_first_batch():
 
     for smoothing in (0.0, 0.1):
         config = date_recipe.date_task_config(n_train=200, n_test=10, steps=1, warmup_steps=1,
-                                            label_smoothing=smoothing, dropout=0.0)  # fmt: skip
-        _, data, history = date_recipe.train_date_model(config, progress=False)
+                                            label_smoothing=smoothing, dropout=0.0,
+                                            progress=False)  # fmt: skip
+        _, data, history = date_recipe.train_date_model(config)
         torch.manual_seed(config.seed)
         model = EncoderDecoder(config.model_config(data))
         batch = date_task.date_batches(data, config.batch_size, seed=config.seed)(0)

@@ -15,6 +15,7 @@ import companion.gpt
 import companion.transformer
 from companion import decoding
 from companion.decoding import (
+    Beam,
     Sampling,
     beam_search,
     decode,
@@ -192,11 +193,11 @@ def seq2seq_reference(model, src, bos_id, steps, eos_id=None):
 def test_greedy_decode_gives_the_tokens_of_the_reference_loop(pad_id):
     model = tiny_seq2seq(pad_id=pad_id)
     src = torch.randint(3, 12, (4, 5), generator=torch.Generator().manual_seed(0))
-    free = greedy_decode(model, src, bos_id=1, max_new_tokens=10)
+    free = greedy_decode(model, src, Sampling(10, 0))
     assert torch.equal(free, seq2seq_reference(model, src, 1, 10))
     assert len(set(free[:, 1:].flatten().tolist())) > 2, free
     eos, s = an_eos(free[:, 1:])  # row 0 finishes at step s, the others at other steps
-    mine = greedy_decode(model, src, bos_id=1, eos_id=eos, max_new_tokens=10)
+    mine = greedy_decode(model, src, Sampling(10, 0, eos_id=eos))
     assert torch.equal(mine, seq2seq_reference(model, src, 1, 10, eos_id=eos))
     assert (mine[0, 2 + s :] == (eos if pad_id is None else pad_id)).all() and mine[
         0, 1 + s
@@ -284,17 +285,9 @@ def test_beam_of_one_is_greedy_decoding(seed):
         3, 12, (4, 5), generator=torch.Generator().manual_seed(seed)
     ):
         src = row[None]
-        greedy = greedy_decode(model, src, bos_id=1, eos_id=2, max_new_tokens=10)
+        greedy = greedy_decode(model, src, Sampling(10, 0, eos_id=2))
         for alpha in (0.0, 0.6):
-            beam, _ = beam_decode(
-                model,
-                src,
-                bos_id=1,
-                eos_id=2,
-                max_new_tokens=10,
-                beam_size=1,
-                alpha=alpha,
-            )
+            beam, _ = beam_decode(model, src, Beam(10, 1, alpha, eos_id=2))
             assert torch.equal(beam[0], greedy[0, : beam.shape[1]]), (beam, greedy)
             assert (
                 beam.shape[1] == greedy.shape[1]
@@ -309,15 +302,7 @@ def test_beam_search_score_is_the_log_probability_of_a_full_forward_pass(
 ):
     model = tiny_seq2seq(3)
     src = torch.tensor([[4, 7, 5, 9]])
-    y, score = beam_decode(
-        model,
-        src,
-        bos_id=1,
-        eos_id=2,
-        max_new_tokens=8,
-        beam_size=beam_size,
-        alpha=alpha,
-    )
+    y, score = beam_decode(model, src, Beam(8, beam_size, alpha, eos_id=2))
     assert abs(score - full_log_p(model, src, y)) < 1e-9
     assert y[0, 0] == 1 and (y[0, -1] == 2 or y.shape[1] == 9)
 
@@ -342,9 +327,7 @@ def test_a_wide_enough_beam_finds_the_best_output_of_brute_force_enumeration(
     best_score, best = max(
         scored, key=lambda sy: sy[0] / length_penalty(len(sy[1]), alpha)
     )
-    y, score = beam_decode(
-        model, src, bos_id=1, eos_id=2, max_new_tokens=3, beam_size=64, alpha=alpha
-    )
+    y, score = beam_decode(model, src, Beam(3, beam_size=64, alpha=alpha, eos_id=2))
     assert y[0, 1:].tolist() == best and abs(score - best_score) < 1e-9
 
 
@@ -364,10 +347,10 @@ def test_beam_search_beats_greedy_on_a_constructed_case():
     start = torch.tensor([[0]])
     greedy = decode(toy_next_logits(table), start, Sampling(3, 0, eos_id=3))
     assert greedy.tolist() == [[0, 1, 3]]  # p = 0.5 · 0.4 = 0.20
-    beam, score = beam_search(toy_next_logits(table), start, 3, beam_size=2, eos_id=3)
+    beam, score = beam_search(toy_next_logits(table), start, Beam(3, 2, 0.0, eos_id=3))
     # p = 0.36
     assert beam.tolist() == [[0, 2, 3]] and abs(score - math.log(0.4 * 0.9)) < 1e-12
-    greedy_too, _ = beam_search(toy_next_logits(table), start, 3, beam_size=1, eos_id=3)
+    greedy_too, _ = beam_search(toy_next_logits(table), start, Beam(3, 1, eos_id=3))
     assert torch.equal(greedy_too, greedy)
 
 
@@ -381,12 +364,9 @@ def test_length_penalty_is_gnmts_and_changes_the_choice():
         [0.0, 0.0, 0.0, 1.0],
         [0.0, 0.0, 0.0, 1.0],
     ]
-    short, _ = beam_search(
-        toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=0.0
-    )
-    long, _ = beam_search(
-        toy_next_logits(table), torch.tensor([[0]]), 4, beam_size=3, eos_id=3, alpha=2.0
-    )
+    start = torch.tensor([[0]])
+    short, _ = beam_search(toy_next_logits(table), start, Beam(4, 3, 0.0, eos_id=3))
+    long, _ = beam_search(toy_next_logits(table), start, Beam(4, 3, 2.0, eos_id=3))
     assert short.tolist() == [[0, 3]] and long.tolist() == [[0, 1, 2, 3]]
 
 
@@ -416,13 +396,20 @@ def test_length_penalty_is_gnmts_and_changes_the_choice():
          ("eos_id", "[0, 30]", "got 31")),
         (lambda: generate(tiny_gpt(), torch.ones(1, 2, dtype=torch.long), Sampling(2, top_k=32)), ValueError,
          ("top_k", "at most vocab_size", "got 32")),
-        (lambda: beam_search(torch.zeros, torch.ones(2, 1, dtype=torch.long), 2, beam_size=2), ValueError,
+        (lambda: beam_search(torch.zeros, torch.ones(2, 1, dtype=torch.long), Beam(2, 2)), ValueError,
          ("beam_search decodes one sequence: ids", "(1, n)")),
-        (lambda: beam_search(torch.zeros, torch.ones(1, 1, dtype=torch.long), 2, beam_size=0), ValueError,
-         ("beam_size", ">= 1", "got 0")),
-        (lambda: beam_decode(tiny_seq2seq(), torch.ones(2, 3, dtype=torch.long), bos_id=1, max_new_tokens=4),
+        (lambda: beam_search(torch.zeros, torch.ones(1, 1, dtype=torch.long), 2), TypeError,
+         ("b must be", "Beam", "got a int")),
+        (lambda: Beam(2, beam_size=0), ValueError, ("beam_size", ">= 1", "got 0")),
+        (lambda: Beam(0), ValueError, ("max_new_tokens", ">= 1", "got 0")),
+        (lambda: Beam(2, alpha=-1.0), ValueError, ("alpha", "got -1.0")),
+        (lambda: Beam(2, eos_id=-1), ValueError, ("eos_id", "None or a token id", "got -1")),
+        (lambda: beam_decode(tiny_seq2seq(), torch.ones(2, 3, dtype=torch.long), Beam(4)),
          ValueError,
          ("beam_decode translates one source: src", "(1, n_src)")),
+        (lambda: beam_decode(tiny_seq2seq(), torch.ones(1, 3, dtype=torch.long), Beam(4, eos_id=12)),
+         ValueError,
+         ("eos_id", "[0, 11]", "got 12")),
     ],
 )  # fmt: skip
 def test_bad_input_is_named(call, error, match):

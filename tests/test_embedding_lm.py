@@ -20,7 +20,7 @@ def toy():
 def trained(toy):
     vocab, ids = toy
     model = lm.WordEmbeddingLM(len(vocab), 2, seed=0)
-    history = lm.train_embedding_lm(model, ids, steps=300, lr=0.2, progress=False)
+    history = lm.train_embedding_lm(model, ids, lm.Training(300, 0.2, progress=False))
     return model, history
 
 
@@ -141,7 +141,7 @@ def test_training_is_deterministic_and_restores_the_thread_count(toy, three_thre
         m = lm.WordEmbeddingLM(len(vocab), 2, seed=3)
         runs.append(
             (
-                lm.train_embedding_lm(m, ids, steps=50, progress=False),
+                lm.train_embedding_lm(m, ids, lm.Training(50, progress=False)),
                 m.E.detach().clone(),
             )
         )
@@ -172,9 +172,15 @@ def test_generate(toy, trained):
 def test_training_validates_inputs(toy):
     _, ids = toy
     with raises(TypeError, "WordEmbeddingLM"):
-        lm.train_embedding_lm(torch.nn.Linear(2, 2), ids)
+        lm.train_embedding_lm(torch.nn.Linear(2, 2), ids, lm.Training())
     with raises(ValueError, "[0, 3]"):
-        lm.train_embedding_lm(lm.WordEmbeddingLM(4, 2), ids, steps=1, progress=False)
+        lm.train_embedding_lm(lm.WordEmbeddingLM(4, 2), ids, lm.Training(1))
+    with raises(TypeError, "c must be a Training", "got a dict"):
+        lm.train_embedding_lm(lm.WordEmbeddingLM(8, 2), ids, {"steps": 1})
+    with raises(ValueError, "steps", ">= 1", "got 0"):
+        lm.Training(0)
+    with raises(ValueError, "lr", "got 0"):
+        lm.Training(lr=0)
 
 
 def test_tied_model_has_one_table_and_symmetric_scores():
@@ -188,7 +194,7 @@ def test_tied_model_has_one_table_and_symmetric_scores():
     assert not torch.allclose(untied(torch.arange(6)), untied(torch.arange(6)).T)
     # training moves the one table, and the scores stay symmetric
     ids = torch.tensor([0, 1, 2, 3, 4, 5, 0, 2, 4])
-    lm.train_embedding_lm(model, ids, steps=20, progress=False)
+    lm.train_embedding_lm(model, ids, lm.Training(20, progress=False))
     scores = model(torch.arange(6)).detach()
     assert torch.allclose(scores, scores.T, atol=1e-6)
     with raises(TypeError, "tied"):

@@ -357,7 +357,7 @@ def test_train_loop_correct_answers_pass(student):
 def test_train_loop_stub_and_reference():
     assert check_train_loop.verdict(stub).status == "not attempted"
     assert check_train_loop.verdict(
-        lambda m, i, s, lr: lm.train_embedding_lm(m, i, steps=s, lr=lr, progress=False)
+        lambda m, i, s, lr: lm.train_embedding_lm(m, i, lm.Training(s, lr, False))
     )
 
 
@@ -367,7 +367,7 @@ def test_train_loop_withholds_the_companions_loop():
 
     own = check_train_loop.verdict(
         lambda m, i, s, lr: library.train_embedding_lm(
-            m, i, steps=s, lr=lr, progress=False
+            m, i, library.Training(s, lr, False)
         )
     )
     assert_wrong(own, "companion's own answer")

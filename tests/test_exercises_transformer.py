@@ -811,7 +811,13 @@ def beams_in_lists(*, step="log_softmax", rank="all", keep_finished=False, stop_
                    count_prompt=False, drop_live=False, normalised_score=False, dtype=torch.long):  # fmt: skip
     """A beam search over Python lists, one prefix at a time, with the mistakes a student could make."""
 
-    def student(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0):
+    def student(next_logits, ids, b):
+        max_new_tokens, beam_size, eos_id, alpha = (
+            b.max_new_tokens,
+            b.beam_size,
+            b.eos_id,
+            b.alpha,
+        )
         prompt = ids[0].tolist()
         live, finished = [(0.0, prompt)], []
         for _ in range(max_new_tokens):
@@ -857,8 +863,14 @@ def beams_in_lists(*, step="log_softmax", rank="all", keep_finished=False, stop_
     return student
 
 
-def beams_in_tensors(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0):
+def beams_in_tensors(next_logits, ids, b):
     """The (k, t) tensor version, with heapq for the final choice."""
+    max_new_tokens, beam_size, eos_id, alpha = (
+        b.max_new_tokens,
+        b.beam_size,
+        b.eos_id,
+        b.alpha,
+    )
     import heapq
 
     beams, scores, done = ids, torch.zeros(1, dtype=torch.float64), []
@@ -885,10 +897,14 @@ def beams_in_tensors(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alp
     return best[None], score
 
 
-def beams_by_probabilities(
-    next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0
-):
+def beams_by_probabilities(next_logits, ids, b):
     """Keeps each hypothesis's probability product alongside, and takes log p = Σ log p_t by math.log."""
+    max_new_tokens, beam_size, eos_id, alpha = (
+        b.max_new_tokens,
+        b.beam_size,
+        b.eos_id,
+        b.alpha,
+    )
     hyps, finished, n = [(ids[0].tolist(), 0.0)], {}, ids.shape[1]
     for _ in range(max_new_tokens):
         probs = torch.softmax(

@@ -159,7 +159,7 @@ from companion import embedding_lm
 
 
 def train(model, ids, steps, lr):
-    return embedding_lm.train_embedding_lm(model, ids, steps=steps, lr=lr, progress=False)
+    return embedding_lm.train_embedding_lm(model, ids, embedding_lm.Training(steps, lr, False))
 """,
     # the checker's reference loop, from the checker's module: not importable in the answer's process
     "checker_reference": """\

@@ -140,7 +140,7 @@ def test_bad_input(kwargs, error, match):
 
 # --- the paper's schedule and one step (added with chapter 5's training section) ---------------------------
 
-from companion.training import train_step, transformer_schedule  # noqa: E402
+from companion.training import Update, train_step, transformer_schedule  # noqa: E402
 
 
 def _rates(scheduler, optimizer, steps):
@@ -191,13 +191,8 @@ def test_train_step_is_one_gradient_step():
         model.weight.copy_(torch.tensor([[1.0, -2.0, 0.5]]))
     x, y = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[2.0]])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loss = train_step(
-        model,
-        (x, y),
-        lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(),
-        optimizer,
-        grad_clip=None,
-    )
+    square = lambda m, b: ((m(b[0]) - b[1]) ** 2).mean()
+    loss = train_step(model, (x, y), square, Update(optimizer, grad_clip=None))
     # prediction 1 - 4 + 1.5 = -1.5, error -3.5, loss 12.25, gradient 2 * (-3.5) * x
     assert loss == 12.25
     assert torch.allclose(
@@ -210,14 +205,13 @@ def test_train_step_clips_the_gradient_norm():
     with torch.no_grad():
         model.weight.zero_()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    train_step(
-        model,
-        None,
-        lambda m, b: (m.weight * torch.tensor([[30.0, 40.0]])).sum(),
-        optimizer,
-        grad_clip=1.0,
-    )
+    linear = lambda m, b: (m.weight * torch.tensor([[30.0, 40.0]])).sum()
+    train_step(model, None, linear, Update(optimizer, grad_clip=1.0))
     # gradient (30, 40) rescaled to norm 1
     assert torch.allclose(model.weight, -torch.tensor([[0.6, 0.8]]))
-    with raises(TypeError, "scalar tensor"):
-        train_step(model, None, lambda m, b: m.weight, optimizer)
+    with raises(TypeError, "loss_fn must return a scalar tensor", "shape (1, 2)"):
+        train(model, [None], lambda m, b: m.weight, steps=1, progress=False)
+    with raises(TypeError, "optimizer must be a Optimizer", "got a str"):
+        Update("adam")
+    with raises(ValueError, "grad_clip", "got 0"):
+        Update(optimizer, grad_clip=0)

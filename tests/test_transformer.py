@@ -9,6 +9,7 @@ from checker_testing import F64, randn
 from raising import raises
 from torch import nn
 
+from companion.decoding import Sampling
 from companion.interop import (
     decoder_block_from_torch,
     encoder_block_from_torch,
@@ -320,12 +321,12 @@ def test_label_smoothed_cross_entropy_equals_torch_and_a_loop(epsilon):
 
 def test_smoothed_targets_and_their_floor():
     y = torch.tensor([2, 0])
-    q = smoothed_targets(y, 5, 0.1, F64)
+    q = smoothed_targets(y, 5, 0.1)
     torch.testing.assert_close(q.sum(dim=1), torch.ones(2, dtype=F64))
     assert q[0, 2].item() == pytest.approx(0.9 + 0.02) and q[0, 0].item() == q[
         1, 4
     ].item() == pytest.approx(0.02)
-    assert smoothed_targets(y, 5, 0.1).dtype == torch.get_default_dtype()
+    assert q.dtype == F64  # the loss casts q to the logits' dtype
     # the loss is smallest, at the entropy of q, when softmax(logits) = q; a sure one-hot guess pays ε/V · 100
     best = label_smoothed_cross_entropy(q.log(), y, 0.1)
     torch.testing.assert_close(best, -(q * q.log()).sum(dim=1).mean())
@@ -380,7 +381,7 @@ def test_copy_task_learns_and_greedy_decode_has_the_right_shape():
     first, last = sum(history[:5]) / 5, sum(history[-5:]) / 5
     assert last < 0.6 * first, (first, last)
     src, _ = batch(0)
-    out = greedy_decode(model, src[:3], bos_id=bos, eos_id=None, max_new_tokens=5)
+    out = greedy_decode(model, src[:3], Sampling(5, temperature=0))
     assert out.shape == (3, 6) and out.dtype == torch.long and (out[:, 0] == bos).all()
     assert model.training  # restored
 
@@ -392,9 +393,7 @@ def test_greedy_decode_stops_at_eos_and_pads():
         model.lm_head.weight.zero_()
         model.lm_head.bias.zero_()
         model.lm_head.bias[2] = 10.0
-    out = greedy_decode(
-        model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=8
-    )
+    out = greedy_decode(model, torch.randint(1, 12, (2, 3)), Sampling(8, 0, eos_id=2))
     assert out.tolist() == [[1, 2], [1, 2]]
 
     def fake_decode(tgt, memory, src=None):
@@ -405,9 +404,7 @@ def test_greedy_decode_stops_at_eos_and_pads():
         return logits
 
     model.decode = fake_decode
-    out = greedy_decode(
-        model, torch.randint(1, 12, (2, 3)), bos_id=1, eos_id=2, max_new_tokens=4
-    )
+    out = greedy_decode(model, torch.randint(1, 12, (2, 3)), Sampling(4, 0, eos_id=2))
     # padded with pad_id = 0 after EOS
     assert out.tolist() == [[1, 2, 0, 0, 0], [1, 7, 7, 7, 7]]
 
@@ -489,21 +486,24 @@ def test_greedy_decode_stops_at_eos_and_pads():
             lambda: greedy_decode(
                 EncoderDecoder(small_config()),
                 torch.ones(1, 2, dtype=torch.long),
-                bos_id=1,
-                max_new_tokens=16,
+                Sampling(16, temperature=0),
             ),
             ValueError,
             ("exceeds the model's context length T = 16",),
         ),
         (
+            lambda: TransformerConfig(12, 12, bos_id=12),
+            ValueError,
+            ("bos_id", "[0, 11]", "got 12"),
+        ),
+        (
             lambda: greedy_decode(
                 EncoderDecoder(small_config()),
                 torch.ones(1, 2, dtype=torch.long),
-                bos_id=12,
-                max_new_tokens=4,
+                Sampling(4),
             ),
             ValueError,
-            ("bos_id", "[0, 11]", "got 12"),
+            ("greedy_decode takes the argmax", "temperature must be 0", "got 1.0"),
         ),
     ],
 )

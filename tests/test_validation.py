@@ -429,9 +429,8 @@ def test_the_decoding_loops_check_their_input_once_and_never_per_step(monkeypatc
         )
     )  # fmt: skip
     calls.clear()
-    out = transformer.greedy_decode(
-        seq2seq, torch.ones(2, 3, dtype=torch.long), bos_id=1, max_new_tokens=5
-    )
+    greedy = Sampling(5, temperature=0)
+    out = transformer.greedy_decode(seq2seq, torch.ones(2, 3, dtype=torch.long), greedy)
     assert out.shape == (2, 6) and calls == ["src"]  # the source once, no step's target
     with raises(ValueError, "tgt", "[0, 8]", "got index 9"):
         seq2seq.decode(

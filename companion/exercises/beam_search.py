@@ -3,9 +3,9 @@
 ==========================  ==========================================================================================
 checker                     what the student writes
 ==========================  ==========================================================================================
-``check_beam_search``       ``beam_search(next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0)``:
-                            ``(1, n)`` → ``(ids (1, n + m), log p)``, the finished hypothesis with the best
-                            log p / lp(m)
+``check_beam_search``       ``beam_search(next_logits, ids, b)``, ``b`` a :class:`~companion.decoding.Beam`
+                            (``max_new_tokens``, ``beam_size``, ``alpha``, ``eos_id``): ``(1, n)`` →
+                            ``(ids (1, n + m), log p)``, the finished hypothesis with the best log p / lp(m)
 ==========================  ==========================================================================================
 
 The cases are bigram models, :class:`Bigram`: the next token's logits are a row of a ``(V, V)`` table picked by the
@@ -65,10 +65,14 @@ class Bigram:
         )
 
 
-def _beam(
-    next_logits, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mistake=""
-):
+def _beam(next_logits, ids, b, *, mistake=""):
     """The beam search with one of the typical mistakes (``mistake=""``: none, the reference's answer)."""
+    max_new_tokens, beam_size, eos_id, alpha = (
+        b.max_new_tokens,
+        b.beam_size,
+        b.eos_id,
+        b.alpha,
+    )
     beams, scores, finished = ids, torch.zeros(1), []
     for _ in range(max_new_tokens):
         logits = next_logits(beams)
@@ -127,18 +131,8 @@ def _model(v: int, *, eos_shift: float = 0.0) -> Bigram:
     return Bigram(table, torch.randn(12, v))
 
 
-def _differs(
-    model, ids, max_new_tokens, *, beam_size, eos_id, alpha=0.0, mistake=""
-) -> bool:
-    run = partial(
-        _beam,
-        model,
-        ids,
-        max_new_tokens,
-        beam_size=beam_size,
-        eos_id=eos_id,
-        alpha=alpha,
-    )
+def _differs(model, ids, b, *, mistake="") -> bool:
+    run = partial(_beam, model, ids, b)
     (right, right_p), (wrong, wrong_p) = run(), run(mistake=mistake)
     return not torch.equal(right, wrong) or not math.isclose(
         right_p, wrong_p, abs_tol=1e-3
@@ -167,8 +161,8 @@ _RANDOM = [
 def _drawn(v, shift, ids, max_new_tokens, k, alpha, musts, why):
     """A case of a random bigram model, drawn again until it tells the mistakes ``musts`` from the answer."""
     for _ in range(2000):
-        c = case(_model(v, eos_shift=shift), torch.tensor(ids), max_new_tokens, beam_size=k,
-                 eos_id=v - 1, alpha=alpha, why=why)  # fmt: skip
+        b = decoding.Beam(max_new_tokens, beam_size=k, alpha=alpha, eos_id=v - 1)
+        c = case(_model(v, eos_shift=shift), torch.tensor(ids), b, why=why)
         if all(_differs(*c.args, **c.kwargs, mistake=m) for m in musts):
             return c
     raise RuntimeError("no table met the case's condition")  # pragma: no cover
@@ -177,7 +171,8 @@ def _drawn(v, shift, ids, max_new_tokens, k, alpha, musts, why):
 def _cases():
     """The toy model of the chapter and four random bigram models, drawn (again) until, together, they tell
     every named mistake from the right answer, and each shows what its description says."""
-    toy = case(Bigram(torch.tensor(_TOY).log()), torch.tensor([[0]]), 3, beam_size=2, eos_id=3,
+    toy = case(Bigram(torch.tensor(_TOY).log()), torch.tensor([[0]]),
+               decoding.Beam(3, beam_size=2, alpha=0.0, eos_id=3),
                why="the chapter's toy model: greedy writes A <eos>, the beam B <eos>")  # fmt: skip
     for _ in range(100):
         cases = [toy] + [_drawn(*spec) for spec in _RANDOM]

@@ -15,11 +15,20 @@ pairs that GPT's pretraining draws are :mod:`companion.training.windows`.
 """
 
 from .averaging import LastCheckpoints, average_state_dicts
-from .loop import train, train_step, transformer_schedule, warmup_cosine_schedule
+from .loop import (
+    LossFn,
+    Update,
+    train,
+    train_step,
+    transformer_schedule,
+    warmup_cosine_schedule,
+)
 
 __all__ = [
     "train",
     "train_step",
+    "LossFn",
+    "Update",
     "warmup_cosine_schedule",
     "transformer_schedule",
     "LastCheckpoints",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -24,6 +25,7 @@ from ..data.date_task import (
     source_vocab,
     target_vocab,
 )
+from ..decoding import Sampling
 from ..transformer import EncoderDecoder, TransformerConfig, greedy_decode, seq2seq_loss
 from .loop import train, warmup_cosine_schedule
 
@@ -37,20 +39,20 @@ __all__ = [
 
 _MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 
+# on_step(model, step, loss), called after every step
+OnStep = Callable[[EncoderDecoder, int, float], None]
+# what train_date_model returns: the trained model, its data, the loss of every step
+DateRun = tuple[EncoderDecoder, DateDataset, list[float]]
+
 
 def decode_dates(
     model: EncoderDecoder, data: DateDataset, src: Tensor, *, batch_size: int = 500
 ) -> list[str]:
     """Greedy-decode source ids ``(N, n_src)`` into ISO strings, ``batch_size`` rows at a time."""
     out: list[str] = []
+    greedy = Sampling(11, temperature=0, eos_id=Vocab.eos_id)  # an ISO date: 10 + EOS
     for start in range(0, src.shape[0], batch_size):
-        ids = greedy_decode(
-            model,
-            src[start : start + batch_size],
-            bos_id=Vocab.bos_id,
-            eos_id=Vocab.eos_id,
-            max_new_tokens=11,
-        )
+        ids = greedy_decode(model, src[start : start + batch_size], greedy)
         out += [data.tgt_vocab.decode_text(row) for row in ids]
     return out
 
@@ -82,6 +84,7 @@ def _date_model() -> TransformerConfig:
         d_ff=256,
         context_length=64,
         pad_id=Vocab.pad_id,
+        bos_id=Vocab.bos_id,
     )
 
 
@@ -90,7 +93,7 @@ class DateTaskConfig:
     """Data, model and training hyperparameters of the dates task (see :func:`date_task_config`).
 
     ``model`` is the encoder-decoder's configuration; :meth:`model_config` fits its vocabulary sizes and
-    context length to a dataset.
+    context length to a dataset. ``progress`` shows the training's progress bar.
     """
 
     n_train: int = 20000
@@ -105,6 +108,7 @@ class DateTaskConfig:
     weight_decay: float = 0.01
     label_smoothing: float = 0.0
     seed: int = 0
+    progress: bool = True
 
     def model_config(self, data: DateDataset) -> TransformerConfig:
         """``model`` with ``data``'s vocabulary sizes and a context that holds its longest source."""
@@ -117,6 +121,7 @@ class DateTaskConfig:
             tgt_vocab_size=len(data.tgt_vocab),
             context_length=longest,
             pad_id=Vocab.pad_id,
+            bos_id=Vocab.bos_id,
         )
 
 
@@ -139,14 +144,8 @@ def date_task_config(**overrides: object) -> DateTaskConfig:
     return config
 
 
-def train_date_model(
-    config: DateTaskConfig | None = None,
-    *,
-    progress: bool = True,
-    on_step: Callable[[EncoderDecoder, int, float], None] | None = None,
-) -> tuple[EncoderDecoder, DateDataset, list[float]]:
+def train_date_model(c: DateTaskConfig, on_step: OnStep | None = None) -> DateRun:
     """Train on the dates task, ``on_step(model, step, loss)`` after each step."""
-    c = config if config is not None else date_task_config()
     data = make_date_dataset(c.n_train, c.n_test, seed=c.seed, level=c.level)
     torch.manual_seed(c.seed)
     model = EncoderDecoder(c.model_config(data))
@@ -154,10 +153,7 @@ def train_date_model(
     optimizer = torch.optim.AdamW(model.parameters(), **adam)  # decoupled weight decay
     warm, total = c.warmup_steps, c.steps
     scheduler = warmup_cosine_schedule(optimizer, warmup_steps=warm, total_steps=total)
-
-    def loss_fn(model: EncoderDecoder, batch: tuple[Tensor, Tensor]) -> Tensor:
-        return seq2seq_loss(model, batch, label_smoothing=c.label_smoothing)
-
+    loss_fn = partial(seq2seq_loss, label_smoothing=c.label_smoothing)
     history = train(
         model,
         date_batches(data, c.batch_size, seed=c.seed),  # step -> (src, tgt): 64 pairs
@@ -166,7 +162,7 @@ def train_date_model(
         optimizer=optimizer,
         scheduler=scheduler,
         seed=c.seed,
-        progress=progress,
+        progress=c.progress,
         description="dates",
         callback=on_step and (lambda step, loss: on_step(model, step, loss)),
     )

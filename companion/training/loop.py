@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,10 +13,52 @@ from tqdm.auto import tqdm
 
 from ..validation import (
     describe,
+    require_instance,
     require_int,
+    require_number,
 )
 
-__all__ = ["train", "train_step", "warmup_cosine_schedule", "transformer_schedule"]
+__all__ = [
+    "train",
+    "train_step",
+    "LossFn",
+    "Update",
+    "warmup_cosine_schedule",
+    "transformer_schedule",
+]
+
+# loss_fn(model, batch) → a scalar loss tensor
+LossFn = Callable[[nn.Module, Any], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Update:
+    """How a step updates the parameters: the optimizer, the schedule, the gradient clip."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None  # stepped after each
+    grad_clip: float | None = (
+        1.0  # clip the global gradient norm to this; None: no clip
+    )
+
+    def __post_init__(self) -> None:
+        require_instance(self.optimizer, torch.optim.Optimizer, "optimizer")
+        if self.grad_clip is not None:
+            require_number(self.grad_clip, "grad_clip", low=0, low_open=True)
+
+
+def _scalar_loss(loss_fn: LossFn) -> LossFn:
+    """``loss_fn``, checked to return a scalar tensor."""
+
+    def checked(model: nn.Module, batch: Any) -> torch.Tensor:
+        loss = loss_fn(model, batch)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise TypeError(
+                f"loss_fn must return a scalar tensor, got {describe(loss)}"
+            )
+        return loss
+
+    return checked
 
 
 def _batch_stream(
@@ -107,33 +150,23 @@ def transformer_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def train_step(
-    model: nn.Module,
-    batch: Any,
-    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    *,
-    scheduler: Any = None,
-    grad_clip: float | None = 1.0,
-) -> float:
+def train_step(model: nn.Module, batch: Any, loss_fn: LossFn, update: Update) -> float:
     """Loss, gradients, clipping, update, next learning rate; returns the loss."""
     loss = loss_fn(model, batch)
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise TypeError(f"loss_fn must return a scalar tensor, got {describe(loss)}")
-    optimizer.zero_grad(set_to_none=True)
+    update.optimizer.zero_grad(set_to_none=True)
     loss.backward()  # gradients of the loss with respect to every parameter
-    if grad_clip is not None:
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # to norm ≤ grad_clip
-    optimizer.step()  # update the parameters
-    if scheduler is not None:
-        scheduler.step()  # the learning rate of the next step
+    if update.grad_clip is not None:  # to norm ≤ grad_clip
+        nn.utils.clip_grad_norm_(model.parameters(), update.grad_clip)
+    update.optimizer.step()  # update the parameters
+    if update.scheduler is not None:
+        update.scheduler.step()  # the learning rate of the next step
     return float(loss.detach())
 
 
 def train(
     model: nn.Module,
     batches: Iterable[Any] | Callable[[int], Any],
-    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    loss_fn: LossFn,
     *,
     steps: int,
     optimizer: torch.optim.Optimizer | None = None,
@@ -186,6 +219,8 @@ def train(
             raise ValueError("model has no trainable parameters")
         optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     next_batch = _batch_stream(batches)
+    update = Update(optimizer, scheduler, grad_clip)
+    loss_fn = _scalar_loss(loss_fn)
 
     history: list[float] = []
     was_training = model.training
@@ -193,14 +228,7 @@ def train(
     bar = tqdm(range(steps), desc=description, disable=not progress, leave=True)
     try:
         for step in bar:
-            value = train_step(
-                model,
-                next_batch(step),
-                loss_fn,
-                optimizer,
-                scheduler=scheduler,
-                grad_clip=grad_clip,
-            )
+            value = train_step(model, next_batch(step), loss_fn, update)
             if not math.isfinite(value):
                 raise FloatingPointError(
                     f"the loss became {value} at step {step}; try a smaller learning rate"
