@@ -37,9 +37,7 @@ class Update:
 
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None  # stepped after each
-    grad_clip: float | None = (
-        1.0  # clip the global gradient norm to this; None: no clip
-    )
+    grad_clip: float | None = 1.0  # the global gradient norm's bound; None: no clip
 
     def __post_init__(self) -> None:
         require_instance(self.optimizer, torch.optim.Optimizer, "optimizer")
