@@ -69,13 +69,9 @@ def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
 
 
 def sinusoidal_positional_encoding(
-    n_positions: int,
-    d_model: int,
-    *,
-    base: float = 10000.0,
-    dtype: torch.dtype = torch.float32,
+    n_positions: int, d_model: int, *, base: float = 10000.0
 ) -> Tensor:
-    """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model)."""
+    """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model), float64."""
     _check_table(n_positions, d_model, base)
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 0, 2, 4, ...
@@ -83,7 +79,7 @@ def sinusoidal_positional_encoding(
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd d_model: last column a sine
-    return pe.to(dtype)
+    return pe  # exact to float64; a model casts it to its own dtype
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -96,9 +92,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     ) -> None:
         super().__init__()
         self.d_model, self.context_length = d_model, context_length
-        table = sinusoidal_positional_encoding(
-            context_length, d_model, base=base, dtype=torch.float64
-        )
+        table = sinusoidal_positional_encoding(context_length, d_model, base=base)
         # float64, cast to the input's dtype on use
         self.register_buffer("pe", table, persistent=False)
 
