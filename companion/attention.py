@@ -12,7 +12,8 @@ key at all gets zero weights and a zero output (as ``torch.nn.functional.scaled_
 CPU; :class:`torch.nn.MultiheadAttention` returns NaN there). Every softmax subtracts the row maximum, so
 ``exp`` never overflows.
 
-Every attention function here can be handed to :class:`MultiHeadAttention` (``attention=``): it is called as
+The batched attention functions here (not the one-query-at-a-time :func:`attention_loop`, whose ``mask``
+says causality too) can be handed to :class:`MultiHeadAttention` (``attention=``): it calls them as
 ``attention(q, k, v, mask=None, causal=False)`` on ``(batch, heads, n, d_head)`` tensors, ``causal`` the
 layer's option.
 """
@@ -62,16 +63,13 @@ def weightless_self_attention(
     return (y, weights) if return_weights else y
 
 
-def attention_loop(
-    q: Tensor, k: Tensor, v: Tensor, mask: Mask = None, *, causal: bool = False
-) -> Tensor:
+def attention_loop(q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
     """new_i = Σ_j a_ij v_j, a_i = softmax(q_i·k/√d_k): q (n_q, d), k, v (n_k, d)."""
     check_attention_inputs(q, k, v, mask, unbatched=True)
     (n_q, d_k), n_k = q.shape, k.shape[0]
     new = v.new_zeros(n_q, v.shape[1])
     for i in range(n_q):
-        last = i + n_k - n_q if causal else n_k - 1  # causal: no key after query i
-        seen = [j for j in range(last + 1) if mask is None or mask[i, j]]
+        seen = [j for j in range(n_k) if mask is None or mask[i, j]]
         if not seen:
             continue  # a query that may see no key keeps a zero output
         scores = torch.stack([torch.dot(q[i], k[j]) / math.sqrt(d_k) for j in seen])

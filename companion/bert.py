@@ -168,7 +168,7 @@ def encoder_inputs(
 
 
 class BertEncoder(nn.Module):
-    """h = blocks(embeddings(ids, types)), padding masked: ids (B, n) → h (B, n, d_model)."""
+    """h = blocks(embeddings(ids, types)), padding masked: (B, n) → (B, n, d_model)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()

@@ -71,7 +71,7 @@ def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
 def sinusoidal_positional_encoding(
     n_positions: int, d_model: int, *, base: float = 10000.0
 ) -> Tensor:
-    """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model), float64."""
+    """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model)."""
     _check_table(n_positions, d_model, base)
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 0, 2, 4, ...
@@ -79,7 +79,7 @@ def sinusoidal_positional_encoding(
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd d_model: last column a sine
-    return pe  # exact to float64; a model casts it to its own dtype
+    return pe  # float64; a model casts it to its own dtype
 
 
 class SinusoidalPositionalEncoding(nn.Module):

@@ -69,7 +69,7 @@ CAUSAL_ATTENTIONS = {
     "softmax, causal mask": lambda q, k, v: att.scaled_dot_product_attention(
         q, k, v, causal_mask(N)
     ),
-    "softmax, loop": partial(_loop, causal=True),
+    "softmax, loop": lambda q, k, v: _loop(q, k, v, mask=causal_mask(N)),
     "softmax, blocked": partial(att.blocked_attention, causal=True, block_size=4),
     "kernel (exp)": partial(la.kernel_attention, causal=True),
     "linear": partial(la.linear_attention, causal=True),

@@ -63,7 +63,7 @@ def test_causal_flag_is_aligned_at_the_end():
         torch.testing.assert_close(
             blocked_attention(q[..., -m:, :], k, v, causal=True), full[..., -m:, :]
         )
-    loop = attention_loop(q[0, 0, -2:], k[0, 0], v[0, 0], causal=True)
+    loop = attention_loop(q[0, 0, -2:], k[0, 0], v[0, 0], causal_mask(2, 7))
     torch.testing.assert_close(loop, full[0, 0, -2:])
     # query i of the last 2 sees keys j <= i + 5: the explicit mask of that rule gives the same numbers
     ends = torch.ones(2, 7, dtype=torch.bool).tril(5)
