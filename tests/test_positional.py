@@ -214,7 +214,7 @@ def test_rope_angles_shape():
             ("n_positions", ">= 1", "got 0"),
         ),
         (
-            lambda: sinusoidal_positional_encoding(4, 4, base=1),
+            lambda: RotaryEmbedding(4, base=1),
             ValueError,
             ("base", "> 1", "got 1"),
         ),
