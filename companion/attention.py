@@ -12,8 +12,10 @@ key at all gets zero weights and a zero output (as ``torch.nn.functional.scaled_
 CPU; :class:`torch.nn.MultiheadAttention` returns NaN there). Every softmax subtracts the row maximum, so
 ``exp`` never overflows.
 
-Every attention function here can be handed to :class:`MultiHeadAttention` (``attention=``): it is called as
-``attention(q, k, v, mask=None, causal=False)`` on ``(batch, heads, n, d_head)`` tensors.
+The batched attention functions here (not the one-query-at-a-time :func:`attention_loop`, whose ``mask``
+says causality too) can be handed to :class:`MultiHeadAttention` (``attention=``): it calls them as
+``attention(q, k, v, mask=None, causal=False)`` on ``(batch, heads, n, d_head)`` tensors, ``causal`` the
+layer's option.
 """
 
 from __future__ import annotations
@@ -61,16 +63,13 @@ def weightless_self_attention(
     return (y, weights) if return_weights else y
 
 
-def attention_loop(
-    q: Tensor, k: Tensor, v: Tensor, mask: Mask = None, *, causal: bool = False
-) -> Tensor:
+def attention_loop(q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
     """new_i = Σ_j a_ij v_j, a_i = softmax(q_i·k/√d_k): q (n_q, d), k, v (n_k, d)."""
     check_attention_inputs(q, k, v, mask, unbatched=True)
     (n_q, d_k), n_k = q.shape, k.shape[0]
     new = v.new_zeros(n_q, v.shape[1])
     for i in range(n_q):
-        last = i + n_k - n_q if causal else n_k - 1  # causal: no key after query i
-        seen = [j for j in range(last + 1) if mask is None or mask[i, j]]
+        seen = [j for j in range(n_k) if mask is None or mask[i, j]]
         if not seen:
             continue  # a query that may see no key keeps a zero output
         scores = torch.stack([torch.dot(q[i], k[j]) / math.sqrt(d_k) for j in seen])
@@ -238,32 +237,35 @@ class KVCache:
         return self.k, self.v
 
 
-def _check_mha_inputs(query: object, key: object, value: object, d_model: int) -> None:
-    """Raise unless ``query (B, n_q, d_model)``, ``key (B, n_k, d_model)``, ``value (B, n_k, d_model)``."""
-    q, k, v = (
-        require_floats(x, name, "(batch, seq, d_model)", ndim=3)
-        for name, x in (("query", query), ("key", key), ("value", value))
+def _check_mha_inputs(x: object, memory: object, d_model: int) -> None:
+    """Raise unless ``x (B, n_q, d_model)`` and ``memory (B, n_k, d_model)``."""
+    q, kv = (
+        require_floats(t, name, "(batch, seq, d_model)", ndim=3)
+        for name, t in (("x", x), ("memory", memory))
     )
-    for name, x in (("query", q), ("key", k), ("value", v)):
-        if x.shape[-1] != d_model:
+    for name, t in (("x", q), ("memory", kv)):
+        if t.shape[-1] != d_model:
             raise ValueError(
-                f"{name} must have last dimension d_model = {d_model}, got shape {tuple(x.shape)}"
+                f"{name} must have last dimension d_model = {d_model}, got shape {tuple(t.shape)}"
             )
-    if k.shape[0] != q.shape[0] or v.shape[:2] != k.shape[:2]:
+    if kv.shape[0] != q.shape[0]:
         raise ValueError(
-            f"key and value must have shape ({q.shape[0]}, n_k, {d_model}) with the same n_k, got shapes "
-            f"{tuple(k.shape)} and {tuple(v.shape)} for query of shape {tuple(q.shape)}"
+            f"memory must have shape ({q.shape[0]}, n_k, {d_model}), got shape {tuple(kv.shape)} for x of "
+            f"shape {tuple(q.shape)}"
         )
 
 
 class MultiHeadAttention(nn.Module):
-    """head_i = attention(query W_Qⁱ, key W_Kⁱ, value W_Vⁱ), out = concat(head_1 … head_h) W_O:
-    query (B, n_q, d_model), key = value (B, n_k, d_model) → (B, n_q, d_model); W_Qⁱ = d_head columns of W_Q.
+    """head_i = attention(x W_Qⁱ, memory W_Kⁱ, memory W_Vⁱ), out = concat(head_1 … head_h) W_O:
+    x (B, n_q, d_model), memory (B, n_k, d_model) → (B, n_q, d_model); W_Qⁱ = d_head columns of W_Q.
 
-    ``forward(query, key=None, value=None, *, mask=None, causal=False, cache=None)``: self-attention when ``key``
-    is None; the boolean ``mask`` (True = may attend) broadcasts to ``(B, n_heads, n_q, n_k)``; ``cache``, a
-    :class:`KVCache`, holds the keys and values of earlier positions (incremental decoding). While training with
-    ``dropout > 0`` the attention function is also given ``dropout_p``.
+    The constructor takes the layer's options: ``causal=True`` makes every call causal (query ``i`` sees the
+    keys ``j <= i``, aligned at the end as :mod:`companion.masks` says), as a decoder's self-attention is.
+    ``forward(x, memory=None, mask=None, cache=None)`` takes the data: self-attention when ``memory`` is None
+    (the keys and values come from ``x``), cross-attention otherwise; the boolean ``mask`` (True = may attend)
+    broadcasts to ``(B, n_heads, n_q, n_k)``; ``cache``, a :class:`KVCache`, holds the keys and values of
+    earlier positions (incremental decoding). While training with ``dropout > 0`` the attention function is also
+    given ``dropout_p``.
     """
 
     def __init__(
@@ -273,12 +275,14 @@ class MultiHeadAttention(nn.Module):
         *,
         dropout: float = 0.0,
         bias: bool = True,
+        causal: bool = False,
         rotary: nn.Module | None = None,
         attention: AttentionFn = scaled_dot_product_attention,
     ) -> None:
         super().__init__()
         require_heads(d_model, n_heads)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.causal = causal  # query i sees the keys j <= i: a decoder's self-attention
         # on the attention weights, while training
         self.dropout = require_number(dropout, "dropout", low=0, high=1, high_open=True)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -291,40 +295,38 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        *,
+        x: Tensor,
+        memory: Tensor | None = None,
         mask: Mask = None,
-        causal: bool = False,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """concat(head_1 … head_h) W_O: query (B, n_q, d_model) → (B, n_q, d_model)."""
-        key = query if key is None else key  # self-attention by default
-        value = key if value is None else value
-        _check_mha_inputs(query, key, value, self.d_model)
-        q = split_heads(self.q_proj(query), self.n_heads)  # (B, h, n_q, d_head)
-        k = split_heads(self.k_proj(key), self.n_heads)  # (B, h, n_k, d_head)
-        v = split_heads(self.v_proj(value), self.n_heads)  # (B, h, n_k, d_head)
+        """concat(head_1 … head_h) W_O: x (B, n_q, d_model) → (B, n_q, d_model)."""
+        memory = x if memory is None else memory  # self-attention by default
+        _check_mha_inputs(x, memory, self.d_model)
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, n_q, d_head)
+        k = split_heads(self.k_proj(memory), self.n_heads)  # (B, h, n_k, d_head)
+        v = split_heads(self.v_proj(memory), self.n_heads)  # (B, h, n_k, d_head)
         if self.rotary is not None:  # RoPE (chapter 5), positions after the cached ones
             offset = 0 if cache is None else len(cache)
             q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:  # a KVCache (chapter 6) prepends the earlier keys, values
             k, v = cache.append(k, v)
         dropout = {"dropout_p": self.dropout} if self.training and self.dropout else {}
-        out = self.attention(q, k, v, mask=mask, causal=causal, **dropout)
+        out = self.attention(q, k, v, mask=mask, causal=self.causal, **dropout)
         return self.out_proj(merge_heads(out))  # (B, n_q, d_model)
 
     def weights(
         self,
-        query: torch.Tensor,
-        key: torch.Tensor | None = None,
-        value: torch.Tensor | None = None,
-        *,
+        x: Tensor,
+        memory: Tensor | None = None,
         mask: Mask = None,
-        causal: bool = False,
+        *,
+        causal: bool | None = None,
     ) -> torch.Tensor:
-        """The scaled dot-product attention weights of every head, ``(B, n_heads, n_q, n_k)``, for figures."""
+        """The scaled dot-product attention weights of every head, ``(B, n_heads, n_q, n_k)``, for figures; the
+        arguments of :meth:`forward`, and ``causal`` to override the layer's (its unmasked weights)."""
+        causal = self.causal if causal is None else causal
+        layer_causal, self.causal = self.causal, causal
         seen: list[torch.Tensor] = []
 
         def record(
@@ -341,11 +343,14 @@ class MultiHeadAttention(nn.Module):
         attention, self.attention = self.attention, record
         # forward, not self(...): a forward hook that asks for the weights must not run again
         try:
-            self.forward(query, key, value, mask=mask, causal=causal)
+            self.forward(x, memory, mask)
         finally:
-            self.attention = attention
+            self.attention, self.causal = attention, layer_causal
         return seen[0]
 
     def extra_repr(self) -> str:
         name = getattr(self.attention, "__name__", type(self.attention).__name__)
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, dropout={self.dropout}, attention={name}"
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, dropout={self.dropout}, causal={self.causal}, "
+            f"attention={name}"
+        )

@@ -112,7 +112,7 @@ class BertConfig:
 
 
 class BertEmbeddings(nn.Module):
-    """x = LayerNorm(E[ids] + P[:n] + E_type[token_type_ids]): (B, n) → (B, n, d)."""
+    """x = LayerNorm(E[ids] + P[:n] + E_type[types]): (B, n) → (B, n, d)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -123,54 +123,52 @@ class BertEmbeddings(nn.Module):
         self.norm = LayerNorm(c.d_model, c.eps)
         self.dropout = nn.Dropout(c.dropout)
 
-    def forward(self, ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
         n = ids.shape[1]
-        x = self.token(ids) + self.position.weight[:n] + self.token_type(token_type_ids)
+        x = self.token(ids) + self.position.weight[:n] + self.token_type(types)
         return self.dropout(self.norm(x))
 
 
 def encoder_inputs(
     config: BertConfig,
     ids: object,
-    token_type_ids: object = None,
-    attention_mask: object = None,
+    types: object = None,
+    mask: object = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Check a :class:`BertEncoder`'s inputs; return the token types (zeros by default) and the attention
-    mask (B, 1, 1, n) (None: no padding). ``attention_mask`` (B, n) is True (or 1) at tokens, False (0) at
-    padding."""
+    mask (B, 1, 1, n) (None: no padding). ``types`` (B, n) are Hugging Face's ``token_type_ids``; ``mask``
+    (B, n), Hugging Face's ``attention_mask``, is True (or 1) at tokens, False (0) at padding."""
     ids = require_ids(ids, "ids", config.vocab_size)
     require_context(ids, "ids", config.context_length)
-    if token_type_ids is None:
-        token_type_ids = torch.zeros_like(ids)
+    if types is None:
+        types = torch.zeros_like(ids)
     else:
-        require_ids(token_type_ids, "token_type_ids", config.type_vocab_size)
-        if token_type_ids.shape != ids.shape:
+        require_ids(types, "types", config.type_vocab_size)
+        if types.shape != ids.shape:
             raise ValueError(
-                f"token_type_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(token_type_ids.shape)}"
+                f"types must have the shape of ids {tuple(ids.shape)}, got {tuple(types.shape)}"
             )
-    if attention_mask is None:
-        return token_type_ids, None
-    if not isinstance(attention_mask, torch.Tensor):
+    if mask is None:
+        return types, None
+    if not isinstance(mask, torch.Tensor):
         raise TypeError(
-            f"attention_mask must be a tensor (B, n) of bool or 0/1, got {describe(attention_mask)}"
+            f"mask must be a tensor (B, n) of bool or 0/1, got {describe(mask)}"
         )
-    if attention_mask.shape != ids.shape:
+    if mask.shape != ids.shape:
         raise ValueError(
-            f"attention_mask must have the shape of ids {tuple(ids.shape)}, got {tuple(attention_mask.shape)}"
+            f"mask must have the shape of ids {tuple(ids.shape)}, got {tuple(mask.shape)}"
         )
-    if attention_mask.dtype != torch.bool:
+    if mask.dtype != torch.bool:
         rule = "bool or hold only 0 and 1: 1 = token, 0 = padding"
-        if attention_mask.is_floating_point() or attention_mask.is_complex():
-            raise ValueError(
-                f"attention_mask must be {rule}, got dtype {attention_mask.dtype}"
-            )
-        require_entries(attention_mask, "attention_mask", low=0, high=1, why=rule)
-        attention_mask = attention_mask == 1
-    return token_type_ids, padding_to_attention_mask(attention_mask, heads=True)
+        if mask.is_floating_point() or mask.is_complex():
+            raise ValueError(f"mask must be {rule}, got dtype {mask.dtype}")
+        require_entries(mask, "mask", low=0, high=1, why=rule)
+        mask = mask == 1
+    return types, padding_to_attention_mask(mask, heads=True)
 
 
 class BertEncoder(nn.Module):
-    """h = blocks(embeddings(ids)), padding masked: ids (B, n) → h (B, n, d_model)."""
+    """h = blocks(embeddings(ids, types)), padding masked: (B, n) → (B, n, d_model)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -184,12 +182,9 @@ class BertEncoder(nn.Module):
         self.pooler = nn.Linear(c.d_model, c.d_model)
 
     def forward(
-        self,
-        ids: Tensor,
-        token_type_ids: Tensor | None = None,
-        attention_mask: Mask = None,
+        self, ids: Tensor, types: Tensor | None = None, mask: Mask = None
     ) -> Tensor:
-        types, mask = encoder_inputs(self.config, ids, token_type_ids, attention_mask)
+        types, mask = encoder_inputs(self.config, ids, types, mask)
         x = self.embeddings(ids, types)  # (B, n, d_model)
         for block in self.blocks:
             x = block(x, mask)  # mask (B, 1, 1, n): the keys that are not padding
@@ -236,12 +231,9 @@ class BertForPreTraining(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(
-        self,
-        ids: Tensor,
-        token_type_ids: Tensor | None = None,
-        attention_mask: Mask = None,
+        self, ids: Tensor, types: Tensor | None = None, mask: Mask = None
     ) -> tuple[Tensor, Tensor]:
-        h = self.bert(ids, token_type_ids, attention_mask)  # (B, n, d_model)
+        h = self.bert(ids, types, mask)  # (B, n, d_model)
         return self.mlm(h), self.nsp(self.bert.pool(h))
 
     def num_parameters(self) -> int:

@@ -114,7 +114,8 @@ class AttentionOnlyTransformer(nn.Module):
         self.embed = nn.Embedding(vocab_size, d_model)  # E
         self.pos = LearnedPositionalEmbedding(d_model, context_length, std=0.1)  # P
         self.layers = nn.ModuleList(
-            MultiHeadAttention(d_model, n_heads, attention=attention) for _ in range(n_layers)
+            MultiHeadAttention(d_model, n_heads, causal=True, attention=attention)
+            for _ in range(n_layers)
         )  # fmt: skip
         self.unembed = nn.Linear(d_model, vocab_size)  # W_U, b
 
@@ -122,7 +123,7 @@ class AttentionOnlyTransformer(nn.Module):
         _check_ids(self, ids)
         x = self.pos(self.embed(ids))  # (B, n, d)
         for attention in self.layers:
-            x = x + attention(x, causal=True)  # reads its own position and those before
+            x = x + attention(x)  # causal: each position reads itself and those before
         return self.unembed(x)  # (B, n, V)
 
 

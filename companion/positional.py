@@ -44,10 +44,9 @@ def _require_even(d: int, name: str = "d") -> int:
     return d
 
 
-def _check_table(n_positions: int, d_model: int, base: float) -> None:
+def _check_table(n_positions: int, d_model: int) -> None:
     require_int(n_positions, "n_positions", low=1)
     require_int(d_model, "d_model", low=1)
-    require_number(base, "base", low=1, low_open=True)
 
 
 def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
@@ -68,22 +67,16 @@ def _rope_positions(x: Tensor, positions: Tensor | None) -> Tensor:
     return positions
 
 
-def sinusoidal_positional_encoding(
-    n_positions: int,
-    d_model: int,
-    *,
-    base: float = 10000.0,
-    dtype: torch.dtype = torch.float32,
-) -> Tensor:
-    """PE[p, 2i] = sin(p/base^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model)."""
-    _check_table(n_positions, d_model, base)
+def sinusoidal_positional_encoding(n_positions: int, d_model: int) -> Tensor:
+    """PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(…): (n_positions, d_model)."""
+    _check_table(n_positions, d_model)
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 0, 2, 4, ...
-    angle = position / base ** (two_i / d_model)  # (n, ⌈d/2⌉), wavelengths 2π … 2π·base
+    angle = position / 10000 ** (two_i / d_model)  # (n, ⌈d/2⌉), wavelengths 2π … 2π·10⁴
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd d_model: last column a sine
-    return pe.to(dtype)
+    return pe  # float64; a model casts it to its own dtype
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -91,14 +84,10 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     pe: Tensor
 
-    def __init__(
-        self, d_model: int, context_length: int = 512, *, base: float = 10000.0
-    ) -> None:
+    def __init__(self, d_model: int, context_length: int = 512) -> None:
         super().__init__()
         self.d_model, self.context_length = d_model, context_length
-        table = sinusoidal_positional_encoding(
-            context_length, d_model, base=base, dtype=torch.float64
-        )
+        table = sinusoidal_positional_encoding(context_length, d_model)
         # float64, cast to the input's dtype on use
         self.register_buffer("pe", table, persistent=False)
 
@@ -134,7 +123,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
 def rope_angles(positions: Tensor, d: int, *, base: float = 10000.0) -> Tensor:
     """angle[p, i] = positions[p] · base^(-2i/d): positions (n,) integer → float64 (n, d/2)."""
-    _check_table(1, _require_even(d), base)
+    _check_table(1, _require_even(d))
+    require_number(base, "base", low=1, low_open=True)
     require_ndim(require_tensor(positions, "positions", "int"), "positions", 1, "(n,)")
     # (d/2,)
     theta = base ** (
@@ -153,12 +143,10 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return rotated.flatten(-2)
 
 
-def apply_rope(
-    x: Tensor, positions: Tensor | None = None, *, base: float = 10000.0
-) -> Tensor:
-    """Rotate each pair (x_2i, x_2i+1) of x (..., n, d) by φ = pos · base^(−2i/d)."""
+def apply_rope(x: Tensor, positions: Tensor | None = None) -> Tensor:
+    """Rotate each pair (x_2i, x_2i+1) of x (..., n, d) by φ = pos · 10000^(−2i/d)."""
     positions = _rope_positions(x, positions)  # (n,), default 0 … n-1; x (..., n, d)
-    angle = rope_angles(positions, x.shape[-1], base=base)
+    angle = rope_angles(positions, x.shape[-1])
     return _rotate(x, angle.cos().to(x.dtype), angle.sin().to(x.dtype))
 
 

@@ -171,15 +171,13 @@ class CausalBlock(EncoderBlock):
     ) -> None:
         """The arguments of :class:`EncoderBlock`, and ``rotary``: RoPE on every head's queries and keys."""
         super().__init__(c, attention)
-        self.self_attn.rotary = rotary
+        self.self_attn.causal, self.self_attn.rotary = True, rotary
 
     def forward(
         self, x: Tensor, mask: Mask = None, cache: KVCache | None = None
     ) -> Tensor:
         """``cache`` (a :class:`~companion.attention.KVCache`) holds the earlier positions' keys and values."""
-        x = self.residuals[0](
-            x, lambda h: self.self_attn(h, mask=mask, causal=True, cache=cache)
-        )
+        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, cache=cache))
         return self.residuals[1](x, self.ff)
 
 
@@ -189,7 +187,7 @@ class DecoderBlock(nn.Module):
     def __init__(self, c: BlockConfig, attention: AttentionFn = sdpa) -> None:
         super().__init__()
         mha = partial(MultiHeadAttention, dropout=c.dropout, attention=attention)
-        self.self_attn = mha(c.d_model, c.n_heads)
+        self.self_attn = mha(c.d_model, c.n_heads, causal=True)
         self.cross_attn = mha(c.d_model, c.n_heads)
         self.ff = FeedForward(c)
         self.residuals = nn.ModuleList(Residual(c) for _ in range(3))
@@ -197,7 +195,7 @@ class DecoderBlock(nn.Module):
     def forward(
         self, x: Tensor, memory: Tensor, mask: Mask = None, memory_mask: Mask = None
     ) -> Tensor:
-        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask, causal=True))
+        x = self.residuals[0](x, lambda h: self.self_attn(h, mask=mask))
         x = self.residuals[1](x, lambda h: self.cross_attn(h, memory, mask=memory_mask))
         return self.residuals[2](x, self.ff)
 

@@ -46,7 +46,6 @@ __all__ = [
     "check_sequence",
     "check_pair",
     "check_token_stream",
-    "check_windowed_stream",
     "check_labels",
 ]
 
@@ -545,21 +544,6 @@ def check_token_stream(
             f"sentence_ids must have the shape of ids {tuple(ids.shape)}, got {tuple(sentence_ids.shape)}"
         )
     return sentence_ids
-
-
-def check_windowed_stream(
-    ids: object, window: object, sentence_ids: object = None, windows: object = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`check_token_stream` and the window ``(N,)`` of each token, in ``[1, window]`` (``None``: all
-    ``window``); return the sentence ids and the windows."""
-    sentence_ids = check_token_stream(ids, window, sentence_ids)
-    if windows is None:
-        return sentence_ids, torch.full((ids.numel(),), window, dtype=torch.long)
-    if require_tensor(windows, "windows", "int").shape != ids.shape:
-        raise ValueError(
-            f"windows must have the shape of ids {tuple(ids.shape)}, got {tuple(windows.shape)}"
-        )
-    return sentence_ids, require_entries(windows, "windows", low=1, high=window)
 
 
 def check_labels(labels: object, name: str, size: int, what: str) -> list:

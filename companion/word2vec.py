@@ -32,9 +32,9 @@ and gensim (``cbow_mean=1``), the error ``∂ℓ/∂h`` is added to every contex
   ``sqrt(s/f)``, is available with ``formula="paper"``. Subsampling removes tokens *before* the windows
   are formed, so windows reach further in the text;
 - negatives from the unigram distribution raised to 3/4, ``P_n(w) ∝ c_w^{3/4}`` (:func:`noise_distribution`);
-- context windows with the reference code's *dynamic window*: for each centre an effective half-width
-  ``b`` is drawn uniformly from ``1..window`` (:func:`reduced_windows`), so near words count more; windows
-  never cross a sentence boundary;
+- context windows that never cross a sentence boundary; the trainer draws the reference code's *dynamic
+  window* for each centre, an effective half-width ``b`` uniform in ``1..window`` (:func:`reduced_windows`),
+  so near words count more;
 - pairs (:func:`skipgram_pairs`, vectorised, and :func:`skipgram_pairs_loop`, the plain loop it equals).
 
 **Training.** The fast trainer, :func:`companion.training.word2vec.train_word2vec`, with its settings
@@ -55,7 +55,7 @@ from torch import Tensor, nn
 from .text import Vocabulary
 from .validation import (
     check_negative_sampling,
-    check_windowed_stream,
+    check_token_stream,
     describe,
     door,
     require_choice,
@@ -259,61 +259,48 @@ def reduced_windows(
 
 
 def skipgram_pairs_loop(
-    ids: Tensor,
-    window: int,
-    sentence_ids: Tensor | None = None,
-    windows: Tensor | None = None,
+    ids: Tensor, window: int, sentence_ids: Tensor | None = None
 ) -> list[tuple[int, int]]:
-    """(ids[i], ids[j]) for ``0 < |j−i| ≤ b_i`` in a sentence, b_i = windows[i]."""
-    sentence_ids, windows = check_windowed_stream(ids, window, sentence_ids, windows)
-    tokens, sent, b = ids.tolist(), sentence_ids.tolist(), windows.tolist()
+    """(ids[i], ids[j]) for ``0 < |j−i| ≤ b`` in one sentence, b = window: ids (N,)."""
+    sentence_ids = check_token_stream(ids, window, sentence_ids)
+    tokens, sent, b = ids.tolist(), sentence_ids.tolist(), window
     pairs = []
     for i in range(len(tokens)):
-        for j in range(i - b[i], i + b[i] + 1):
+        for j in range(i - b, i + b + 1):
             if j != i and 0 <= j < len(tokens) and sent[j] == sent[i]:
                 pairs.append((tokens[i], tokens[j]))
     return pairs
 
 
 def context_windows(
-    ids: torch.Tensor,
-    window: int,
-    sentence_ids: torch.Tensor | None = None,
-    windows: torch.Tensor | None = None,
+    ids: torch.Tensor, window: int, sentence_ids: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every position's context as a fixed-width row, with a mask.
 
     Returns:
         ``(contexts, mask)``, both ``(N, 2 * window)``: ``contexts[i]`` holds the ids at offsets
         ``-window .. -1, 1 .. window`` from ``i`` (clamped at the ends), ``mask[i, k]`` says whether that
-        offset lies within ``b_i``, inside the stream, and in ``i``'s sentence.
+        offset lies inside the stream and in ``i``'s sentence.
     """
-    sentence_ids, windows = check_windowed_stream(ids, window, sentence_ids, windows)
+    sentence_ids = check_token_stream(ids, window, sentence_ids)
     n = ids.numel()
     offsets = torch.cat([torch.arange(-window, 0), torch.arange(1, window + 1)])
     pos = torch.arange(n).unsqueeze(1) + offsets
     inside = (pos >= 0) & (pos < n)
     pos = pos.clamp(0, max(n - 1, 0))
-    mask = (
-        inside
-        & (offsets.abs() <= windows.unsqueeze(1))
-        & (sentence_ids[pos] == sentence_ids.unsqueeze(1))
-    )
+    mask = inside & (sentence_ids[pos] == sentence_ids.unsqueeze(1))
     return ids[pos], mask
 
 
 def skipgram_pairs(
-    ids: torch.Tensor,
-    window: int,
-    sentence_ids: torch.Tensor | None = None,
-    windows: torch.Tensor | None = None,
+    ids: torch.Tensor, window: int, sentence_ids: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The pairs of :func:`skipgram_pairs_loop`, in the same order, without a Python loop.
 
     Returns:
         ``(centres, contexts)``, two ``(P,)`` ``torch.long`` tensors.
     """
-    contexts, mask = context_windows(ids, window, sentence_ids, windows)
+    contexts, mask = context_windows(ids, window, sentence_ids)
     centres = ids.unsqueeze(1).expand_as(contexts)
     return centres[mask], contexts[mask]
 

@@ -96,7 +96,7 @@ def test_causal_flag_equals_causal_mask_and_torch_is_causal():
         flag, F.scaled_dot_product_attention(q, k, v, is_causal=True)
     )
     torch.testing.assert_close(
-        attention_loop(q[0, 0], k[0, 0], v[0, 0], causal=True), flag[0, 0]
+        attention_loop(q[0, 0], k[0, 0], v[0, 0], causal_mask(6)), flag[0, 0]
     )
 
 
@@ -239,16 +239,16 @@ def test_gradcheck_attention():
         lambda a, b, c: scaled_dot_product_attention(a, b, c, mask), (q, k, v)
     )
     assert torch.autograd.gradcheck(
-        lambda a, b, c: attention_loop(a[0], b[0], c[0], causal=True), (q, k, v)
+        lambda a, b, c: attention_loop(a[0], b[0], c[0], mask), (q, k, v)
     )
 
 
 def test_gradcheck_multi_head_attention():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(4, 2).double()
+    mha = MultiHeadAttention(4, 2, causal=True).double()
     x = randn(1, 3, 4, seed=1).requires_grad_()
     pad = padding_to_attention_mask(torch.tensor([[True, True, False]]), heads=True)
-    assert torch.autograd.gradcheck(lambda t: mha(t, mask=pad, causal=True), (x,))
+    assert torch.autograd.gradcheck(lambda t: mha(t, mask=pad), (x,))
 
 
 def test_dropout_on_weights_only_while_asked():
@@ -294,10 +294,8 @@ def test_causality_future_never_changes_the_past(n, t, seed):
     out_x = scaled_dot_product_attention(x, x, x, causal=True)
     out_y = scaled_dot_product_attention(y, y, y, causal=True)
     torch.testing.assert_close(out_x[:, : t + 1], out_y[:, : t + 1])
-    mha = MultiHeadAttention(8, 4).double()
-    torch.testing.assert_close(
-        mha(x, causal=True)[:, : t + 1], mha(y, causal=True)[:, : t + 1]
-    )
+    mha = MultiHeadAttention(8, 4, causal=True).double()
+    torch.testing.assert_close(mha(x)[:, : t + 1], mha(y)[:, : t + 1])
 
 
 @SETTINGS
@@ -387,18 +385,20 @@ def test_mha_cross_attention_with_masks_equals_torch():
     torch.testing.assert_close(out, t_out)
     torch.testing.assert_close(w, t_w)
     assert w.shape == (2, 3, 4, 6)
-    # a different value than key
-    value = randn(2, 6, 12, seed=4)
-    torch.testing.assert_close(ours(x, memory, value), theirs(x, memory, value)[0])
 
 
 def test_mha_causal_and_per_head_masks_equal_torch():
     ours, theirs = _pair()
+    ours.causal = True
     x = randn(2, 5, 8, seed=1)
-    out, w = ours(x, causal=True), ours.weights(x, causal=True).mean(dim=1)
+    out, w = ours(x), ours.weights(x).mean(dim=1)
     t_out, t_w = theirs(x, x, x, attn_mask=to_torch_mha_mask(causal_mask(5)))
     torch.testing.assert_close(out, t_out)
     torch.testing.assert_close(w, t_w)
+    # the unmasked weights of a causal layer, when asked for
+    t_w = theirs(x, x, x)[1]
+    torch.testing.assert_close(ours.weights(x, causal=False).mean(dim=1), t_w)
+    ours.causal = False
     per_head = torch.rand(2, 2, 5, 5, generator=torch.Generator().manual_seed(5)) > 0.5
     per_head[..., 0] = True
     t_out = theirs(x, x, x, attn_mask=to_torch_mha_mask(per_head.reshape(4, 5, 5)))[0]
@@ -535,14 +535,14 @@ def test_mha_with_rotary_rotates_queries_and_keys():
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 6)),
             ValueError,
-            ("query", "got shape (2, 3, 6)"),
+            ("x must have last dimension d_model = 8", "got shape (2, 3, 6)"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(
                 torch.randn(2, 3, 8), torch.randn(3, 4, 8)
             ),
             ValueError,
-            ("value must have shape (2, n_k, 8)",),
+            ("memory must have shape (2, n_k, 8)", "got shape (3, 4, 8)"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(
@@ -561,12 +561,12 @@ def test_mha_with_rotary_rotates_queries_and_keys():
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(3, 8)),
             ValueError,
-            ("query", "dimensions", "got shape (3, 8)"),
+            ("x", "dimensions", "got shape (3, 8)"),
         ),
         (
             lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8).long()),
             TypeError,
-            ("query", "floating-point"),
+            ("x", "floating-point"),
         ),
     ],
 )
@@ -587,7 +587,7 @@ def test_weights_can_be_asked_for_in_a_forward_hook():
         with_kwargs=True,
     )
     with torch.no_grad():
-        mha(x, memory, memory)
+        mha(x, memory)
     hook.remove()
     (w,) = seen
     q = mha.q_proj(x).view(2, 7, 4, 4).transpose(1, 2)

@@ -169,7 +169,7 @@ def test_padding_does_not_change_the_real_tokens():
     padded = torch.cat([ids, torch.zeros(1, 5, dtype=torch.long)], dim=1)
     mask = torch.tensor([[True] * 7 + [False] * 5])
     with torch.no_grad():
-        h, h_padded = model.bert(ids), model.bert(padded, attention_mask=mask)
+        h, h_padded = model.bert(ids), model.bert(padded, mask=mask)
         h_unmasked = model.bert(padded)
     assert torch.allclose(h, h_padded[:, :7], atol=1e-6)
     # without the mask the padding does change them
@@ -369,11 +369,11 @@ def test_bad_input_gets_clear_errors():
         model(torch.zeros(1, 17, dtype=torch.long))
     with raises(TypeError, "ids"):
         model(ids.float())
-    with raises(ValueError, "token_type_ids must have the shape"):
+    with raises(ValueError, "types must have the shape"):
         model(ids, torch.zeros(2, 5, dtype=torch.long))
-    with raises(ValueError, "token_type_ids must lie"):
+    with raises(ValueError, "types must lie"):
         model(ids, torch.full((2, 6), 2))
-    with raises(ValueError, "attention_mask must have the shape"):
+    with raises(ValueError, "mask must have the shape"):
         model(ids, None, torch.ones(2, 7, dtype=torch.bool))
     with raises(ValueError, "only 0 and 1"):
         model(ids, None, torch.full((2, 6), 2))

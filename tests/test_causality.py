@@ -69,7 +69,7 @@ CAUSAL_ATTENTIONS = {
     "softmax, causal mask": lambda q, k, v: att.scaled_dot_product_attention(
         q, k, v, causal_mask(N)
     ),
-    "softmax, loop": partial(_loop, causal=True),
+    "softmax, loop": lambda q, k, v: _loop(q, k, v, mask=causal_mask(N)),
     "softmax, blocked": partial(att.blocked_attention, causal=True, block_size=4),
     "kernel (exp)": partial(la.kernel_attention, causal=True),
     "linear": partial(la.linear_attention, causal=True),
@@ -193,12 +193,13 @@ KINDS = {
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_multi_head_attention_is_causal(kind):
     torch.manual_seed(0)
-    mha = att.MultiHeadAttention(16, 2, attention=KINDS[kind](8)).double()
+    mha = att.MultiHeadAttention(16, 2, causal=True, attention=KINDS[kind](8))
+    mha = mha.double()
     x = torch.randn(2, N, 16, dtype=F64)
-    before = mha(x, causal=True)
+    before = mha(x)
     g = torch.Generator().manual_seed(1)
     for perturbation in PERTURBATIONS:
-        after = mha(_perturb(x, perturbation, g), causal=True)
+        after = mha(_perturb(x, perturbation, g))
         torch.testing.assert_close(after[:, :PAST], before[:, :PAST], **TOLERANCE)
 
 

@@ -495,7 +495,7 @@ class BlockWithCompanionLayerNorm(BlockWithCompanionParts):
         self.dropout = nn.Dropout(0.0)
 
     def forward(self, x):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x)))
         return self.norm2(x + self.dropout(self.linear2(self.linear1(x).clamp(min=0))))
 
 
@@ -506,13 +506,13 @@ class BlockWithDropout(BlockWithCompanionParts):
         self.dropout = nn.Dropout(0.1)
 
     def forward(self, x):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x)))
+        x = self.norm1(x + self.dropout(self.self_attn(x)))
         return self.norm2(x + self.dropout(self.linear2(torch.relu(self.linear1(x)))))
 
 
 class BlockInPlaceResidual(BlockWithCompanionParts):  # x += ...: changes the caller's x
     def forward(self, x):
-        x += self.self_attn(x, x, x)
+        x += self.self_attn(x)
         x = self.norm1(x)
         return self.norm2(x + self.linear2(torch.relu(self.linear1(x))))
 
@@ -520,7 +520,7 @@ class BlockInPlaceResidual(BlockWithCompanionParts):  # x += ...: changes the ca
 # an in-place change of a tensor backward still needs
 class BlockInPlaceHidden(BlockWithCompanionParts):
     def forward(self, x):
-        h = self.norm1(x + self.self_attn(x, x, x))
+        h = self.norm1(x + self.self_attn(x))
         r = torch.relu(self.linear1(h))
         # the same values, but relu's backward needs its output unchanged: training breaks
         r *= 1.0
@@ -530,7 +530,7 @@ class BlockInPlaceHidden(BlockWithCompanionParts):
 # the attention's output detached: it never trains
 class BlockDetachedAttention(BlockWithCompanionParts):
     def forward(self, x):
-        h = self.norm1(x + self.self_attn(x, x, x).detach())
+        h = self.norm1(x + self.self_attn(x).detach())
         return self.norm2(h + self.linear2(torch.relu(self.linear1(h))))
 
 

@@ -230,14 +230,14 @@ def test_module_is_an_attention_function_of_the_seam():
 def test_module_inside_multi_head_attention():
     torch.manual_seed(0)
     fmm = FMMAttention(FMMConfig(bandwidth=4, n_heads=2))
-    mha = MultiHeadAttention(16, 2, attention=fmm)
+    mha = MultiHeadAttention(16, 2, causal=True, attention=fmm)
     assert any(p is fmm.near_raw for p in mha.parameters())
     x = torch.randn(3, 20, 16)
-    out = mha(x, causal=True)
+    out = mha(x)
     assert out.shape == (3, 20, 16)
     y = x.clone()
     y[:, 12:] += 1.0
-    assert torch.allclose(mha(y, causal=True)[:, :12], out[:, :12], atol=1e-6)
+    assert torch.allclose(mha(y)[:, :12], out[:, :12], atol=1e-6)
 
 
 def test_blend_errors():

@@ -22,7 +22,7 @@ SETTINGS = settings(max_examples=30, deadline=None)
 
 
 def test_sinusoidal_formula_entry_by_entry():
-    pe = sinusoidal_positional_encoding(7, 6, dtype=F64)
+    pe = sinusoidal_positional_encoding(7, 6)
     for pos in range(7):
         for i in range(3):
             angle = pos / 10000 ** (2 * i / 6)
@@ -35,15 +35,15 @@ def test_sinusoidal_formula_entry_by_entry():
 
 def test_sinusoidal_odd_width_and_dtype():
     pe = sinusoidal_positional_encoding(4, 5)
-    assert pe.shape == (4, 5) and pe.dtype == torch.float32
+    assert pe.shape == (4, 5) and pe.dtype == F64
     # the lone sine column 2i = 4
-    last = torch.sin(torch.arange(4.0) / 10000 ** (4 / 5))
+    last = torch.sin(torch.arange(4.0, dtype=F64) / 10000 ** (4 / 5))
     torch.testing.assert_close(pe[:, 4], last)
 
 
 def test_sinusoidal_relative_shift_is_a_rotation():
     """PE[pos + k] is a fixed linear (rotation) function of PE[pos], the paper's motivation."""
-    pe = sinusoidal_positional_encoding(20, 8, dtype=F64)
+    pe = sinusoidal_positional_encoding(20, 8)
     k = 3
     i = torch.arange(4, dtype=F64)
     phi = k / 10000 ** (2 * i / 8)
@@ -55,7 +55,9 @@ def test_sinusoidal_relative_shift_is_a_rotation():
 def test_sinusoidal_module_adds_the_table():
     module = SinusoidalPositionalEncoding(6, context_length=10)
     x = torch.randn(2, 4, 6)
-    torch.testing.assert_close(module(x), x + sinusoidal_positional_encoding(4, 6))
+    torch.testing.assert_close(
+        module(x), x + sinusoidal_positional_encoding(4, 6).float()
+    )
     assert not list(module.parameters())
     assert module(x.double()).dtype == F64
 
@@ -82,7 +84,7 @@ def test_offset_adds_the_rows_of_later_positions():
         LearnedPositionalEmbedding(6, context_length=10),
     )
     torch.testing.assert_close(
-        sinusoidal(x, offset=4), x + sinusoidal_positional_encoding(7, 6)[4:]
+        sinusoidal(x, offset=4), x + sinusoidal_positional_encoding(7, 6)[4:].float()
     )
     torch.testing.assert_close(learned(x, offset=4), x + learned.embedding.weight[4:7])
     long = torch.randn(2, 7, 6)
@@ -212,7 +214,7 @@ def test_rope_angles_shape():
             ("n_positions", ">= 1", "got 0"),
         ),
         (
-            lambda: sinusoidal_positional_encoding(4, 4, base=1),
+            lambda: RotaryEmbedding(4, base=1),
             ValueError,
             ("base", "> 1", "got 1"),
         ),

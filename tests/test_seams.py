@@ -63,7 +63,7 @@ def test_causal_flag_is_aligned_at_the_end():
         torch.testing.assert_close(
             blocked_attention(q[..., -m:, :], k, v, causal=True), full[..., -m:, :]
         )
-    loop = attention_loop(q[0, 0, -2:], k[0, 0], v[0, 0], causal=True)
+    loop = attention_loop(q[0, 0, -2:], k[0, 0], v[0, 0], causal_mask(2, 7))
     torch.testing.assert_close(loop, full[0, 0, -2:])
     # query i of the last 2 sees keys j <= i + 5: the explicit mask of that rule gives the same numbers
     ends = torch.ones(2, 7, dtype=torch.bool).tril(5)
@@ -89,11 +89,10 @@ def test_multi_head_attention_calls_the_given_attention_function():
         randn(3, 4, 8, seed=2),
         causal_mask(5)[:, :4],
     )
-    torch.testing.assert_close(
-        swapped(x, memory, mask=mask, causal=False), default(x, memory, mask=mask)
-    )
+    torch.testing.assert_close(swapped(x, memory, mask), default(x, memory, mask))
     assert calls == [((3, 2, 5, 4), (3, 2, 4, 4), (3, 2, 4, 4), mask, False)]
-    swapped(x, causal=True)
+    swapped.causal = True  # the layer's option reaches every call
+    swapped(x)
     assert calls[-1][-1] is True
 
 
@@ -179,15 +178,14 @@ def test_causal_block_is_causal_and_encoder_block_is_not():
 @pytest.mark.parametrize("rotary", [False, True])
 def test_multi_head_attention_with_cache_equals_full_causal_attention(rotary):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(
-        8, 2, rotary=RotaryEmbedding(4, context_length=16) if rotary else None
-    ).double()
+    rope = RotaryEmbedding(4, context_length=16) if rotary else None
+    mha = MultiHeadAttention(8, 2, causal=True, rotary=rope).double()
     x = randn(2, 6, 8, seed=1)
-    full = mha(x, causal=True)
+    full = mha(x)
     cache = KVCache()
-    first = mha(x[:, :2], causal=True, cache=cache)  # a prompt of two tokens
+    first = mha(x[:, :2], cache=cache)  # a prompt of two tokens
     # then one token at a time
-    steps = [mha(x[:, t : t + 1], causal=True, cache=cache) for t in range(2, 6)]
+    steps = [mha(x[:, t : t + 1], cache=cache) for t in range(2, 6)]
     torch.testing.assert_close(torch.cat([first, *steps], dim=1), full)
     assert (
         len(cache) == 6

@@ -467,14 +467,14 @@ def test_greedy_decode_stops_at_eos_and_pads():
                 torch.randn(2, 3, 6)
             ),
             ValueError,
-            ("query", "got shape (2, 3, 6)"),
+            ("x must have last dimension d_model = 8", "got shape (2, 3, 6)"),
         ),
         (
             lambda: DecoderBlock(BlockConfig(8, 2, 16, norm_first=True))(
                 torch.randn(2, 3, 8), torch.randn(3, 3, 8)
             ),
             ValueError,
-            ("value must have shape (2, n_k, 8)", "got shapes (3, 3, 8)"),
+            ("memory must have shape (2, n_k, 8)", "got shape (3, 3, 8)"),
         ),
         (lambda: LayerNorm(0), ValueError, ("d_model", ">= 1", "got 0")),
         (

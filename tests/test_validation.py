@@ -190,7 +190,7 @@ def test_tensor_rules_name_what_was_expected_and_what_came():
     from companion.validation import (
         check_labels,
         check_pair,
-        check_windowed_stream,
+        check_token_stream,
         require_context,
         require_entries,
         require_floats,
@@ -270,14 +270,7 @@ def test_tensor_rules_name_what_was_expected_and_what_came():
             ("x and y", "one dtype"),
         ),
         (
-            lambda: check_windowed_stream(
-                torch.arange(3), 2, None, torch.tensor([1, 3, 1])
-            ),
-            ValueError,
-            ("windows", "[1, 2]", "got an entry 3"),
-        ),
-        (
-            lambda: check_windowed_stream(
+            lambda: check_token_stream(
                 torch.arange(3), 2, torch.zeros(2, dtype=torch.long)
             ),
             ValueError,
@@ -332,7 +325,6 @@ def test_tensor_rules_return_what_passes():
     from companion.validation import (
         check_pair,
         check_token_stream,
-        check_windowed_stream,
         require_entries,
     )
 
@@ -347,10 +339,6 @@ def test_tensor_rules_return_what_passes():
     assert u.shape == (4, 1, 3) and v.shape == (5, 3)
     ids = torch.tensor([0, 1, 2])
     assert torch.equal(check_token_stream(ids, 2), torch.zeros(3, dtype=torch.long))
-    sentences, windows = check_windowed_stream(ids, 2)
-    assert torch.equal(windows, torch.full((3,), 2)) and torch.equal(
-        sentences, torch.zeros(3, dtype=torch.long)
-    )
     with raises(ValueError, "ids", "at least 1 token", "got shape (0,)"):
         check_token_stream(ids[:0], 2, nonempty=True)
 

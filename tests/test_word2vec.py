@@ -201,9 +201,8 @@ def test_vectorised_pairs_equal_the_loop(seed):
     n, window = 60, 4
     ids = torch.randint(0, 9, (n,), generator=g)
     sentences = torch.sort(torch.randint(0, 5, (n,), generator=g)).values
-    windows = w2v.reduced_windows(n, window, g)
-    loop = w2v.skipgram_pairs_loop(ids, window, sentences, windows)
-    centres, contexts = w2v.skipgram_pairs(ids, window, sentences, windows)
+    loop = w2v.skipgram_pairs_loop(ids, window, sentences)
+    centres, contexts = w2v.skipgram_pairs(ids, window, sentences)
     assert list(zip(centres.tolist(), contexts.tolist(), strict=True)) == loop
     assert w2v.skipgram_pairs_loop(ids, window) == list(
         zip(*[t.tolist() for t in w2v.skipgram_pairs(ids, window)], strict=True)
@@ -219,8 +218,8 @@ def test_context_windows_mask():
         [False, True, False, False],
         [False, False, False, False],
     ]
-    with raises(ValueError, "windows", "[1, 2]"):
-        w2v.context_windows(ids, 2, windows=torch.tensor([1, 3, 1]))
+    with raises(ValueError, "sentence_ids must have the shape of ids (3,)"):
+        w2v.context_windows(ids, 2, torch.tensor([0, 0]))
 
 
 # --- the loss and its gradients ---------------------------------------------------------------------------

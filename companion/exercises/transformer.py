@@ -76,7 +76,7 @@ def _sinusoid(
 
 
 def _sinusoidal_reference(n_positions: int, d_model: int) -> torch.Tensor:
-    return ref.sinusoidal_positional_encoding(n_positions, d_model, dtype=torch.float64)
+    return ref.sinusoidal_positional_encoding(n_positions, d_model)
 
 
 check_sinusoidal_positional_encoding = compare(

@@ -103,7 +103,12 @@ def _block(cls: type, layer: nn.Module, attentions: dict[str, str]) -> nn.Module
     )
     ours = cls(config).to(layer.linear1.weight)
     for ours_name, theirs_name in attentions.items():
-        setattr(ours, ours_name, mha_from_torch(getattr(layer, theirs_name)))
+        causal = getattr(
+            ours, ours_name
+        ).causal  # the block's: a decoder's self-attention
+        setattr(
+            ours, ours_name, mha_from_torch(getattr(layer, theirs_name), causal=causal)
+        )
     for ours_linear, theirs_linear in (
         (ours.ff.linear1, layer.linear1),
         (ours.ff.linear2, layer.linear2),
