@@ -39,6 +39,7 @@ from .banded_attention import (
 from .linear_attention import (
     DEFAULT_EPS,
     FeatureMap,
+    LinearAttention,
     elu_plus_one,
     linear_attention,
     numerical_rank,
@@ -123,10 +124,10 @@ def far_field_attention(
     maps = _check_feature_maps(feature_maps)
     if not maps:
         raise ValueError("far_field_attention needs at least one feature map, got none")
-    out = linear_attention(q, k, v, mask, causal=causal, feature_map=maps[0], eps=eps)
+    out = LinearAttention(feature_map=maps[0], eps=eps)(q, k, v, mask, causal=causal)
     for phi in maps[1:]:
-        out = out + linear_attention(
-            q, k, v, mask, causal=causal, feature_map=phi, eps=eps
+        out = out + LinearAttention(feature_map=phi, eps=eps)(
+            q, k, v, mask, causal=causal
         )
     return out
 

@@ -390,7 +390,7 @@ class FMMByParts(torch.nn.Module):
 
     def far(self, q, k, v):
         return sum(
-            la.linear_attention(q, k, v, causal=True, feature_map=phi)
+            la.LinearAttention(feature_map=phi)(q, k, v, causal=True)
             for phi in self.maps
         )
 

@@ -24,10 +24,10 @@ from companion.fmmformer import (
     tanh_plus_one,
 )
 from companion.linear_attention import (
+    LinearAttention,
     elu_plus_one,
     linear_attention,
     numerical_rank,
-    quadratic_linear_attention,
 )
 
 
@@ -70,7 +70,7 @@ def test_no_near_field_is_linear_attention(causal):
         q, k, v, causal=causal, w_near=0.0, feature_maps=FMM_FEATURE_MAPS[:2]
     )
     expected = sum(
-        quadratic_linear_attention(q, k, v, causal=causal, feature_map=phi)
+        LinearAttention(feature_map=phi).quadratic(q, k, v, causal=causal)
         for phi in FMM_FEATURE_MAPS[:2]
     )
     assert (two - expected).abs().max() < 1e-12

@@ -93,9 +93,12 @@ GIVEAWAYS = {
     "span_head_loss": {"SpanHead", "span_loss"},
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
     # chapter 8: the step inside its loop
-    "linear_attention_step": {"causal_linear_attention_recurrent"},
+    "linear_attention_step": {"LinearAttention.step", "LinearAttention.recurrent"},
     # chapter 8: the recurrence itself
-    "linear_attention_rnn": {"causal_linear_attention_recurrent"},
+    "linear_attention_rnn": {"LinearAttention.recurrent"},
+    # chapter 8: the companion's versions of the other forms the exercises ask for
+    "linear_attention": {"LinearAttention.attend"},
+    "causal_linear_attention_chunked": {"LinearAttention.chunked"},
     # chapter 10: the features and the module that holds them
     "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
 }

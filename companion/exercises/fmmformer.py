@@ -315,8 +315,9 @@ def _fmm_require_parameters(module: Any, built: str, h: int) -> dict[str, Any]:
 
 
 _FMM_HINT = (
-    "V̂ = softplus(near_raw) · softmax(band_b(QKᵀ/√d_k)) V + softplus(far_raw) · Σ_l linear_attention(q, k, v, "
-    "causal=True, feature_map=φ_l), for the first n_maps of elu(x) + 1, elu(-x) + 1, tanh(x) + 1."
+    "V̂ = softplus(near_raw) · softmax(band_b(QKᵀ/√d_k)) V + softplus(far_raw) · "
+    "Σ_l LinearAttention(feature_map=φ_l)(q, k, v, causal=True), "
+    "for the first n_maps of elu(x) + 1, elu(-x) + 1, tanh(x) + 1."
 )
 
 
