@@ -267,7 +267,7 @@ class LinearAttention:
         return self.chunked(q, k, v, mask) if causal else self.attend(q, k, v, mask)
 
     def _features(
-        self, q: object, k: object, v: object, mask: object, causal: bool = False
+        self, q: object, k: object, v: object, mask: object, *, causal: bool = False
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v."""
         q, k, v = check_attention_inputs(q, k, v)

@@ -78,13 +78,11 @@ CAUSAL_ATTENTIONS = {
     "linear, chunked by 4": la.LinearAttention(chunk_size=4).chunked,
     "linear, cumsum": la.linear_attention.cumsum,
     "linear, step by step": _step_by_step,
-    "band": partial(ba.banded_attention, causal=True, bandwidth=3),
-    "band, blocks of 4": partial(
-        ba.banded_attention, causal=True, bandwidth=3, block_size=4
-    ),
+    "band": partial(ba.BandedAttention(3), causal=True),
+    "band, blocks of 4": partial(ba.BandedAttention(3, block_size=4), causal=True),
     "band, dense": partial(ba.banded_attention_dense, causal=True, bandwidth=3),
     "far field": partial(fmm.far_field_attention, causal=True),
-    "FMMformer": partial(fmm.fmmformer_attention, causal=True, bandwidth=3),
+    "FMMformer": partial(fmm.fixed_fmm_attention(bandwidth=3), causal=True),
     "FMMAttention": partial(
         fmm.FMMAttention(fmm.FMMConfig(bandwidth=3, n_heads=2)).double(), causal=True
     ),
@@ -183,7 +181,7 @@ def test_the_check_catches_a_block_wide_stabiliser():
 KINDS = {
     "softmax": lambda d_k: att.scaled_dot_product_attention,
     "linear": lambda d_k: la.linear_attention,
-    "band": lambda d_k: partial(ba.banded_attention, bandwidth=3),
+    "band": lambda d_k: ba.BandedAttention(3),
     "fmmformer": lambda d_k: fmm.FMMAttention(fmm.FMMConfig(bandwidth=3)),
     "performer": lambda d_k: rf.PerformerAttention(d_k, 16, seed=0),
     "performer, trig": lambda d_k: rf.PerformerAttention(d_k, 16, kind="trig", seed=0),

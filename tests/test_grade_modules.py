@@ -56,7 +56,7 @@ class FMMAttention(torch.nn.Module):
         self.far_raw = torch.nn.Parameter(torch.full((n_heads, 1, 1), -0.43275212956718856))
 
     def forward(self, q, k, v, mask=None, causal=True):
-        near = ba.banded_attention(q, k, v, causal=True, bandwidth=self.bandwidth)
+        near = ba.BandedAttention(self.bandwidth)(q, k, v, causal=True)
         far = sum(la.LinearAttention(feature_map=f)(q, k, v, causal=True) for f in self.maps)
         return F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far
 """

@@ -9,7 +9,7 @@ import torch
 from raising import raises
 
 from companion.attention import scaled_dot_product_attention
-from companion.banded_attention import banded_attention, banded_attention_dense
+from companion.banded_attention import BandedAttention, banded_attention_dense
 from companion.decoding import Sampling
 from companion.linear_attention import (
     kernel_attention,
@@ -30,7 +30,7 @@ FUNCTIONS = [
     linear_attention.recurrent,
     linear_attention.chunked,
     linear_attention.cumsum,
-    lambda q, k, v: banded_attention(q, k, v, bandwidth=2),
+    lambda q, k, v: BandedAttention(2)(q, k, v),
     lambda q, k, v: banded_attention_dense(q, k, v, bandwidth=2),
 ]
 

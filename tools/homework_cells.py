@@ -85,9 +85,9 @@ GIVEAWAYS = {
     # chapter 6: the companion's BPE training
     "learn_merges": {"train_bpe_naive", "train_bpe"},
     "near_far_split": {"band_mask"},  # chapter 9: the band the near field keeps
-    "banded_softmax": {"banded_attention"},
+    "banded_softmax": {"BandedAttention.attend"},
     # chapter 9: the blend the module calls
-    "FMMAttention": {"fmmformer_attention", "far_field_attention"},
+    "FMMAttention": {"FMMAttention.attend", "far_field_attention"},
     "pair_inputs": {"truncate_pair"},  # chapter 7: the truncation rule
     # chapter 7: the head and the unmasked loss
     "span_head_loss": {"SpanHead", "span_loss"},
