@@ -92,8 +92,7 @@ at N = 16,384. A chunk's C × C kernel matrix costs N·C per head, the states be
 
 def elu_plus_one(x: Tensor) -> Tensor:
     """φ(x) = elu(x) + 1 = e^{min(x, 0)} + max(x, 0) > 0, elementwise."""
-    # F.elu(x) + 1 = (eˣ − 1) + 1 rounds to 0 in float32 once eˣ < 6e-8 (x < −16.6);
-    # eˣ alone stays accurate down to x ≈ −87, then underflows to 0, never below.
+    # F.elu(x) + 1 = (eˣ − 1) + 1 is 0 in float32 for x < −16.6; eˣ is not, to x ≈ −87
     return torch.exp(x.clamp(max=0)) + x.clamp(min=0)
 
 

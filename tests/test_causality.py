@@ -51,7 +51,7 @@ def _loop(q, k, v, **kw):
 
 
 def _step_by_step(q, k, v, **kw):
-    """linear_attention_step over the positions: causal linear attention as an RNN."""
+    """linear_attention.step over the positions: causal linear attention as an RNN."""
     state, outs = None, []
     for i in range(q.shape[-2]):
         y, state = la.linear_attention.step(
