@@ -228,9 +228,7 @@ class FMMAttention(nn.Module):
         super().__init__()
         self.config = c
         self.near = BandedAttention(c.bandwidth)  # D V
-        self.far = [
-            LinearAttention(phi, c.eps) for phi in c.feature_maps
-        ]  # one per φ_l
+        self.far = [LinearAttention(phi, c.eps) for phi in c.feature_maps]  # φ_l
         shape = (c.n_heads, 1, 1) if c.n_heads is not None else ()
         to_raw = _inverse_softplus if c.positive else float  # θ from w
         self.near_raw = nn.Parameter(torch.full(shape, to_raw(c.init_near)))  # θ₁

@@ -332,12 +332,7 @@ class LinearAttention:
         """One token (..., d): S ← S + φ(k)vᵀ, z ← z + φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
         _check_one_position(q, k, v)
         q, k, v = q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2)  # (..., 1, d)
-        phi_q, phi_k, v = self._features(q, k, v, None)
-        phi_q, phi_k, v = (
-            phi_q.squeeze(-2),
-            phi_k.squeeze(-2),
-            v.squeeze(-2),
-        )  # (..., r)
+        phi_q, phi_k, v = (t.squeeze(-2) for t in self._features(q, k, v, None))
         if state is None:  # S = 0 (..., r, d_v), z = 0 (..., r)
             s, z = v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape)
             state = LinearAttentionState(s, z)
@@ -348,9 +343,7 @@ class LinearAttention:
     def recurrent(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
         """y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps), S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i alike."""
         phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
-        state, phi_k, v = _prefix(
-            phi_k, v, phi_q.shape[-2]
-        )  # S_0, z_0: 0 unless n_k > n_q
+        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0 = 0 unless n_k > n_q
         outputs = []
         for i in range(phi_q.shape[-2]):
             state = _update(state, phi_k[..., i, :], v[..., i, :])
@@ -362,18 +355,12 @@ class LinearAttention:
     def chunked(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
         """y_c = (A V_c + φQ_c S_{<c}) / (A 1 + φQ_c z_{<c} + eps), A = tril(φQ_c φK_cᵀ)."""
         phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
-        state, phi_k, v = _prefix(
-            phi_k, v, phi_q.shape[-2]
-        )  # S_0, z_0: 0 unless n_k > n_q
+        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0 = 0 unless n_k > n_q
         n = phi_q.shape[-2]
         c = min(self.chunk_size, n)  # a shorter sequence is one chunk, not padded
         # Pad to whole chunks with zero features: padded keys add nothing, queries are cut.
         chunks = lambda t: F.pad(t, (0, 0, 0, -n % c)).unflatten(-2, (-1, c))
-        phi_q, phi_k, v = (
-            chunks(phi_q),
-            chunks(phi_k),
-            chunks(v),
-        )  # (..., n_chunks, C, ·)
+        phi_q, phi_k, v = map(chunks, (phi_q, phi_k, v))  # (..., n_chunks, C, ·)
         # Inside a chunk: the masked quadratic form on C × C kernel matrices.
         a = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (..., n_chunks, C, C)
         numerator, denominator = a @ v, a.sum(dim=-1, keepdim=True)
@@ -390,10 +377,8 @@ class LinearAttention:
         """All S_i = Σ_{j≤i} φ(k_j)v_jᵀ at once (..., N, r, d_v); y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
         phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
         state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])
-        # (..., N, r, d_v)
-        s = state.s.unsqueeze(-3) + (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(
-            dim=-3
-        )
+        s = (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(dim=-3)  # (..., N, r, d_v)
+        s = state.s.unsqueeze(-3) + s
         z = state.z.unsqueeze(-2) + phi_k.cumsum(dim=-2)  # (..., N, r)
         numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., N, d_v)
         denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., N, 1)
