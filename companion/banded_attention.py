@@ -153,10 +153,10 @@ def _in_windows(mask: Tensor, n_pre: int, b: int, key: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class BandedAttention:
-    """Banded attention's options; calling it, ``BandedAttention(k)(q, k, v, mask, causal=...)``, attends."""
+    """Banded attention's options; ``BandedAttention(k)(q, k, v)`` attends."""
 
-    bandwidth: int = DEFAULT_BANDWIDTH  # k, the keys of the causal band
-    block_size: int | None = None  # B, queries per block; None: max(k, 16)
+    bandwidth: int = DEFAULT_BANDWIDTH  # b, the keys of the causal band
+    block_size: int | None = None  # B, queries per block; None: max(b, 16)
 
     def __post_init__(self) -> None:
         require_int(self.bandwidth, "bandwidth", low=1)
@@ -183,8 +183,8 @@ class BandedAttention:
     ) -> Tensor:
         """softmax(band_k(QKᵀ/√d_k)) V in O(N·k): q (..., n_q, d), k, v (..., n_k, d)."""
         lead, (n_q, d_k), n_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
-        bw = self.bandwidth  # k
-        b = self.block_size or max(bw, 16)  # B; the fastest: B = k = 32
+        bw = self.bandwidth  # b
+        b = self.block_size or max(bw, 16)  # B; fastest when B = the bandwidth = 32
         left, right = bw - 1, 0 if causal else bw - 1  # L, R keys around p_i
         # Queries padded in front to n_k rows (row = key position), then to blocks.
         n_pre, n_blocks, n_pad = n_k - n_q, -(-n_k // b), -n_k % b

@@ -229,13 +229,7 @@ def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
 
 @dataclass(frozen=True)
 class LinearAttention:
-    """Linear attention's options; calling it, ``LinearAttention(φ)(q, k, v, mask, causal=...)``, attends.
-
-    One model, computed in several ways that give the same numbers: :meth:`attend` (all keys, by associativity),
-    and for ``causal=True`` :meth:`chunked` (the fast one, what a call runs), :meth:`recurrent` and :meth:`step`
-    (the RNN), :meth:`cumsum` (all prefix sums, N·r·d_v numbers) and :meth:`quadratic` (the masked N × N kernel
-    matrix, the only form that honours any mask). :meth:`state` sums a prompt into the RNN's state.
-    """
+    """Linear attention's options; ``LinearAttention(φ)(q, k, v)`` attends."""
 
     feature_map: FeatureMap = elu_plus_one  # φ: (..., d_k) → (..., r), values ≥ 0
     eps: float = DEFAULT_EPS  # added to the denominator φ(q_i)ᵀz

@@ -85,7 +85,7 @@ GIVEAWAYS = {
     # chapter 6: the companion's BPE training
     "learn_merges": {"train_bpe_naive", "train_bpe"},
     "near_far_split": {"band_mask"},  # chapter 9: the band the near field keeps
-    "banded_softmax": {"BandedAttention.attend"},
+    "banded_softmax": {"BandedAttention", "BandedAttention.attend"},
     # chapter 9: the blend the module calls
     "FMMAttention": {"FMMAttention.attend", "far_field_attention"},
     "pair_inputs": {"truncate_pair"},  # chapter 7: the truncation rule
@@ -97,7 +97,7 @@ GIVEAWAYS = {
     # chapter 8: the recurrence itself
     "linear_attention_rnn": {"LinearAttention.recurrent"},
     # chapter 8: the companion's versions of the other forms the exercises ask for
-    "linear_attention": {"LinearAttention.attend"},
+    "linear_attention": {"LinearAttention", "LinearAttention.attend"},
     "causal_linear_attention_chunked": {"LinearAttention.chunked"},
     # chapter 10: the features and the module that holds them
     "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
