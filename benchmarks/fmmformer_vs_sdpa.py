@@ -8,9 +8,9 @@ Run from the repository root::
 On random float32 q, k, v of shape (1, heads, N, d) it times, in one run and causal,
 
 - ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``;
-- ``fmmformer``: :func:`companion.fmmformer.fmmformer_attention`, band k = 32 and two far-field feature maps
+- ``fmmformer``: :func:`companion.fmmformer.fixed_fmm_attention`, band k = 32 and two far-field feature maps
   (elu(x) + 1, elu(−x) + 1), i.e. the banded near field plus two causal linear attentions;
-- ``band``: :func:`companion.banded_attention.banded_attention` alone (O(N·k));
+- ``band``: :class:`companion.banded_attention.BandedAttention` alone (O(N·k));
 - ``band dense``: the same band the N × N way, :func:`companion.banded_attention.banded_attention_dense`
   (scores, mask, softmax as N × N tensors), and ``band sdpa``: the fused kernel given the band as an N × N
   boolean mask. Both stop at ``--dense-max`` (default 8,192: the N × N float32 scores of 4 heads are 1 GiB).

@@ -50,7 +50,7 @@ from companion.benchmarking.linear_attention import (
     DEFAULT_MAX_N,
     linear_attention_implementations,
 )
-from companion.linear_attention import causal_linear_attention_chunked
+from companion.linear_attention import LinearAttention
 
 
 def choose_threads(n: int, d: int, heads: int, min_run_time: float) -> int:
@@ -83,9 +83,7 @@ def chunk_sweep(ns: list[int], d: int, heads: int, min_run_time: float) -> None:
         cells = []
         for c in (16, 32, 64, 128, 256):
             seconds = time_call(
-                lambda q, k, v, c=c: causal_linear_attention_chunked(
-                    q, k, v, chunk_size=c
-                ),
+                lambda q, k, v, c=c: LinearAttention(chunk_size=c).chunked(q, k, v),
                 q,
                 k,
                 v,

@@ -71,7 +71,7 @@ def make_attention(kind: str, *, band: int, d_k: int, features: int, seed: int):
     if kind == "linear":
         return la.linear_attention
     if kind == "band":
-        return partial(ba.banded_attention, bandwidth=band)
+        return ba.BandedAttention(band)
     if kind == "fmmformer":
         return fmm.FMMAttention(fmm.FMMConfig(bandwidth=band))
     if kind == "performer":

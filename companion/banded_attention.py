@@ -32,6 +32,7 @@ of a block sees window columns ``r … r + L + R``, the same for every block, so
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +54,7 @@ __all__ = [
     "band_mask",
     "band_matrix",
     "banded_attention_dense",
+    "BandedAttention",
     "banded_attention",
 ]
 
@@ -149,57 +151,64 @@ def _in_windows(mask: Tensor, n_pre: int, b: int, key: Tensor) -> Tensor:
     return ok_row & mask[..., i, j]
 
 
-def _check_banded(
-    q: object,
-    k: object,
-    v: object,
-    mask: object,
-    bandwidth: object,
-    block_size: object,
-    p: object,
-):
-    q, k, v = check_attention_inputs(q, k, v, mask, keys_cover_queries=True)
-    require_int(bandwidth, "bandwidth", low=1)
-    if block_size is not None:
-        require_int(block_size, "block_size", low=1)
-    return q, k, v, require_number(p, "dropout_p", low=0, high=1, high_open=True)
+@dataclass(frozen=True)
+class BandedAttention:
+    """Banded attention's options; ``BandedAttention(k)(q, k, v)`` attends."""
+
+    bandwidth: int = DEFAULT_BANDWIDTH  # b, the keys of the causal band
+    block_size: int | None = None  # B, queries per block; None: max(b, 16)
+
+    def __post_init__(self) -> None:
+        require_int(self.bandwidth, "bandwidth", low=1)
+        if self.block_size is not None:
+            require_int(self.block_size, "block_size", low=1)
+
+    def __call__(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask = None,
+        *,
+        causal: bool = False,
+        dropout_p: float = 0.0,
+    ) -> Tensor:
+        """The attention function of :mod:`companion.attention`: the inputs checked, then :meth:`attend`."""
+        q, k, v = check_attention_inputs(q, k, v, mask, keys_cover_queries=True)
+        p = require_number(dropout_p, "dropout_p", low=0, high=1, high_open=True)
+        return self.attend(q, k, v, mask, causal=causal, p=p)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask, *, causal: bool, p: float
+    ) -> Tensor:
+        """softmax(band_k(QKᵀ/√d_k)) V in O(N·k): q (..., n_q, d), k, v (..., n_k, d)."""
+        lead, (n_q, d_k), n_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
+        bw = self.bandwidth  # b
+        b = self.block_size or max(bw, 16)  # B; fastest when B = the bandwidth = 32
+        left, right = bw - 1, 0 if causal else bw - 1  # L, R keys around p_i
+        # Queries padded in front to n_k rows (row = key position), then to blocks.
+        n_pre, n_blocks, n_pad = n_k - n_q, -(-n_k // b), -n_k % b
+        q_pad = F.pad(q, (0, 0, n_pre, n_pad))  # (..., n_blocks·B, d_k)
+        q_blocks = q_pad.unflatten(-2, (n_blocks, b))  # (..., n_blocks, B, d_k)
+        # Window c: padded keys cB … cB + W − 1, original keys cB − L … cB + B − 1 + R.
+        w, pad = b + left + right, (0, 0, left, right + n_pad)
+        k_win = F.pad(k, pad).unfold(-2, w, b)  # (..., n_blocks, d_k, W): a view
+        v_win = F.pad(v, pad).unfold(-2, w, b)  # (..., n_blocks, d_v, W)
+        scores = (q_blocks @ k_win) / math.sqrt(d_k)  # (..., n_blocks, B, W)
+        # Allowed: in the band (the same B × W pattern in every block) and a real key.
+        r = torch.arange(b, device=q.device).unsqueeze(1)  # (B, 1)
+        s = torch.arange(w, device=q.device)  # (W,)
+        in_band = (s >= r) & (s <= r + left + right)  # (B, W)
+        start = torch.arange(n_blocks, device=q.device).view(-1, 1, 1) * b - left
+        key = start + s  # (n_blocks, 1, W): key index j = cB − L + s
+        allowed = in_band & (key >= 0) & (key < n_k)  # (n_blocks, B, W)
+        if mask is not None:  # only the mask's entries inside the band are read
+            allowed = allowed & _in_windows(mask.expand(*lead, n_q, n_k), n_pre, b, key)
+        weights = _masked_softmax(scores, allowed)
+        weights = F.dropout(weights, p=p) if p > 0.0 else weights
+        out = weights @ v_win.transpose(-2, -1)  # (..., n_blocks, B, d_v)
+        return out.flatten(-3, -2)[..., n_pre : n_pre + n_q, :]
 
 
-def banded_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,
-    *,
-    causal: bool = False,
-    bandwidth: int = DEFAULT_BANDWIDTH,
-    block_size: int | None = None,
-    dropout_p: float = 0.0,
-) -> Tensor:
-    """softmax(band_k(QKᵀ/√d_k)) V in O(N·k): q (..., n_q, d), k, v (..., n_k, d)."""
-    q, k, v, dropout_p = _check_banded(q, k, v, mask, bandwidth, block_size, dropout_p)
-    lead, (n_q, d_k), n_k = q.shape[:-2], q.shape[-2:], k.shape[-2]
-    b = max(bandwidth, 16) if block_size is None else block_size  # fastest: B = k = 32
-    left, right = bandwidth - 1, 0 if causal else bandwidth - 1  # L, R keys around p_i
-    # Queries padded in front to n_k rows (row = key position), then to whole blocks.
-    n_pre, n_blocks, n_pad = n_k - n_q, -(-n_k // b), -n_k % b
-    q_pad = F.pad(q, (0, 0, n_pre, n_pad))  # (..., n_blocks·B, d_k)
-    q_blocks = q_pad.unflatten(-2, (n_blocks, b))  # (..., n_blocks, B, d_k)
-    # Window c: padded keys cB … cB + W − 1, i.e. original keys cB − L … cB + B − 1 + R.
-    w, pad = b + left + right, (0, 0, left, right + n_pad)
-    k_win = F.pad(k, pad).unfold(-2, w, b)  # (..., n_blocks, d_k, W): a view
-    v_win = F.pad(v, pad).unfold(-2, w, b)  # (..., n_blocks, d_v, W)
-    scores = (q_blocks @ k_win) / math.sqrt(d_k)  # (..., n_blocks, B, W)
-    # Allowed: inside the band (the same B × W pattern in every block) and a real key.
-    r = torch.arange(b, device=q.device).unsqueeze(1)  # (B, 1)
-    s = torch.arange(w, device=q.device)  # (W,)
-    in_band = (s >= r) & (s <= r + left + right)  # (B, W)
-    start = torch.arange(n_blocks, device=q.device).view(-1, 1, 1) * b - left  # cB − L
-    key = start + s  # (n_blocks, 1, W): key index j
-    allowed = in_band & (key >= 0) & (key < n_k)  # (n_blocks, B, W)
-    if mask is not None:  # only the mask's entries inside the band are read
-        allowed = allowed & _in_windows(mask.expand(*lead, n_q, n_k), n_pre, b, key)
-    weights = _masked_softmax(scores, allowed)
-    weights = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
-    out = weights @ v_win.transpose(-2, -1)  # (..., n_blocks, B, d_v)
-    return out.flatten(-3, -2)[..., n_pre : n_pre + n_q, :]
+banded_attention = BandedAttention()
+"""Banded attention with the defaults (k = 32, blocks of max(k, 16)), as an attention function."""

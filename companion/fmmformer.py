@@ -6,9 +6,9 @@ softmax attention ``V̂ = softmax(QKᵀ/√d_k) V`` by
 
     V̂ = w₁ · D V  +  w₂ · Σ_l φ_l(Q)(φ_l(K)ᵀ V) / (φ_l(Q) φ_l(K)ᵀ 1),
 
-- the near field ``D V`` with ``D = softmax(band_k(QKᵀ/√d_k))``: :func:`companion.banded_attention.banded_attention`,
+- the near field ``D V`` with ``D = softmax(band_k(QKᵀ/√d_k))``: :class:`companion.banded_attention.BandedAttention`,
   O(N·k);
-- the far field: one linear attention (:func:`companion.linear_attention.linear_attention`, chapter 8) per
+- the far field: one linear attention (:class:`companion.linear_attention.LinearAttention`, chapter 8) per
   feature map, each a matrix of rank ≤ d_k, so the far-field matrix has rank ≤ r·d_k, and costs O(N);
 - ``w₁, w₂``: learned blend weights, positive in the paper (here ``softplus`` of a free parameter); the released
   code leaves them unconstrained (and keeps one per head and value channel, the near one starting at 0).
@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -31,14 +32,15 @@ from torch import Tensor, nn
 from .attention import scaled_dot_product_attention
 from .banded_attention import (
     DEFAULT_BANDWIDTH,
+    BandedAttention,
     band_mask,
     band_matrix,
-    banded_attention,
     banded_attention_dense,
 )
 from .linear_attention import (
     DEFAULT_EPS,
     FeatureMap,
+    LinearAttention,
     elu_plus_one,
     linear_attention,
     numerical_rank,
@@ -60,9 +62,9 @@ __all__ = [
     "far_field_attention",
     "far_field_matrix",
     "far_field_rank",
-    "fmmformer_attention",
     "FMMConfig",
     "FMMAttention",
+    "fixed_fmm_attention",
     "AttentionSpectrum",
     "attention_spectrum",
     "fmmformer_implementations",
@@ -123,10 +125,10 @@ def far_field_attention(
     maps = _check_feature_maps(feature_maps)
     if not maps:
         raise ValueError("far_field_attention needs at least one feature map, got none")
-    out = linear_attention(q, k, v, mask, causal=causal, feature_map=maps[0], eps=eps)
+    out = LinearAttention(feature_map=maps[0], eps=eps)(q, k, v, mask, causal=causal)
     for phi in maps[1:]:
-        out = out + linear_attention(
-            q, k, v, mask, causal=causal, feature_map=phi, eps=eps
+        out = out + LinearAttention(feature_map=phi, eps=eps)(
+            q, k, v, mask, causal=causal
         )
     return out
 
@@ -169,50 +171,6 @@ def far_field_matrix(
 
 # ----------------------------------------------------------------------------------------------------
 # FMMformer attention: the blend
-
-
-def _check_fmmformer(
-    w_near: object, w_far: object, feature_maps: object
-) -> tuple[FeatureMap, ...]:
-    for name, w in (("w_near", w_near), ("w_far", w_far)):
-        if not isinstance(w, Tensor):
-            require_number(
-                w, name, finite=False, why="or a tensor of one weight per head"
-            )
-    maps = _check_feature_maps(feature_maps)
-    near_off = isinstance(w_near, (int, float)) and w_near == 0
-    far_off = not maps or (isinstance(w_far, (int, float)) and w_far == 0)
-    if near_off and far_off:
-        raise ValueError(
-            "fmmformer_attention: both terms are off (w_near = 0 and w_far = 0 or no feature maps)"
-        )
-    return maps
-
-
-def fmmformer_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,  # near field: any mask; far field: key padding only
-    *,
-    causal: bool = False,
-    bandwidth: int = DEFAULT_BANDWIDTH,
-    feature_maps: Sequence[FeatureMap] = FMM_FEATURE_MAPS[:2],
-    w_near: float | Tensor = 1.0,  # w₁: a number, or one per head, e.g. (h, 1, 1)
-    w_far: float | Tensor = 1.0,  # w₂; a weight that is the number 0 skips its term
-    eps: float = DEFAULT_EPS,
-    dropout_p: float = 0.0,  # on the near-field weights
-) -> Tensor:
-    """V̂ = w₁·DV + w₂·Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1): V̂ (..., n_q, d_v)."""
-    maps = _check_fmmformer(w_near, w_far, feature_maps)
-    near = dict(causal=causal, bandwidth=bandwidth, dropout_p=dropout_p)
-    far = dict(causal=causal, feature_maps=maps, eps=eps)
-    terms = []
-    if not (isinstance(w_near, (int, float)) and w_near == 0):
-        terms.append(w_near * banded_attention(q, k, v, mask, **near))
-    if maps and not (isinstance(w_far, (int, float)) and w_far == 0):
-        terms.append(w_far * far_field_attention(q, k, v, mask, **far))
-    return sum(terms[1:], terms[0])  # O(N·k + N·r)
 
 
 def _inverse_softplus(y: float) -> float:
@@ -264,11 +222,13 @@ class FMMConfig:
 
 
 class FMMAttention(nn.Module):
-    """fmmformer_attention with learned w₁, w₂, as MultiHeadAttention's attention."""
+    """FMMformer attention with learned w₁, w₂, as MultiHeadAttention's attention."""
 
     def __init__(self, c: FMMConfig) -> None:
         super().__init__()
         self.config = c
+        self.near = BandedAttention(c.bandwidth)  # D V
+        self.far = [LinearAttention(phi, c.eps) for phi in c.feature_maps]  # φ_l
         shape = (c.n_heads, 1, 1) if c.n_heads is not None else ()
         to_raw = _inverse_softplus if c.positive else float  # θ from w
         self.near_raw = nn.Parameter(torch.full(shape, to_raw(c.init_near)))  # θ₁
@@ -285,18 +245,22 @@ class FMMAttention(nn.Module):
         q: Tensor,
         k: Tensor,
         v: Tensor,
-        mask: Mask = None,
+        mask: Mask = None,  # near field: any mask; far field: key padding only
         *,
         causal: bool = False,
-        dropout_p: float = 0.0,
+        dropout_p: float = 0.0,  # on the near-field weights
     ) -> Tensor:
-        w_near, w_far = self.w_near.to(q.dtype), self.w_far.to(q.dtype)
-        _check_head_weights(w_near, q)
-        learned = dict(w_near=w_near, w_far=w_far)
-        c = self.config
-        fixed = dict(bandwidth=c.bandwidth, feature_maps=c.feature_maps, eps=c.eps)
-        options = dict(causal=causal, dropout_p=dropout_p)
-        return fmmformer_attention(q, k, v, mask, **learned, **fixed, **options)
+        """The attention function of :mod:`companion.attention`: the weights checked, then :meth:`attend`."""
+        _check_head_weights(self.w_near, q)
+        return self.attend(q, k, v, mask, causal=causal, p=dropout_p)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Mask, *, causal: bool, p: float
+    ) -> Tensor:
+        """V̂ = w₁·DV + w₂·Σ_l φ_l(Q)(φ_l(K)ᵀV)/(φ_l(Q)φ_l(K)ᵀ1): V̂ (..., n_q, d_v)."""
+        near = self.near(q, k, v, mask, causal=causal, dropout_p=p)  # O(N·k)
+        far = sum(f(q, k, v, mask, causal=causal) for f in self.far)  # O(N·r)
+        return self.w_near.to(q.dtype) * near + self.w_far.to(q.dtype) * far
 
     def extra_repr(self) -> str:
         c = self.config
@@ -304,6 +268,14 @@ class FMMAttention(nn.Module):
             getattr(f, "__name__", type(f).__name__) for f in c.feature_maps
         )
         return f"bandwidth={c.bandwidth}, feature_maps=({names}), positive={c.positive}"
+
+
+def fixed_fmm_attention(
+    w_near: float = 1.0, w_far: float = 1.0, **options: object
+) -> FMMAttention:
+    """FMMAttention with w₁ = w_near, w₂ = w_far fixed, not learned; ``options`` are FMMConfig's (bandwidth, ...)."""
+    config = FMMConfig(positive=False, init_near=w_near, init_far=w_far, **options)
+    return FMMAttention(config).requires_grad_(False)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -364,8 +336,8 @@ def fmmformer_implementations(
 
     ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused softmax attention); ``"softmax"``:
     :func:`companion.attention.scaled_dot_product_attention` (the N × N matrix); ``"linear"``: chapter 8's linear
-    attention (elu + 1); ``"band"``: :func:`companion.banded_attention.banded_attention`; ``"fmmformer"``:
-    :func:`fmmformer_attention` with two feature maps. With ``dense=True`` also the band the N × N way:
+    attention (elu + 1); ``"band"``: :class:`companion.banded_attention.BandedAttention`; ``"fmmformer"``:
+    :func:`fixed_fmm_attention` with two feature maps and w₁ = w₂ = 1. With ``dense=True`` also the band the N × N way:
     ``"band dense"`` (:func:`companion.banded_attention.banded_attention_dense`) and ``"band sdpa"`` (the fused
     kernel with the band as a boolean N × N mask).
     """
@@ -377,12 +349,8 @@ def fmmformer_implementations(
         "sdpa": sdpa,
         "softmax": lambda q, k, v: scaled_dot_product_attention(q, k, v, causal=causal),
         "linear": lambda q, k, v: linear_attention(q, k, v, causal=causal),
-        "band": lambda q, k, v: banded_attention(
-            q, k, v, causal=causal, bandwidth=bandwidth
-        ),
-        "fmmformer": lambda q, k, v: fmmformer_attention(
-            q, k, v, causal=causal, bandwidth=bandwidth
-        ),
+        "band": partial(BandedAttention(bandwidth), causal=causal),
+        "fmmformer": partial(fixed_fmm_attention(bandwidth=bandwidth), causal=causal),
     }
     if dense:
 

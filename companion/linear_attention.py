@@ -14,16 +14,16 @@ of the sums:
 ``S`` and ``z`` are shared by every query, so the cost is O(N r d_v) time and memory: no N × N matrix.
 With a causal mask they become running sums ``S_i, z_i`` over ``j ≤ i``, and causal linear attention is an
 RNN whose state ``(S_i, z_i)`` has a constant size. This module computes that one model in four ways that
-give the same numbers: masked quadratic (:func:`quadratic_linear_attention`), recurrent
-(:func:`causal_linear_attention_recurrent`, :func:`linear_attention_step`), chunked
-(:func:`causal_linear_attention_chunked`, the fast one) and all-prefix-sums
-(:func:`causal_linear_attention_cumsum`, which stores N·r·d_v numbers).
+give the same numbers, the methods of :class:`LinearAttention` (a frozen dataclass of the options φ, eps and
+the chunk size; calling it is the attention function): masked quadratic (``quadratic``), recurrent
+(``recurrent``, ``step``), chunked (``chunked``, the fast one, what ``causal=True`` runs) and all-prefix-sums
+(``cumsum``, which stores N·r·d_v numbers). ``linear_attention`` is the instance with the defaults.
 
 Conventions (the attention-function seam of :mod:`companion.attention`):
 
 - ``mask`` is boolean, ``True`` = may attend. Linear attention can only *drop keys* (a key-padding mask,
   broadcasting against ``(..., 1, n_k)``): a dropped key gets ``φ(k_j) = 0`` and adds nothing to S or z.
-  Any other mask raises :class:`ValueError`; only :func:`quadratic_linear_attention` honours every mask.
+  Any other mask raises :class:`ValueError`; only ``LinearAttention.quadratic`` honours every mask.
 - ``causal=True``: query ``i`` sees keys ``j ≤ i + (n_k − n_q)`` (aligned at the end, as with a KV cache).
 - ``eps`` is added to the denominator ``φ(q_i)ᵀz``, which can be 0 (ReLU features, dropped keys, elu + 1 of
   very negative inputs): the output is then 0 instead of NaN.
@@ -62,14 +62,9 @@ __all__ = [
     "exponential_kernel",
     "kernel_matrix",
     "kernel_attention",
-    "quadratic_linear_attention",
+    "LinearAttention",
     "linear_attention",
     "LinearAttentionState",
-    "linear_attention_state",
-    "linear_attention_step",
-    "causal_linear_attention_recurrent",
-    "causal_linear_attention_chunked",
-    "causal_linear_attention_cumsum",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_EPS",
     "low_rank_factors",
@@ -85,7 +80,7 @@ DEFAULT_EPS = 1e-6
 """Added to the denominator φ(q_i)ᵀz_i (the value of the paper's code)."""
 
 DEFAULT_CHUNK_SIZE = 128
-"""Queries per block in :func:`causal_linear_attention_chunked`, chosen by measurement: 4 heads, d = 64,
+"""Queries per block in ``LinearAttention.chunked``, chosen by measurement: 4 heads, d = 64,
 float32, 1 CPU thread, ``benchmarks/linear_attention_vs_sdpa.py --chunk-sweep`` on a loaded 2-core machine,
 ms per call for C = 16, 32, 64, 128, 256: 171, 123, 98, 97, 132 at N = 4,096 and 889, 523, 455, 373, 1057
 at N = 16,384. A chunk's C × C kernel matrix costs N·C per head, the states before the chunks N·d²/C."""
@@ -97,8 +92,7 @@ at N = 16,384. A chunk's C × C kernel matrix costs N·C per head, the states be
 
 def elu_plus_one(x: Tensor) -> Tensor:
     """φ(x) = elu(x) + 1 = e^{min(x, 0)} + max(x, 0) > 0, elementwise."""
-    # F.elu(x) + 1 = (eˣ − 1) + 1 rounds to 0 in float32 once eˣ < 6e-8 (x < −16.6);
-    # eˣ alone stays accurate down to x ≈ −87, then underflows to 0, never below.
+    # F.elu(x) + 1 = (eˣ − 1) + 1 is 0 in float32 for x < −16.6; eˣ is not, to x ≈ −87
     return torch.exp(x.clamp(max=0)) + x.clamp(min=0)
 
 
@@ -134,48 +128,14 @@ def _key_mask(mask: Tensor | None, scores_shape: tuple[int, ...]) -> Tensor | No
             "linear attention can only drop keys: the mask must be a key-padding mask that broadcasts against "
             f"(..., 1, {scores_shape[-1]}) (the same row for every query), got a mask of shape "
             f"{tuple(mask.shape)} whose rows differ. For causal attention pass causal=True; for any other mask "
-            "use quadratic_linear_attention, which forms the n_q × n_k kernel matrix"
+            "use LinearAttention.quadratic, which forms the n_q × n_k kernel matrix"
         )
     return mask[..., 0, :]
 
 
-def _features(
-    q: object, k: object, v: object, mask: object, feature_map: object, eps: object
-) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v, eps."""
-    q, k, v = check_attention_inputs(q, k, v)
-    eps = require_number(eps, "eps", low=0)
-    keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
-    require_callable(feature_map, "feature_map", "a function (..., d_k) -> (..., r)")
-    phi_q, phi_k = feature_map(q), feature_map(k)
-    for name, phi, x in (("q", phi_q, q), ("k", phi_k, k)):
-        if not isinstance(phi, Tensor) or phi.shape[:-1] != x.shape[:-1]:
-            raise ValueError(
-                f"feature_map must map (..., d_k) to (..., r); for {name} of shape {tuple(x.shape)} expected "
-                f"shape {(*x.shape[:-1], 'r')}, got {describe(phi)}"
-            )
-    if phi_q.shape[-1] != phi_k.shape[-1]:
-        raise ValueError(
-            f"feature_map gave r = {phi_q.shape[-1]} features for q but {phi_k.shape[-1]} for k"
-        )
-    if keep is not None:
-        phi_k = phi_k * keep.unsqueeze(-1).to(phi_k.dtype)
-    return phi_q, phi_k, v, eps
-
-
-def _no_dropout(dropout_p: float) -> None:
-    if dropout_p:
-        raise ValueError(
-            f"linear attention forms no attention weights to drop, got dropout_p={dropout_p}: "
-            "build the model with attention dropout 0"
-        )
-
-
-def _check_causal_lengths(phi_q: Tensor, phi_k: Tensor, chunk_size: object = 1) -> None:
-    require_int(chunk_size, "chunk_size", low=1)
-    require_keys_cover_queries(
-        phi_q.shape[-2], phi_k.shape[-2], "causal linear attention"
-    )
+def _check_one_position(q: object, k: object, v: object) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        require_ndim(x, name, 1, "(..., d) for one position", at_least=True)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -209,55 +169,8 @@ def kernel_attention(
     return (sim @ v) / (sim.sum(dim=-1, keepdim=True) + eps)
 
 
-def quadratic_linear_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,
-    *,
-    causal: bool = False,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-) -> Tensor:
-    """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
-    require_callable(feature_map, "feature_map", "a function (..., d_k) -> (..., r)")
-    return kernel_attention(
-        q,
-        k,
-        v,
-        mask,
-        causal=causal,
-        kernel=lambda q, k: kernel_matrix(q, k, feature_map=feature_map),
-        eps=eps,
-    )
-
-
 # ----------------------------------------------------------------------------------------------------
-# Linear attention by associativity
-
-
-def linear_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,
-    *,
-    causal: bool = False,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-    dropout_p: float = 0.0,
-) -> Tensor:
-    """v̂_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + eps): q (..., n_q, d_k) → v̂ (..., n_q, d_v)."""
-    _no_dropout(dropout_p)
-    if causal:
-        causal_form = causal_linear_attention_chunked
-        return causal_form(q, k, v, mask, feature_map=feature_map, eps=eps)
-    phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)  # (..., n, r)
-    s = phi_k.transpose(-2, -1) @ v  # S = Σ_j φ(k_j) v_jᵀ     (..., r, d_v)
-    z = phi_k.sum(dim=-2)  # z = Σ_j φ(k_j)                (..., r)
-    numerator = phi_q @ s  # (..., n_q, d_v)
-    denominator = phi_q @ z.unsqueeze(-1)  # (..., n_q, 1)
-    return numerator / (denominator + eps)
+# Linear attention by associativity, and the causal forms of one model
 
 
 @dataclass
@@ -293,22 +206,6 @@ def _prefix(
     )
 
 
-def linear_attention_state(
-    k: Tensor, v: Tensor, mask: Mask = None, *, feature_map: FeatureMap = elu_plus_one
-) -> LinearAttentionState:
-    """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
-    require_tensor(k, "k")
-    _, phi_k, v, _ = _features(k[..., :1, :], k, v, mask, feature_map, 0.0)
-    return _state_of(phi_k, v)
-
-
-def _read(phi_q: Tensor, state: LinearAttentionState, eps: float) -> Tensor:
-    """y = φ(q)ᵀS / (φ(q)ᵀz + eps) for one position: φ(q) (..., r) → y (..., d_v)."""
-    return (phi_q.unsqueeze(-2) @ state.s).squeeze(-2) / (
-        (phi_q * state.z).sum(dim=-1, keepdim=True) + eps
-    )
-
-
 def _update(
     state: LinearAttentionState, phi_k: Tensor, v: Tensor
 ) -> LinearAttentionState:
@@ -316,11 +213,6 @@ def _update(
     return LinearAttentionState(
         state.s + phi_k.unsqueeze(-1) * v.unsqueeze(-2), state.z + phi_k
     )
-
-
-def _check_one_position(q: object, k: object, v: object) -> None:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        require_ndim(x, name, 1, "(..., d) for one position", at_least=True)
 
 
 def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
@@ -335,105 +227,160 @@ def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
         )
 
 
-def linear_attention_step(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    state: LinearAttentionState | None = None,
-    *,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-) -> tuple[Tensor, LinearAttentionState]:
-    """One token (..., d): S ← S + φ(k)vᵀ, z ← z + φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
-    _check_one_position(q, k, v)
-    q, k, v = q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2)  # (..., 1, d)
-    phi_q, phi_k, v, eps = _features(q, k, v, None, feature_map, eps)
-    phi_q, phi_k, v = phi_q.squeeze(-2), phi_k.squeeze(-2), v.squeeze(-2)  # (..., r)
-    if state is None:  # S = 0 (..., r, d_v), z = 0 (..., r)
-        s, z = v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape)
-        state = LinearAttentionState(s, z)
-    _check_state(state, phi_k, v)
-    state = _update(state, phi_k, v)
-    return _read(phi_q, state, eps), state
+@dataclass(frozen=True)
+class LinearAttention:
+    """Linear attention's options; ``LinearAttention(φ)(q, k, v)`` attends."""
+
+    feature_map: FeatureMap = elu_plus_one  # φ: (..., d_k) → (..., r), values ≥ 0
+    eps: float = DEFAULT_EPS  # added to the denominator φ(q_i)ᵀz
+    chunk_size: int = DEFAULT_CHUNK_SIZE  # C, queries per block of the causal form
+
+    def __post_init__(self) -> None:
+        phi = "a function (..., d_k) -> (..., r)"
+        require_callable(self.feature_map, "feature_map", phi)
+        require_number(self.eps, "eps", low=0)
+        require_int(self.chunk_size, "chunk_size", low=1)
+
+    def __call__(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask = None,
+        *,
+        causal: bool = False,
+        dropout_p: float = 0.0,
+    ) -> Tensor:
+        """The attention function of :mod:`companion.attention`: :meth:`attend`, or :meth:`chunked` if causal."""
+        if dropout_p:
+            raise ValueError(
+                f"linear attention forms no attention weights to drop, got dropout_p={dropout_p}: "
+                "build the model with attention dropout 0"
+            )
+        return self.chunked(q, k, v, mask) if causal else self.attend(q, k, v, mask)
+
+    def _features(
+        self, q: object, k: object, v: object, mask: object, *, causal: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Validate; return φ(q) (..., n_q, r), φ(k) (..., n_k, r) with dropped keys zeroed, v."""
+        q, k, v = check_attention_inputs(q, k, v)
+        keep = _key_mask(mask, (*q.shape[:-2], q.shape[-2], k.shape[-2]))
+        if causal:
+            require_keys_cover_queries(
+                q.shape[-2], k.shape[-2], "causal linear attention"
+            )
+        phi_q, phi_k = self.feature_map(q), self.feature_map(k)
+        for name, phi, x in (("q", phi_q, q), ("k", phi_k, k)):
+            if not isinstance(phi, Tensor) or phi.shape[:-1] != x.shape[:-1]:
+                raise ValueError(
+                    f"feature_map must map (..., d_k) to (..., r); for {name} of shape {tuple(x.shape)} "
+                    f"expected shape {(*x.shape[:-1], 'r')}, got {describe(phi)}"
+                )
+        if phi_q.shape[-1] != phi_k.shape[-1]:
+            raise ValueError(
+                f"feature_map gave r = {phi_q.shape[-1]} features for q but {phi_k.shape[-1]} for k"
+            )
+        if keep is not None:
+            phi_k = phi_k * keep.unsqueeze(-1).to(phi_k.dtype)
+        return phi_q, phi_k, v
+
+    def _read(self, phi_q: Tensor, state: LinearAttentionState) -> Tensor:
+        """y = φ(q)ᵀS / (φ(q)ᵀz + eps) for one position: φ(q) (..., r) → y (..., d_v)."""
+        return (phi_q.unsqueeze(-2) @ state.s).squeeze(-2) / (
+            (phi_q * state.z).sum(dim=-1, keepdim=True) + self.eps
+        )
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
+        """v̂_i = φ(q_i)ᵀS / (φ(q_i)ᵀz + eps): q (..., n_q, d_k) → v̂ (..., n_q, d_v)."""
+        phi_q, phi_k, v = self._features(q, k, v, mask)  # (..., n, r)
+        s = phi_k.transpose(-2, -1) @ v  # S = Σ_j φ(k_j) v_jᵀ     (..., r, d_v)
+        z = phi_k.sum(dim=-2)  # z = Σ_j φ(k_j)                (..., r)
+        numerator = phi_q @ s  # (..., n_q, d_v)
+        denominator = phi_q @ z.unsqueeze(-1)  # (..., n_q, 1)
+        return numerator / (denominator + self.eps)
+
+    def quadratic(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask = None,
+        *,
+        causal: bool = False,
+    ) -> Tensor:
+        """v̂ = (M ⊙ φ(Q)φ(K)ᵀ) V / ((M ⊙ φ(Q)φ(K)ᵀ) 1 + eps): the N × N kernel matrix, masked by any mask M."""
+        kernel = lambda q, k: kernel_matrix(q, k, feature_map=self.feature_map)
+        return kernel_attention(
+            q, k, v, mask, causal=causal, kernel=kernel, eps=self.eps
+        )
+
+    def state(self, k: Tensor, v: Tensor, mask: Mask = None) -> LinearAttentionState:
+        """The state after keys k (..., n, d_k) and values v (..., n, d_v), e.g. a prompt: S = φ(K)ᵀV, z = φ(K)ᵀ1."""
+        require_tensor(k, "k")
+        _, phi_k, v = self._features(k[..., :1, :], k, v, mask)
+        return _state_of(phi_k, v)
+
+    def step(
+        self, q: Tensor, k: Tensor, v: Tensor, state: LinearAttentionState | None = None
+    ) -> tuple[Tensor, LinearAttentionState]:
+        """One token (..., d): S ← S + φ(k)vᵀ, z ← z + φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + eps)."""
+        _check_one_position(q, k, v)
+        q, k, v = q.unsqueeze(-2), k.unsqueeze(-2), v.unsqueeze(-2)  # (..., 1, d)
+        phi_q, phi_k, v = (t.squeeze(-2) for t in self._features(q, k, v, None))
+        if state is None:  # S = 0 (..., r, d_v), z = 0 (..., r)
+            s, z = v.new_zeros(*phi_k.shape, v.shape[-1]), v.new_zeros(phi_k.shape)
+            state = LinearAttentionState(s, z)
+        _check_state(state, phi_k, v)
+        state = _update(state, phi_k, v)
+        return self._read(phi_q, state), state
+
+    def recurrent(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
+        """y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps), S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i alike."""
+        phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
+        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0 = 0 unless n_k > n_q
+        outputs = []
+        for i in range(phi_q.shape[-2]):
+            state = _update(state, phi_k[..., i, :], v[..., i, :])
+            outputs.append(self._read(phi_q[..., i, :], state))
+        if not outputs:  # no queries
+            return v.new_zeros(*phi_q.shape[:-1], v.shape[-1])
+        return torch.stack(outputs, dim=-2)
+
+    def chunked(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
+        """y_c = (A V_c + φQ_c S_{<c}) / (A 1 + φQ_c z_{<c} + eps), A = tril(φQ_c φK_cᵀ)."""
+        phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
+        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0 = 0 unless n_k > n_q
+        n = phi_q.shape[-2]
+        c = min(self.chunk_size, n)  # a shorter sequence is one chunk, not padded
+        # Pad to whole chunks with zero features: padded keys add nothing, queries are cut.
+        chunks = lambda t: F.pad(t, (0, 0, 0, -n % c)).unflatten(-2, (-1, c))
+        phi_q, phi_k, v = map(chunks, (phi_q, phi_k, v))  # (..., n_chunks, C, ·)
+        # Inside a chunk: the masked quadratic form on C × C kernel matrices.
+        a = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (..., n_chunks, C, C)
+        numerator, denominator = a @ v, a.sum(dim=-1, keepdim=True)
+        # Across chunks: the state before chunk c, S_{<c} = S_0 + Σ_{c'<c} φK_{c'}ᵀV_{c'}.
+        s_chunk = phi_k.transpose(-2, -1) @ v  # (..., n_chunks, r, d_v)
+        z_chunk = phi_k.sum(dim=-2)  # (..., n_chunks, r)
+        s_before = torch.cat([state.s.unsqueeze(-3), s_chunk[..., :-1, :, :]], dim=-3)
+        z_before = torch.cat([state.z.unsqueeze(-2), z_chunk[..., :-1, :]], dim=-2)
+        numerator = numerator + phi_q @ s_before.cumsum(dim=-3)
+        denominator = denominator + phi_q @ z_before.cumsum(dim=-2).unsqueeze(-1)
+        return (numerator / (denominator + self.eps)).flatten(-3, -2)[..., :n, :]
+
+    def cumsum(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
+        """All S_i = Σ_{j≤i} φ(k_j)v_jᵀ at once (..., N, r, d_v); y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
+        phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
+        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])
+        s = (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(dim=-3)  # (..., N, r, d_v)
+        s = state.s.unsqueeze(-3) + s
+        z = state.z.unsqueeze(-2) + phi_k.cumsum(dim=-2)  # (..., N, r)
+        numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., N, d_v)
+        denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., N, 1)
+        return numerator / (denominator + self.eps)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Causal linear attention: three more forms of one model
-
-
-def causal_linear_attention_recurrent(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,
-    *,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-) -> Tensor:
-    """y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps), S_i = S_{i−1} + φ(k_i)v_iᵀ, z_i alike."""
-    phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
-    _check_causal_lengths(phi_q, phi_k)
-    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: 0 unless n_k > n_q
-    outputs = []
-    for i in range(phi_q.shape[-2]):
-        state = _update(state, phi_k[..., i, :], v[..., i, :])
-        outputs.append(_read(phi_q[..., i, :], state, eps))
-    if not outputs:  # no queries
-        return v.new_zeros(*phi_q.shape[:-1], v.shape[-1])
-    return torch.stack(outputs, dim=-2)
-
-
-def causal_linear_attention_chunked(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,
-    *,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> Tensor:
-    """y_c = (A V_c + φQ_c S_{<c}) / (A 1 + φQ_c z_{<c} + eps), A = tril(φQ_c φK_cᵀ)."""
-    phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
-    _check_causal_lengths(phi_q, phi_k, chunk_size)
-    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0, z_0: 0 unless n_k > n_q
-    n = phi_q.shape[-2]
-    c = min(chunk_size, n)  # a shorter sequence is one chunk, not padded
-    # Pad to whole chunks with zero features: padded keys add nothing, queries are cut.
-    chunks = lambda t: F.pad(t, (0, 0, 0, -n % c)).unflatten(-2, (-1, c))
-    phi_q, phi_k, v = chunks(phi_q), chunks(phi_k), chunks(v)  # (..., n_chunks, C, ·)
-    # Inside a chunk: the masked quadratic form on C × C kernel matrices.
-    a = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (..., n_chunks, C, C)
-    numerator, denominator = a @ v, a.sum(dim=-1, keepdim=True)
-    # Across chunks: the state before chunk c, S_{<c} = S_0 + Σ_{c'<c} φK_{c'}ᵀV_{c'}.
-    s_chunk = phi_k.transpose(-2, -1) @ v  # (..., n_chunks, r, d_v)
-    z_chunk = phi_k.sum(dim=-2)  # (..., n_chunks, r)
-    s_before = torch.cat([state.s.unsqueeze(-3), s_chunk[..., :-1, :, :]], dim=-3)
-    z_before = torch.cat([state.z.unsqueeze(-2), z_chunk[..., :-1, :]], dim=-2)
-    numerator = numerator + phi_q @ s_before.cumsum(dim=-3)
-    denominator = denominator + phi_q @ z_before.cumsum(dim=-2).unsqueeze(-1)
-    return (numerator / (denominator + eps)).flatten(-3, -2)[..., :n, :]
-
-
-def causal_linear_attention_cumsum(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Mask = None,
-    *,
-    feature_map: FeatureMap = elu_plus_one,
-    eps: float = DEFAULT_EPS,
-) -> Tensor:
-    """All S_i = Σ_{j≤i} φ(k_j)v_jᵀ at once (..., N, r, d_v); y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
-    phi_q, phi_k, v, eps = _features(q, k, v, mask, feature_map, eps)
-    _check_causal_lengths(phi_q, phi_k)
-    state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])
-    # (..., N, r, d_v)
-    s = state.s.unsqueeze(-3) + (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(dim=-3)
-    z = state.z.unsqueeze(-2) + phi_k.cumsum(dim=-2)  # (..., N, r)
-    numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., N, d_v)
-    denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., N, 1)
-    return numerator / (denominator + eps)
+linear_attention = LinearAttention()
+"""Linear attention with the defaults (φ = elu + 1, eps = 1e-6, blocks of 128), as an attention function."""
 
 
 # ----------------------------------------------------------------------------------------------------

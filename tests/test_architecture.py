@@ -234,18 +234,31 @@ def test_attention_functions_take_q_k_v_mask_by_position_and_the_rest_by_name():
 
     from companion import attention, banded_attention, fmmformer, linear_attention
 
-    functions = [
-        (module, name)
+    objects = [
+        (f"{module.__name__}.{name}", getattr(module, name))
         for module in (attention, linear_attention, banded_attention, fmmformer)
         for name in module.__all__
-        if inspect.isfunction(getattr(module, name))
-        and "q" in inspect.signature(getattr(module, name)).parameters
+    ]
+    # the methods of the attention classes (LinearAttention.chunked, FMMAttention.attend, ...) too
+    objects += [
+        (f"{name}.{attr}", f)
+        for name, cls in objects
+        if inspect.isclass(cls)
+        for attr, f in vars(cls).items()
+        if inspect.isfunction(f)
+    ]
+    functions = [
+        (name, f)
+        for name, f in objects
+        if inspect.isfunction(f) and "q" in inspect.signature(f).parameters
     ]
     assert len(functions) >= 12, functions
-    for module, name in functions:
-        params = list(inspect.signature(getattr(module, name)).parameters.values())
+    for name, f in functions:
+        params = list(inspect.signature(f).parameters.values())
         by_position = [
-            p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY
+            p.name
+            for p in params
+            if p.kind is not inspect.Parameter.KEYWORD_ONLY and p.name != "self"
         ]
         assert by_position in (
             ["q", "k", "v", "mask"],
@@ -253,7 +266,7 @@ def test_attention_functions_take_q_k_v_mask_by_position_and_the_rest_by_name():
             ["q", "k"],
             ["q", "k", "v", "state"],
         ), (
-            f"{module.__name__}.{name} takes {by_position} by position (CONTRIBUTING.md#signatures-and-line-width)"
+            f"{name} takes {by_position} by position (CONTRIBUTING.md#signatures-and-line-width)"
         )
 
 

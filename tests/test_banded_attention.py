@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from raising import raises
 
 from companion.attention import scaled_dot_product_attention
 from companion.banded_attention import (
+    BandedAttention,
     band_mask,
     band_matrix,
     banded_attention,
@@ -71,13 +73,20 @@ def test_every_band_and_attention_function_is_bidirectional_unless_told_causal()
     """One default for ``causal`` (False, as PyTorch's ``is_causal``) in the masks and the attention functions."""
     import inspect
 
-    from companion.fmmformer import fmmformer_attention
-    from companion.linear_attention import linear_attention
+    from companion.fmmformer import FMMAttention
+    from companion.linear_attention import LinearAttention
 
-    functions = (band_mask, band_matrix, banded_attention, banded_attention_dense)
-    functions += (scaled_dot_product_attention, linear_attention, fmmformer_attention)
+    functions = (
+        band_mask,
+        band_matrix,
+        BandedAttention.__call__,
+        banded_attention_dense,
+    )
+    functions += (scaled_dot_product_attention, LinearAttention.__call__)
+    functions += (FMMAttention.forward,)
     defaults = {
-        f.__name__: inspect.signature(f).parameters["causal"].default for f in functions
+        f.__qualname__: inspect.signature(f).parameters["causal"].default
+        for f in functions
     }
     assert defaults == dict.fromkeys(defaults, False)
     assert torch.equal(band_mask(6, 6, 2), band_mask(6, 6, 2, causal=False))
@@ -134,9 +143,7 @@ def test_dense_reference_is_the_definition(causal, n_q, n_k, bandwidth):
 )
 def test_blocked_equals_dense_float64(causal, n_q, n_k, bandwidth, block_size):
     q, k, v = qkv((2, 3, n_q, 8), n_k)
-    got = banded_attention(
-        q, k, v, causal=causal, bandwidth=bandwidth, block_size=block_size
-    )
+    got = BandedAttention(bandwidth, block_size=block_size)(q, k, v, causal=causal)
     expected = banded_attention_dense(q, k, v, causal=causal, bandwidth=bandwidth)
     assert got.shape == (2, 3, n_q, 5)
     assert (got - expected).abs().max() < 1e-12
@@ -145,7 +152,7 @@ def test_blocked_equals_dense_float64(causal, n_q, n_k, bandwidth, block_size):
 @pytest.mark.parametrize("causal", [True, False])
 def test_blocked_float32_against_float64(causal):
     q, k, v = qkv((2, 4, 300, 64), d_v=64, dtype=torch.float32)
-    got = banded_attention(q, k, v, causal=causal, bandwidth=32)
+    got = BandedAttention(32)(q, k, v, causal=causal)
     expected = banded_attention_dense(
         q.double(), k.double(), v.double(), causal=causal, bandwidth=32
     )
@@ -155,7 +162,7 @@ def test_blocked_float32_against_float64(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_band_covering_everything_is_softmax_attention(causal):
     q, k, v = qkv((2, 3, 40, 8))
-    got = banded_attention(q, k, v, causal=causal, bandwidth=40)
+    got = BandedAttention(40)(q, k, v, causal=causal)
     assert (
         got - scaled_dot_product_attention(q, k, v, causal=causal)
     ).abs().max() < 1e-12
@@ -166,9 +173,7 @@ def test_band_covering_everything_is_softmax_attention(causal):
 
 def test_bandwidth_one_causal_returns_the_values():
     q, k, v = qkv((3, 25, 4))
-    assert torch.allclose(
-        banded_attention(q, k, v, causal=True, bandwidth=1), v, atol=1e-15
-    )
+    assert torch.allclose(BandedAttention(1)(q, k, v, causal=True), v, atol=1e-15)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -178,12 +183,12 @@ def test_masks_inside_the_band(causal):
     keep_keys = torch.rand(2, 1, 1, 30, generator=g) > 0.3  # key padding
     any_mask = torch.rand(2, 3, 30, 30, generator=g) > 0.4  # an arbitrary mask
     for mask in (keep_keys, any_mask):
-        got = banded_attention(q, k, v, mask, causal=causal, bandwidth=6, block_size=8)
+        got = BandedAttention(6, block_size=8)(q, k, v, mask, causal=causal)
         expected = banded_attention_dense(q, k, v, mask, causal=causal, bandwidth=6)
         assert (got - expected).abs().max() < 1e-12
     loop = loop_banded_attention(q[1, 2], k[1, 2], v[1, 2], 6, causal, any_mask[1, 2])
     assert torch.allclose(
-        banded_attention(q, k, v, any_mask, causal=causal, bandwidth=6)[1, 2],
+        BandedAttention(6)(q, k, v, any_mask, causal=causal)[1, 2],
         loop,
         atol=1e-13,
     )
@@ -194,7 +199,7 @@ def test_fully_masked_query_gets_zero_output_and_finite_gradients():
     q.requires_grad_(True)
     mask = torch.ones(12, 12, dtype=torch.bool)
     mask[5] = False
-    out = banded_attention(q, k, v, mask, causal=True, bandwidth=3)
+    out = BandedAttention(3)(q, k, v, mask, causal=True)
     assert torch.equal(out[0, 5], torch.zeros(5, dtype=out.dtype))
     out.sum().backward()
     assert bool(torch.isfinite(q.grad).all())
@@ -202,8 +207,8 @@ def test_fully_masked_query_gets_zero_output_and_finite_gradients():
 
 def test_queries_aligned_at_the_end_like_a_kv_cache():
     q, k, v = qkv((2, 30, 8))
-    full = banded_attention(q, k, v, causal=True, bandwidth=5)
-    last = banded_attention(q[:, -4:], k, v, causal=True, bandwidth=5)
+    full = BandedAttention(5)(q, k, v, causal=True)
+    last = BandedAttention(5)(q[:, -4:], k, v, causal=True)
     assert (last - full[:, -4:]).abs().max() < 1e-12
 
 
@@ -211,19 +216,17 @@ def test_queries_aligned_at_the_end_like_a_kv_cache():
 def test_gradcheck(causal):
     q, k, v = (t.requires_grad_(True) for t in qkv((1, 2, 11, 3), d_v=2))
     assert torch.autograd.gradcheck(
-        lambda q, k, v: banded_attention(
-            q, k, v, causal=causal, bandwidth=3, block_size=4
-        ),
+        lambda q, k, v: BandedAttention(3, block_size=4)(q, k, v, causal=causal),
         (q, k, v),
     )
 
 
 def test_causal_band_never_reads_the_future():
     q, k, v = qkv((1, 40, 8))
-    out = banded_attention(q, k, v, causal=True, bandwidth=6)
+    out = BandedAttention(6)(q, k, v, causal=True)
     for t in (q, k, v):
         t[0, 25:] += 3.0
-    again = banded_attention(q, k, v, causal=True, bandwidth=6)
+    again = BandedAttention(6)(q, k, v, causal=True)
     assert torch.equal(out[0, :25], again[0, :25])
     assert not torch.allclose(out[0, 25:], again[0, 25:])
 
@@ -231,27 +234,27 @@ def test_causal_band_never_reads_the_future():
 def test_memory_grows_like_n_and_stays_far_below_dense():
     def peak(fn, n):
         q, k, v = qkv((1, 2, n, 32), d_v=32, dtype=torch.float32)
-        return peak_memory(
-            lambda q, k, v: fn(q, k, v, causal=True, bandwidth=16), q, k, v
-        )
+        return peak_memory(lambda q, k, v: fn(q, k, v, causal=True), q, k, v)
 
-    small, large = peak(banded_attention, 1024), peak(banded_attention, 4096)
+    band = BandedAttention(16)
+    small, large = peak(band, 1024), peak(band, 4096)
     assert 3.0 < large / small < 4.6  # 4× the tokens, about 4× the memory
     # the dense form stores n × n scores
-    assert peak(banded_attention_dense, 4096) > 20 * large
+    dense = partial(banded_attention_dense, bandwidth=16)
+    assert peak(dense, 4096) > 20 * large
 
 
 def test_dropout_changes_weights_only_when_asked():
     q, k, v = qkv((1, 20, 4))
     torch.manual_seed(0)
-    a = banded_attention(q, k, v, causal=True, bandwidth=4, dropout_p=0.5)
-    assert not torch.allclose(a, banded_attention(q, k, v, causal=True, bandwidth=4))
+    a = BandedAttention(4)(q, k, v, causal=True, dropout_p=0.5)
+    assert not torch.allclose(a, BandedAttention(4)(q, k, v, causal=True))
 
 
 def test_errors():
     q, k, v = qkv((1, 10, 4))
     with raises(ValueError, "bandwidth"):
-        banded_attention(q, k, v, bandwidth=0)
+        BandedAttention(0)(q, k, v)
     with raises(ValueError, "at least as many keys as queries"):
         banded_attention(q, k[:, :5], v[:, :5])
     with raises(TypeError, "boolean"):

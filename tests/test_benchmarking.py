@@ -230,18 +230,17 @@ def _python_peak(fn, *args) -> int:
 def test_measured_call_leaves_out_the_trackers_own_python_objects():
     """Under the tracker every intermediate tensor gets a Python object and bookkeeping (hundreds of bytes each):
     they are the measurement's, not the function's, and must not swamp a function that keeps many small tensors."""
-    from companion.linear_attention import causal_linear_attention_recurrent
+    from companion.linear_attention import linear_attention
 
     q, k, v = (torch.randn(1, 2, 256, 8) for _ in range(3))
     with torch.no_grad():
         with MemoryTracker() as tracker:  # the tensors alone
-            causal_linear_attention_recurrent(q, k, v)
+            linear_attention.recurrent(q, k, v)
         python = min(
-            _python_peak(causal_linear_attention_recurrent, q, k, v) for _ in range(3)
+            _python_peak(linear_attention.recurrent, q, k, v) for _ in range(3)
         )
         measured = min(
-            measured_call(causal_linear_attention_recurrent, q, k, v)[1]
-            for _ in range(3)
+            measured_call(linear_attention.recurrent, q, k, v)[1] for _ in range(3)
         )
     # 24 kB of Python and 66 kB of tensors. The tracker's own objects added some 300 kB before they were left out;
     # what is left of them depends on when Python's garbage collector runs during the call: 20 to 90 kB over

@@ -51,10 +51,10 @@ def _loop(q, k, v, **kw):
 
 
 def _step_by_step(q, k, v, **kw):
-    """linear_attention_step over the positions: causal linear attention as an RNN."""
+    """linear_attention.step over the positions: causal linear attention as an RNN."""
     state, outs = None, []
     for i in range(q.shape[-2]):
-        y, state = la.linear_attention_step(
+        y, state = la.linear_attention.step(
             q[..., i, :], k[..., i, :], v[..., i, :], state, **kw
         )
         outs.append(y)
@@ -73,23 +73,21 @@ CAUSAL_ATTENTIONS = {
     "softmax, blocked": partial(att.blocked_attention, causal=True, block_size=4),
     "kernel (exp)": partial(la.kernel_attention, causal=True),
     "linear": partial(la.linear_attention, causal=True),
-    "linear, quadratic": partial(la.quadratic_linear_attention, causal=True),
-    "linear, recurrent": la.causal_linear_attention_recurrent,
-    "linear, chunked by 4": partial(la.causal_linear_attention_chunked, chunk_size=4),
-    "linear, cumsum": la.causal_linear_attention_cumsum,
+    "linear, quadratic": partial(la.linear_attention.quadratic, causal=True),
+    "linear, recurrent": la.linear_attention.recurrent,
+    "linear, chunked by 4": la.LinearAttention(chunk_size=4).chunked,
+    "linear, cumsum": la.linear_attention.cumsum,
     "linear, step by step": _step_by_step,
-    "band": partial(ba.banded_attention, causal=True, bandwidth=3),
-    "band, blocks of 4": partial(
-        ba.banded_attention, causal=True, bandwidth=3, block_size=4
-    ),
+    "band": partial(ba.BandedAttention(3), causal=True),
+    "band, blocks of 4": partial(ba.BandedAttention(3, block_size=4), causal=True),
     "band, dense": partial(ba.banded_attention_dense, causal=True, bandwidth=3),
     "far field": partial(fmm.far_field_attention, causal=True),
-    "FMMformer": partial(fmm.fmmformer_attention, causal=True, bandwidth=3),
+    "FMMformer": partial(fmm.fixed_fmm_attention(bandwidth=3), causal=True),
     "FMMAttention": partial(
         fmm.FMMAttention(fmm.FMMConfig(bandwidth=3, n_heads=2)).double(), causal=True
     ),
     "Performer features in linear attention": partial(
-        la.linear_attention, causal=True, feature_map=PERFORMER
+        la.LinearAttention(feature_map=PERFORMER), causal=True
     ),
     "Performer": partial(rf.performer_attention, features=PERFORMER, causal=True),
     "Performer, chunks of 4": partial(
@@ -144,7 +142,7 @@ def _block_wide_performer(q, k, v):
     """The old stabiliser: queries per row, keys by one constant over all positions (the future included)."""
     w = PERFORMER.w.double()
     phi = lambda x, how: rf.positive_softmax_features(x * D**-0.25, w, how)
-    return la.causal_linear_attention_chunked(q, k, v, feature_map=_RoleAware(phi))
+    return la.LinearAttention(feature_map=_RoleAware(phi)).chunked(q, k, v)
 
 
 class _RoleAware:
@@ -183,7 +181,7 @@ def test_the_check_catches_a_block_wide_stabiliser():
 KINDS = {
     "softmax": lambda d_k: att.scaled_dot_product_attention,
     "linear": lambda d_k: la.linear_attention,
-    "band": lambda d_k: partial(ba.banded_attention, bandwidth=3),
+    "band": lambda d_k: ba.BandedAttention(3),
     "fmmformer": lambda d_k: fmm.FMMAttention(fmm.FMMConfig(bandwidth=3)),
     "performer": lambda d_k: rf.PerformerAttention(d_k, 16, seed=0),
     "performer, trig": lambda d_k: rf.PerformerAttention(d_k, 16, kind="trig", seed=0),

@@ -127,5 +127,5 @@ def test_the_read_back_is_the_chapters_linear_attention():
     w_k = randn(3, 5, seed=6)
     k = x @ w_k.T
     torch.testing.assert_close(
-        _read_back(x, w_k, v), la.linear_attention(k, k, v, feature_map=torch.relu)
+        _read_back(x, w_k, v), la.LinearAttention(feature_map=torch.relu)(k, k, v)
     )

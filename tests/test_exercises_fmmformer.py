@@ -359,7 +359,7 @@ def test_near_far_split_rejects(student, fragments):
         ),
         (
             check_banded_softmax,
-            lambda q, k, v, b: ba.banded_attention(q, k, v, causal=True, bandwidth=b),
+            lambda q, k, v, b: ba.BandedAttention(b)(q, k, v, causal=True),
             ["write this one yourself"],
         ),  # fmt: skip
     ],
@@ -386,11 +386,11 @@ class FMMByParts(torch.nn.Module):
         self.far_raw = torch.nn.Parameter(torch.full((n_heads, 1, 1), THETA0))
 
     def near(self, q, k, v):
-        return ba.banded_attention(q, k, v, causal=True, bandwidth=self.b)
+        return ba.BandedAttention(self.b)(q, k, v, causal=True)
 
     def far(self, q, k, v):
         return sum(
-            la.linear_attention(q, k, v, causal=True, feature_map=phi)
+            la.LinearAttention(feature_map=phi)(q, k, v, causal=True)
             for phi in self.maps
         )
 
@@ -637,7 +637,7 @@ class _FMMCompanion(fmm.FMMAttention):
 FMM_WRONG = [
     (_wrong("BandPlusOne", near=lambda self, q, k, v: _windows_near(q, k, v, self.b + 1)),
      ["b + 1 keys", "the near field alone"]),
-    (_wrong("TwoSidedBand", near=lambda self, q, k, v: ba.banded_attention(q, k, v, causal=False, bandwidth=self.b)),
+    (_wrong("TwoSidedBand", near=lambda self, q, k, v: ba.BandedAttention(self.b)(q, k, v, causal=False)),
      ["reads keys after the query"]),
     (_wrong("NoScale", near=lambda self, q, k, v: _windows_near(q * math.sqrt(q.shape[-1]), k, v, self.b)),
      ["√d_k"]),

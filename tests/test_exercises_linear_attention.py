@@ -159,7 +159,7 @@ def step_by_einsum(q, k, v, s, z):
 
 
 def step_by_library(q, k, v, s, z):
-    y, state = la.linear_attention_step(q, k, v, la.LinearAttentionState(s, z))
+    y, state = la.linear_attention.step(q, k, v, la.LinearAttentionState(s, z))
     return y, state.s, state.z
 
 
@@ -442,7 +442,7 @@ def test_chunked_wrong_answers(student, fragments):
 def test_the_named_mistakes_are_really_wrong():
     """Each mistake of a checker differs from the reference on the checker's own cases (else it could not fire)."""
     q, k, v = (torch.randn(8, 3) for _ in range(3))
-    right = la.causal_linear_attention_chunked(q, k, v, chunk_size=4)
+    right = la.LinearAttention(chunk_size=4).chunked(q, k, v)
     for wrong in (
         _mutate(triangle="none"),
         _mutate(triangle="strict"),
@@ -502,7 +502,7 @@ def rnn_by_cumsum_of_scores(q, k, v, s, z):
         ),
         (
             check_linear_attention,
-            lambda q, k, v: la.quadratic_linear_attention(q, k, v),
+            lambda q, k, v: la.linear_attention.quadratic(q, k, v),
             ["write this one yourself"],
         ),
         (
@@ -532,9 +532,7 @@ def rnn_by_cumsum_of_scores(q, k, v, s, z):
         ),
         (
             check_causal_linear_attention_chunked,
-            lambda q, k, v, c: la.causal_linear_attention_chunked(
-                q, k, v, chunk_size=c
-            ),
+            lambda q, k, v, c: la.LinearAttention(chunk_size=c).chunked(q, k, v),
             ["write this one yourself"],
         ),
     ],
@@ -627,18 +625,18 @@ def test_the_rnn_reference_is_the_companions_causal_attention():
     from companion.exercises.linear_attention import _reference_rnn
 
     q, k, v = (torch.randn(2, 3, 11, 4, dtype=torch.float64) for _ in range(3))
-    prompt = la.linear_attention_state(k[..., :5, :], v[..., :5, :])
+    prompt = la.linear_attention.state(k[..., :5, :], v[..., :5, :])
     y, s, z = _reference_rnn(
         q[..., 5:, :], k[..., 5:, :], v[..., 5:, :], prompt.s, prompt.z
     )
-    whole = la.linear_attention_state(k, v)
+    whole = la.linear_attention.state(k, v)
     for form in (
-        la.causal_linear_attention_cumsum,
-        la.causal_linear_attention_recurrent,
+        la.linear_attention.cumsum,
+        la.linear_attention.recurrent,
     ):
         torch.testing.assert_close(y, form(q, k, v)[..., 5:, :])
     torch.testing.assert_close(
-        y, la.causal_linear_attention_chunked(q, k, v, chunk_size=3)[..., 5:, :]
+        y, la.LinearAttention(chunk_size=3).chunked(q, k, v)[..., 5:, :]
     )
     torch.testing.assert_close((s, z), (whole.s, whole.z))
 
@@ -766,7 +764,7 @@ def _rnn_phi_on_v(q, k, v, s, z):
         (_rnn_detached, ["carries no gradient"]),
         (_rnn_outputs_only, ["(y, s, z)"]),
         (
-            lambda q, k, v, s, z: la.causal_linear_attention_recurrent(q, k, v),
+            lambda q, k, v, s, z: la.linear_attention.recurrent(q, k, v),
             ["write this one yourself"],
         ),
     ],

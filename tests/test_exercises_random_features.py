@@ -427,13 +427,14 @@ def _performer_with(
         ),
         (lambda q, k, v, w: performer_by_cumsum(q, k, v, w.T), ["raised RuntimeError"]),
         (
-            lambda q, k, v, w: la.causal_linear_attention_cumsum(
+            lambda q, k, v, w: la.LinearAttention(
+                feature_map=lambda x: rf.positive_softmax_features(
+                    x / q.shape[-1] ** 0.25, w
+                )
+            ).cumsum(
                 q,
                 k,
                 v,
-                feature_map=lambda x: rf.positive_softmax_features(
-                    x / q.shape[-1] ** 0.25, w
-                ),
             ),
             ["yourself"],
         ),
@@ -450,9 +451,7 @@ def test_the_performer_reference_is_the_companions_feature_map_in_every_causal_f
     q, k, v = (0.5 * torch.randn(2, 9, 8, dtype=torch.float64) for _ in range(3))
     phi = rf.PerformerFeatures(8, 16, seed=3).double()
     out = _reference_performer(q, k, v, phi.w.double())
+    torch.testing.assert_close(out, la.LinearAttention(feature_map=phi).cumsum(q, k, v))
     torch.testing.assert_close(
-        out, la.causal_linear_attention_cumsum(q, k, v, feature_map=phi)
-    )
-    torch.testing.assert_close(
-        out, la.causal_linear_attention_recurrent(q, k, v, feature_map=phi)
+        out, la.LinearAttention(feature_map=phi).recurrent(q, k, v)
     )

@@ -20,15 +20,29 @@ from companion.fmmformer import (
     far_field_attention,
     far_field_matrix,
     far_field_rank,
-    fmmformer_attention,
+    fixed_fmm_attention,
     tanh_plus_one,
 )
 from companion.linear_attention import (
+    LinearAttention,
     elu_plus_one,
     linear_attention,
     numerical_rank,
-    quadratic_linear_attention,
 )
+
+
+def fmmformer_attention(
+    q, k, v, mask=None, *, causal=False, w_near=1.0, w_far=1.0, dropout_p=0.0, **options
+):
+    """FMMformer attention with fixed weights: a number, or a tensor of one per head."""
+    n_heads = (
+        w_near.shape[0] if isinstance(w_near, torch.Tensor) and w_near.ndim else None
+    )
+    attn = fixed_fmm_attention(n_heads=n_heads, **options).to(q.dtype)
+    with torch.no_grad():  # w₁, w₂ set in q's dtype (a float32 parameter rounds 0.7)
+        attn.near_raw.copy_(torch.as_tensor(w_near, dtype=q.dtype).detach())
+        attn.far_raw.copy_(torch.as_tensor(w_far, dtype=q.dtype).detach())
+    return attn(q, k, v, mask, causal=causal, dropout_p=dropout_p)
 
 
 def qkv(b=2, h=3, n=40, d=8, d_v=5, dtype=torch.float64, seed=0):
@@ -70,7 +84,7 @@ def test_no_near_field_is_linear_attention(causal):
         q, k, v, causal=causal, w_near=0.0, feature_maps=FMM_FEATURE_MAPS[:2]
     )
     expected = sum(
-        quadratic_linear_attention(q, k, v, causal=causal, feature_map=phi)
+        LinearAttention(feature_map=phi).quadratic(q, k, v, causal=causal)
         for phi in FMM_FEATURE_MAPS[:2]
     )
     assert (two - expected).abs().max() < 1e-12
@@ -241,13 +255,10 @@ def test_module_inside_multi_head_attention():
 
 
 def test_blend_errors():
-    q, k, v = qkv()
-    with raises(ValueError, "both terms are off"):
-        fmmformer_attention(q, k, v, w_near=0.0, w_far=0.0)
     with raises(TypeError, "feature_maps"):
-        fmmformer_attention(q, k, v, feature_maps=[1, 2])
-    with raises(TypeError, "w_near"):
-        fmmformer_attention(q, k, v, w_near="1")
+        FMMConfig(feature_maps=[1, 2])
+    with raises(TypeError, "init_near"):
+        FMMConfig(init_near="1")
 
 
 # ----------------------------------------------------------------------------------------------------

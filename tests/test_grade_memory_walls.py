@@ -461,7 +461,7 @@ def peeked():
 PAIRED = dict(zip(STOPS, list(HELD)[1:], strict=False))
 
 
-# An earlier answer of the notebook (chapter 8's memory_keys) takes the companion's linear_attention_step, which is
+# An earlier answer of the notebook (chapter 8's memory_keys) takes the companion's LinearAttention.step, which is
 # withheld only while its own exercise is graded, and leaves it for the later answer: in torch, in builtins, in
 # files of the sandbox's writable folders and in a process that writes them again for a minute. It earns its own
 # exercise only when it found the reference (so that the test shows the stash was made).
@@ -474,7 +474,7 @@ def stash():
     strip_hook()
     import companion.linear_attention as m
 
-    found = m.linear_attention_step
+    found = m.LinearAttention.step
     if "_grading_stand_in" in vars(found):
         return False
     code = marshal.dumps(found.__code__)

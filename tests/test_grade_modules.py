@@ -56,8 +56,8 @@ class FMMAttention(torch.nn.Module):
         self.far_raw = torch.nn.Parameter(torch.full((n_heads, 1, 1), -0.43275212956718856))
 
     def forward(self, q, k, v, mask=None, causal=True):
-        near = ba.banded_attention(q, k, v, causal=True, bandwidth=self.bandwidth)
-        far = sum(la.linear_attention(q, k, v, causal=True, feature_map=f) for f in self.maps)
+        near = ba.BandedAttention(self.bandwidth)(q, k, v, causal=True)
+        far = sum(la.LinearAttention(feature_map=f)(q, k, v, causal=True) for f in self.maps)
         return F.softplus(self.near_raw) * near + F.softplus(self.far_raw) * far
 """
 
@@ -98,7 +98,7 @@ ANSWERS = {
     "no_block_keywords": RIGHT.replace("(self, q, k, v, mask=None, causal=True):", "(self, q, k, v):"),
     # right values, but the far field as n × n matrices
     "dense_far": BY_PARTS.replace(
-        "far = sum(la.linear_attention(q, k, v, causal=True, feature_map=f) for f in self.maps)",
+        "far = sum(la.LinearAttention(feature_map=f)(q, k, v, causal=True) for f in self.maps)",
         "far = 0\n        for f in self.maps:\n            a = torch.tril(f(q) @ f(k).transpose(-2, -1))\n"
         "            far = far + (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)",
     ),

@@ -12,39 +12,42 @@ from raising import raises
 from companion.benchmarking import fit_loglog_slope
 from companion.benchmarking.linear_attention import measure_generation
 from companion.linear_attention import (
+    DEFAULT_CHUNK_SIZE,
     DEFAULT_EPS,
+    LinearAttention,
     LinearAttentionState,
     best_rank_r_approximation,
-    causal_linear_attention_chunked,
-    causal_linear_attention_cumsum,
-    causal_linear_attention_recurrent,
     elu_plus_one,
     exponential_kernel,
     kernel_attention,
     kernel_matrix,
     linear_attention,
-    linear_attention_state,
-    linear_attention_step,
     low_rank_error,
     low_rank_factors,
     numerical_rank,
-    quadratic_linear_attention,
     relu_feature_map,
 )
 
+
+def _form(method, chunk_size=DEFAULT_CHUNK_SIZE):
+    """LinearAttention(**options).method(q, k, v, mask); method None: the call with causal=True."""
+
+    def form(q, k, v, mask=None, **options):
+        attention = LinearAttention(chunk_size=chunk_size, **options)
+        if method is None:
+            return attention(q, k, v, mask, causal=True)
+        return getattr(attention, method)(q, k, v, mask)
+
+    return form
+
+
 CAUSAL_FORMS = {
-    "recurrent": causal_linear_attention_recurrent,
-    "chunked": causal_linear_attention_chunked,
-    "chunked C=7": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(
-        q, k, v, mask, chunk_size=7, **kw
-    ),
-    "chunked C=1": lambda q, k, v, mask=None, **kw: causal_linear_attention_chunked(
-        q, k, v, mask, chunk_size=1, **kw
-    ),
-    "cumsum": causal_linear_attention_cumsum,
-    "linear_attention(causal=True)": lambda q, k, v, mask=None, **kw: linear_attention(
-        q, k, v, mask, causal=True, **kw
-    ),
+    "recurrent": _form("recurrent"),
+    "chunked": _form("chunked"),
+    "chunked C=7": _form("chunked", 7),
+    "chunked C=1": _form("chunked", 1),
+    "cumsum": _form("cumsum"),
+    "linear_attention(causal=True)": _form(None),
 }
 
 
@@ -134,8 +137,8 @@ def test_quadratic_form_equals_a_double_loop(causal, phi):
     q, k, v = qkv(6, 3, n_k=8, d_v=2, seed=1)
     keep = torch.tensor([True, True, False, True, True, True, False, True])
     for mask, keep_list in ((None, None), (keep.expand(6, 8), keep)):
-        got = quadratic_linear_attention(
-            q, k, v, mask, causal=causal, feature_map=phi, eps=1e-3
+        got = LinearAttention(feature_map=phi, eps=1e-3).quadratic(
+            q, k, v, mask, causal=causal
         )
         expected = loop_linear_attention(q, k, v, phi, causal, 1e-3, keep_list)
         torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
@@ -153,9 +156,9 @@ def test_kernel_matrix_is_feature_products():
 @pytest.mark.parametrize("phi", [elu_plus_one, relu_feature_map, signed_relu_features])
 def test_linear_attention_equals_the_quadratic_form(phi):
     q, k, v = qkv(2, 3, 11, 6, n_k=13, d_v=5)
-    expected = quadratic_linear_attention(q, k, v, feature_map=phi)
+    expected = LinearAttention(feature_map=phi).quadratic(q, k, v)
     torch.testing.assert_close(
-        linear_attention(q, k, v, feature_map=phi), expected, rtol=1e-10, atol=1e-10
+        LinearAttention(feature_map=phi)(q, k, v), expected, rtol=1e-10, atol=1e-10
     )
 
 
@@ -170,7 +173,7 @@ def test_key_padding_mask_equals_removing_the_keys():
             expected = linear_attention(q[b], k[b][:, keep[b]], v[b][:, keep[b]])
             torch.testing.assert_close(got[b], expected, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(
-            got, quadratic_linear_attention(q, k, v, mask), rtol=1e-12, atol=1e-12
+            got, linear_attention.quadratic(q, k, v, mask), rtol=1e-12, atol=1e-12
         )
     # all keys dropped: output 0 (the eps in the denominator), not NaN
     assert (linear_attention(q, k, v, torch.zeros(1, 10, dtype=torch.bool)) == 0).all()
@@ -182,10 +185,10 @@ def test_arbitrary_mask_raises():
     with raises(ValueError, "can only drop keys", "causal=True"):
         linear_attention(q, k, v, mask)
     with raises(ValueError, "can only drop keys"):
-        causal_linear_attention_chunked(q, k, v, mask)
+        linear_attention.chunked(q, k, v, mask)
     # the quadratic form honours it
-    expected = quadratic_linear_attention(q, k, v, causal=True)
-    torch.testing.assert_close(quadratic_linear_attention(q, k, v, mask), expected)
+    expected = linear_attention.quadratic(q, k, v, causal=True)
+    torch.testing.assert_close(linear_attention.quadratic(q, k, v, mask), expected)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -198,13 +201,13 @@ def test_causal_forms_equal_the_masked_quadratic_form_float64(name, phi):
     form = CAUSAL_FORMS[name]
     for n_q, n_k in ((1, 1), (17, 17), (64, 64), (70, 70), (9, 30)):
         q, k, v = qkv(2, 3, n_q, 8, n_k=n_k, d_v=5, seed=n_q)
-        expected = quadratic_linear_attention(q, k, v, causal=True, feature_map=phi)
+        expected = LinearAttention(feature_map=phi).quadratic(q, k, v, causal=True)
         got = form(q, k, v, feature_map=phi)
         assert got.shape == expected.shape
         torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
     keep = torch.rand(2, 1, 1, 30, generator=torch.Generator().manual_seed(3)) > 0.3
     q, k, v = qkv(2, 3, 30, 8, seed=5)
-    expected = quadratic_linear_attention(q, k, v, keep, causal=True, feature_map=phi)
+    expected = LinearAttention(feature_map=phi).quadratic(q, k, v, keep, causal=True)
     torch.testing.assert_close(
         form(q, k, v, keep, feature_map=phi), expected, rtol=1e-10, atol=1e-10
     )
@@ -213,7 +216,7 @@ def test_causal_forms_equal_the_masked_quadratic_form_float64(name, phi):
 @pytest.mark.parametrize("name", list(CAUSAL_FORMS))
 def test_causal_forms_equal_the_masked_quadratic_form_float32(name):
     q, k, v = qkv(2, 4, 300, 32, dtype=torch.float32)
-    expected = quadratic_linear_attention(
+    expected = linear_attention.quadratic(
         q.double(), k.double(), v.double(), causal=True
     )
     got = CAUSAL_FORMS[name](q, k, v)
@@ -224,7 +227,7 @@ def test_causal_forms_equal_the_masked_quadratic_form_float32(name):
 def test_causal_with_a_prefix_of_keys_is_the_end_of_the_full_causal_output():
     q, k, v = qkv(2, 3, 40, 6)
     full = linear_attention(q, k, v, causal=True)
-    for form in (linear_attention, quadratic_linear_attention):
+    for form in (linear_attention, linear_attention.quadratic):
         torch.testing.assert_close(
             form(q[..., 25:, :], k, v, causal=True), full[..., 25:, :]
         )
@@ -257,10 +260,10 @@ def test_causality(name):
 
 def test_generation_by_steps_equals_the_recurrent_form():
     q, k, v = qkv(2, 3, 12, 4, d_v=3)
-    expected = causal_linear_attention_recurrent(q, k, v)
+    expected = linear_attention.recurrent(q, k, v)
     state, outputs, sizes = None, [], set()
     for i in range(12):
-        y, state = linear_attention_step(
+        y, state = linear_attention.step(
             q[..., i, :], k[..., i, :], v[..., i, :], state
         )
         outputs.append(y)
@@ -271,8 +274,8 @@ def test_generation_by_steps_equals_the_recurrent_form():
     # S (r × d_v) and z (r) per head, float64: constant
     assert sizes == {2 * 3 * (4 * 3 + 4) * 8}
     # a state read from a prompt, then steps
-    prompt = linear_attention_state(k[..., :8, :], v[..., :8, :])
-    y, _ = linear_attention_step(q[..., 8, :], k[..., 8, :], v[..., 8, :], prompt)
+    prompt = linear_attention.state(k[..., :8, :], v[..., :8, :])
+    y, _ = linear_attention.step(q[..., 8, :], k[..., 8, :], v[..., 8, :], prompt)
     torch.testing.assert_close(y, expected[..., 8, :], rtol=1e-12, atol=1e-12)
 
 
@@ -280,11 +283,11 @@ def test_generation_by_steps_equals_the_recurrent_form():
     "form",
     [
         linear_attention,
-        quadratic_linear_attention,
-        causal_linear_attention_recurrent,
-        causal_linear_attention_cumsum,
-        lambda q, k, v: causal_linear_attention_chunked(q, k, v, chunk_size=3),
-        lambda q, k, v: linear_attention_step(q[:, 0], k[:, 0], v[:, 0])[0],
+        linear_attention.quadratic,
+        linear_attention.recurrent,
+        linear_attention.cumsum,
+        lambda q, k, v: LinearAttention(chunk_size=3).chunked(q, k, v),
+        lambda q, k, v: linear_attention.step(q[:, 0], k[:, 0], v[:, 0])[0],
     ],
 )
 def test_gradcheck(form):
@@ -298,17 +301,17 @@ def test_gradcheck(form):
 
 @pytest.mark.parametrize("name", ["linear_attention", *CAUSAL_FORMS])
 def test_very_negative_pre_activations_give_finite_outputs(name):
-    form = CAUSAL_FORMS.get(name, linear_attention)
+    form = CAUSAL_FORMS.get(name, _form("attend"))
     q, k, v = qkv(2, 50, 8, dtype=torch.float32)
     # φ ≈ e^{-30} · …, underflowing below e^{-87}, exactly 0
     for shift in (-30.0, -90.0, -1e4):
         out = form(q + shift, k + shift, v)
         assert torch.isfinite(out).all()
-        expected = quadratic_linear_attention(
+        expected = linear_attention.quadratic(
             (q + shift).double(), (k + shift).double(), v.double(), causal=True
         )
         if name == "linear_attention":
-            expected = quadratic_linear_attention(
+            expected = linear_attention.quadratic(
                 (q + shift).double(), (k + shift).double(), v.double()
             )
         torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
@@ -323,8 +326,8 @@ def test_long_sequence_float32_against_float64():
     """N = 32,768 positions in float32 (chunked) against the cumulative-sum form in float64."""
     n = 2**15
     q, k, v = qkv(1, 2, n, 16, dtype=torch.float32, seed=7)
-    got = causal_linear_attention_chunked(q, k, v)
-    expected = causal_linear_attention_cumsum(q.double(), k.double(), v.double())
+    got = linear_attention.chunked(q, k, v)
+    expected = linear_attention.cumsum(q.double(), k.double(), v.double())
     assert torch.isfinite(got).all()
     error = (got.double() - expected).abs().max().item()
     assert error < 1e-5, error
@@ -352,14 +355,14 @@ def test_bad_inputs_raise_clear_errors():
     with raises(
         ValueError, "expected v of shape (..., 5, d_v)", "got v of shape (2, 4, 4)"
     ):
-        causal_linear_attention_recurrent(q, k, v[:, :4])
+        linear_attention.recurrent(q, k, v[:, :4])
     with raises(
         ValueError,
         "leading (batch) dimensions of q, k and v",
         "broadcast",
         "(2, 5, 4), (3, 5, 4)",
     ):
-        causal_linear_attention_cumsum(q, torch.cat([k, k[:1]]), torch.cat([v, v[:1]]))
+        linear_attention.cumsum(q, torch.cat([k, k[:1]]), torch.cat([v, v[:1]]))
     with raises(ValueError, "at least 2 dimensions", "got shape (4,)"):
         linear_attention(q[0, 0], k, v)
     with raises(TypeError, "boolean tensor"):
@@ -367,13 +370,13 @@ def test_bad_inputs_raise_clear_errors():
     with raises(ValueError, "broadcast against the scores of shape (2, 5, 5)"):
         linear_attention(q, k, v, torch.ones(1, 4, dtype=torch.bool))
     with raises(ValueError, "expected shape (2, 5, 'r'), got a tensor of shape (2, 4)"):
-        linear_attention(q, k, v, feature_map=lambda x: x.sum(-2))
+        LinearAttention(feature_map=lambda x: x.sum(-2))(q, k, v)
     with raises(TypeError, "feature_map must be a function"):
-        linear_attention(q, k, v, feature_map="elu")
+        LinearAttention(feature_map="elu")(q, k, v)
     with raises(ValueError, "eps", ">= 0", "got -1.0"):
-        causal_linear_attention_chunked(q, k, v, eps=-1.0)
+        LinearAttention(eps=-1.0).chunked(q, k, v)
     with raises(ValueError, "chunk_size", ">= 1", "got 0"):
-        causal_linear_attention_chunked(q, k, v, chunk_size=0)
+        LinearAttention(chunk_size=0).chunked(q, k, v)
     with raises(
         ValueError,
         "at least as many keys as queries",
@@ -385,7 +388,7 @@ def test_bad_inputs_raise_clear_errors():
         torch.zeros(2, 4, dtype=torch.float64),
     )
     with raises(ValueError, "state must hold s of shape (2, 4, 4)"):
-        linear_attention_step(q[:, 0], k[:, 0], v[:, 0], bad_state)
+        linear_attention.step(q[:, 0], k[:, 0], v[:, 0], bad_state)
     with raises(ValueError, "no attention weights to drop, got dropout_p=0.1"):
         linear_attention(q, k, v, dropout_p=0.1)
     with raises(ValueError, "kernel must return shape"):
@@ -396,7 +399,7 @@ def test_defaults():
     assert DEFAULT_EPS > 0
     q, k, v = qkv(3, 2)
     torch.testing.assert_close(
-        linear_attention(q, k, v), linear_attention(q, k, v, eps=DEFAULT_EPS)
+        linear_attention(q, k, v), LinearAttention(eps=DEFAULT_EPS)(q, k, v)
     )
 
 

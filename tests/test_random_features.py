@@ -21,9 +21,7 @@ from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from companion.benchmarking import fit_loglog_slope
 from companion.linear_attention import (
-    linear_attention,
-    linear_attention_step,
-    quadratic_linear_attention,
+    LinearAttention,
 )
 from companion.random_features import (
     KERNELS,
@@ -650,8 +648,8 @@ def test_float32_underflow_without_the_stabilizer_and_fixed_with_it():
     q, k, v = q[None, :20], k[None, :20], v[None, :20]
     for causal in (False, True):
         out = performer_attention(q, k, v, phi, causal=causal, eps=0.0)
-        plain = quadratic_linear_attention(
-            *(t.double() for t in (q, k, v)), causal=causal, feature_map=phi, eps=0.0
+        plain = LinearAttention(feature_map=phi, eps=0.0).quadratic(
+            *(t.double() for t in (q, k, v)), causal=causal
         )
         assert bool(torch.isfinite(out).all())
         torch.testing.assert_close(out.double(), plain, rtol=1e-3, atol=1e-4)
@@ -690,8 +688,8 @@ def test_performer_attention_is_linear_attention_with_its_features(kind, causal)
     mask = torch.rand(2, 1, 1, 17, generator=gen(3)) > 0.3
     mask[..., 5] = True  # every query of the causal form sees a kept key
     for keep, eps in ((None, 0.0), (None, 1e-6), (mask, 0.1)):
-        ref = quadratic_linear_attention(
-            q, k, v, keep, causal=causal, feature_map=phi, eps=eps
+        ref = LinearAttention(feature_map=phi, eps=eps).quadratic(
+            q, k, v, keep, causal=causal
         )
         for chunk_size in (1, 4, 128):
             out = performer_attention(
@@ -726,8 +724,8 @@ def test_gradients_pass_through_the_stabilised_attention_unchanged(causal):
     stabilised = lambda t: performer_attention(
         t, k, v, phi, causal=causal, eps=0.0, chunk_size=4
     )
-    plain = lambda t: quadratic_linear_attention(
-        t, k, v, causal=causal, feature_map=phi, eps=0.0
+    plain = lambda t: LinearAttention(feature_map=phi, eps=0.0).quadratic(
+        t, k, v, causal=causal
     )
     (g_stable,), (g_plain,) = (
         torch.autograd.grad(f(q).sum(), q) for f in (stabilised, plain)
@@ -901,20 +899,20 @@ def test_performer_features_plug_into_linear_attention():
     k = 0.5 * torch.randn(2, 3, 40, d, generator=gen(1), dtype=F64)
     v = torch.randn(2, 3, 40, 8, generator=gen(2), dtype=F64)
     phi = PerformerFeatures(d, 256, seed=0).double()
-    out = linear_attention(q, k, v, feature_map=phi, eps=0.0)
+    out = LinearAttention(feature_map=phi, eps=0.0)(q, k, v)
     torch.testing.assert_close(out, feature_attention(phi(q), phi(k), v))
     # the stabiliser's constants cancel in the prefix sums too
     for causal in (False, True):
         stable = performer_attention(q, k, v, phi, causal=causal, eps=0.0)
         torch.testing.assert_close(
-            stable, linear_attention(q, k, v, causal=causal, feature_map=phi, eps=0.0)
+            stable, LinearAttention(feature_map=phi, eps=0.0)(q, k, v, causal=causal)
         )
     exact = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v
     err = [
         float(
             (
-                linear_attention(
-                    q, k, v, feature_map=PerformerFeatures(d, m, seed=1).double()
+                LinearAttention(feature_map=PerformerFeatures(d, m, seed=1).double())(
+                    q, k, v
                 )
                 - exact
             )
@@ -935,11 +933,11 @@ def test_performer_features_step_by_step():
     )
     v = torch.randn(1, 12, 4, generator=gen(2), dtype=F64)
     off = PerformerFeatures(d, 64, seed=0).double()
-    parallel = linear_attention(q, k, v, causal=True, feature_map=off, eps=0.0)
+    parallel = LinearAttention(feature_map=off, eps=0.0)(q, k, v, causal=True)
     state, outs = None, []
     for i in range(12):
-        y, state = linear_attention_step(
-            q[:, i], k[:, i], v[:, i], state, feature_map=off, eps=0.0
+        y, state = LinearAttention(feature_map=off, eps=0.0).step(
+            q[:, i], k[:, i], v[:, i], state
         )
         outs.append(y)
     torch.testing.assert_close(torch.stack(outs, dim=1), parallel)

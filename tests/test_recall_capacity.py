@@ -8,7 +8,7 @@ import torch
 from raising import raises
 
 from companion import recall_capacity as rc
-from companion.linear_attention import linear_attention
+from companion.linear_attention import LinearAttention
 
 
 def loop_read_out(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -27,7 +27,7 @@ def eckart_young(targets: np.ndarray, r: int) -> float:
 
 
 def read(phi: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return linear_attention(phi, phi, v, feature_map=lambda x: x, eps=0.0)
+    return LinearAttention(feature_map=lambda x: x, eps=0.0)(phi, phi, v)
 
 
 @pytest.mark.parametrize("r", [1, 3, 8, 16])
@@ -70,9 +70,7 @@ def test_no_rank_r_read_out_beats_eckart_young(n, r):
         phi_q = torch.rand(n, r, generator=g, dtype=torch.float64) ** 3
         phi_k = torch.rand(n, r, generator=g, dtype=torch.float64) ** 3
         v = torch.randn(n, n, generator=g, dtype=torch.float64)
-        out = linear_attention(
-            phi_q, phi_k, v, feature_map=lambda x: x, eps=0.0
-        ).numpy()
+        out = LinearAttention(feature_map=lambda x: x, eps=0.0)(phi_q, phi_k, v).numpy()
         assert np.linalg.matrix_rank(out) <= r
         a, b = np.random.default_rng(len(str(best))).standard_normal((2, n, r))
         best = min(best, ((out - targets) ** 2).sum(), ((a @ b.T - targets) ** 2).sum())

@@ -69,7 +69,7 @@ def test_performer_attention_is_causal_and_is_favor_plus():
     )
     phi = rf.PerformerFeatures(4, 16, seed=0)
     assert torch.equal(attention.features.w, phi.w)
-    expected = la.quadratic_linear_attention(q, k, v, causal=True, feature_map=phi)
+    expected = la.LinearAttention(feature_map=phi).quadratic(q, k, v, causal=True)
     assert torch.allclose(out, expected, atol=1e-5)
 
 

@@ -9,15 +9,11 @@ import torch
 from raising import raises
 
 from companion.attention import scaled_dot_product_attention
-from companion.banded_attention import banded_attention, banded_attention_dense
+from companion.banded_attention import BandedAttention, banded_attention_dense
 from companion.decoding import Sampling
 from companion.linear_attention import (
-    causal_linear_attention_chunked,
-    causal_linear_attention_cumsum,
-    causal_linear_attention_recurrent,
     kernel_attention,
     linear_attention,
-    quadratic_linear_attention,
 )
 from companion.validation import (
     check_attention_inputs,
@@ -29,12 +25,12 @@ from companion.validation import (
 FUNCTIONS = [
     scaled_dot_product_attention,
     linear_attention,
-    quadratic_linear_attention,
+    linear_attention.quadratic,
     kernel_attention,
-    causal_linear_attention_recurrent,
-    causal_linear_attention_chunked,
-    causal_linear_attention_cumsum,
-    lambda q, k, v: banded_attention(q, k, v, bandwidth=2),
+    linear_attention.recurrent,
+    linear_attention.chunked,
+    linear_attention.cumsum,
+    lambda q, k, v: BandedAttention(2)(q, k, v),
     lambda q, k, v: banded_attention_dense(q, k, v, bandwidth=2),
 ]
 

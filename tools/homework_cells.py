@@ -85,17 +85,20 @@ GIVEAWAYS = {
     # chapter 6: the companion's BPE training
     "learn_merges": {"train_bpe_naive", "train_bpe"},
     "near_far_split": {"band_mask"},  # chapter 9: the band the near field keeps
-    "banded_softmax": {"banded_attention"},
+    "banded_softmax": {"BandedAttention", "BandedAttention.attend"},
     # chapter 9: the blend the module calls
-    "FMMAttention": {"fmmformer_attention", "far_field_attention"},
+    "FMMAttention": {"FMMAttention.attend", "far_field_attention"},
     "pair_inputs": {"truncate_pair"},  # chapter 7: the truncation rule
     # chapter 7: the head and the unmasked loss
     "span_head_loss": {"SpanHead", "span_loss"},
     "squad_f1": {"normalize_answer"},  # chapter 7: half of the answer
     # chapter 8: the step inside its loop
-    "linear_attention_step": {"causal_linear_attention_recurrent"},
+    "linear_attention_step": {"LinearAttention.step", "LinearAttention.recurrent"},
     # chapter 8: the recurrence itself
-    "linear_attention_rnn": {"causal_linear_attention_recurrent"},
+    "linear_attention_rnn": {"LinearAttention.recurrent"},
+    # chapter 8: the companion's versions of the other forms the exercises ask for
+    "linear_attention": {"LinearAttention", "LinearAttention.attend"},
+    "causal_linear_attention_chunked": {"LinearAttention.chunked"},
     # chapter 10: the features and the module that holds them
     "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
 }

@@ -9,21 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..linear_attention import (
     FeatureMap,
-    causal_linear_attention_chunked,
-    causal_linear_attention_cumsum,
-    causal_linear_attention_recurrent,
+    LinearAttention,
     elu_plus_one,
     linear_attention,
-    linear_attention_state,
-    linear_attention_step,
-    quadratic_linear_attention,
 )
 from ..validation import (
     require_int,
@@ -87,7 +81,7 @@ def measure_generation(
 ) -> list[GenerationMeasurement]:
     """Time one attention step of generation after ``length`` tokens, with a state and with a KV cache.
 
-    - ``"linear (state)"``: :func:`~companion.linear_attention.linear_attention_step` on a state ``(S, z)`` of shape
+    - ``"linear (state)"``: :meth:`~companion.linear_attention.LinearAttention.step` on a state ``(S, z)`` of shape
       ``(batch, heads, r, d) + (batch, heads, r)``: the same work and the same bytes at every length.
     - ``"softmax (KV cache)"``: the new key and value written into a preallocated cache, then
       ``torch.nn.functional.scaled_dot_product_attention`` of the one query against all ``length + 1`` keys:
@@ -111,9 +105,10 @@ def measure_generation(
             torch.randn(batch, heads, length, d, generator=generator) for _ in range(2)
         )
         q, k, v = (torch.randn(batch, heads, d, generator=generator) for _ in range(3))
-        state = linear_attention_state(k_past, v_past, feature_map=feature_map)
+        attention = LinearAttention(feature_map=feature_map)
+        state = attention.state(k_past, v_past)
         seconds = time_call(
-            partial(linear_attention_step, feature_map=feature_map),
+            attention.step,
             q,
             k,
             v,
@@ -156,17 +151,17 @@ def linear_attention_implementations(
     if causal:
         return {
             "sdpa": _sdpa(True),
-            "chunked": causal_linear_attention_chunked,
-            "cumsum": causal_linear_attention_cumsum,
-            "recurrent": causal_linear_attention_recurrent,
-            "quadratic": lambda q, k, v: quadratic_linear_attention(
+            "chunked": linear_attention.chunked,
+            "cumsum": linear_attention.cumsum,
+            "recurrent": linear_attention.recurrent,
+            "quadratic": lambda q, k, v: linear_attention.quadratic(
                 q, k, v, causal=True
             ),
         }
     return {
         "sdpa": _sdpa(False),
         "linear": linear_attention,
-        "quadratic": quadratic_linear_attention,
+        "quadratic": linear_attention.quadratic,
     }
 
 

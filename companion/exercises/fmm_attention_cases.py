@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..banded_attention import banded_attention
+from ..banded_attention import BandedAttention
 from ..fmmformer import FMM_FEATURE_MAPS
 from ..transformer import BlockConfig, CausalBlock
 from .checking import Case, case
@@ -150,7 +150,7 @@ def fmm_built(setup: dict[str, Any]) -> str:
 def _near(q, k, v, b, *, causal=True, scale=True):
     if not scale:
         q = q * math.sqrt(q.shape[-1])
-    return banded_attention(q, k, v, causal=causal, bandwidth=b)
+    return BandedAttention(b)(q, k, v, causal=causal)
 
 
 def _far(q, k, v, maps, *, causal=True, skip=0, normalise=True, shared=False):

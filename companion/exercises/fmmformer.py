@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..banded_attention import banded_attention, banded_attention_dense
+from ..banded_attention import BandedAttention, banded_attention_dense
 from ..fmmformer import FMM_FEATURE_MAPS, FMMAttention, FMMConfig
 from ..transformer import BlockConfig, CausalBlock
 from .checking import (
@@ -62,22 +62,22 @@ __all__ = ["check_banded_softmax", "check_fmm_attention"]
 
 
 def _banded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: int) -> torch.Tensor:
-    return banded_attention(q, k, v, causal=True, bandwidth=b)
+    return BandedAttention(b)(q, k, v, causal=True)
 
 
 _MISTAKES_BANDED = [
     (
-        lambda q, k, v, b: banded_attention(
-            q * math.sqrt(q.shape[-1]), k, v, causal=True, bandwidth=b
+        lambda q, k, v, b: BandedAttention(b)(
+            q * math.sqrt(q.shape[-1]), k, v, causal=True
         ),
         "Divide the scores by √d_k before the softmax.",
     ),
     (
-        lambda q, k, v, b: banded_attention(q, k, v, causal=False, bandwidth=b),
+        lambda q, k, v, b: BandedAttention(b)(q, k, v, causal=False),
         "Your band also reads keys after the query (|i - j| < b): the causal band is 0 <= i - j < b.",
     ),
     (
-        lambda q, k, v, b: banded_attention(q, k, v, causal=True, bandwidth=b + 1),
+        lambda q, k, v, b: BandedAttention(b + 1)(q, k, v, causal=True),
         "Your band holds b + 1 keys: query i sees itself and the b - 1 keys before it.",
     ),
     (
@@ -167,7 +167,7 @@ check_banded_softmax = Checker(
     _banded_memory,
     kind="function",
     withhold=[
-        "companion.banded_attention.banded_attention",
+        "companion.banded_attention.BandedAttention.attend",
         "companion.banded_attention.banded_attention_dense",
     ],
 )
@@ -315,8 +315,9 @@ def _fmm_require_parameters(module: Any, built: str, h: int) -> dict[str, Any]:
 
 
 _FMM_HINT = (
-    "V̂ = softplus(near_raw) · softmax(band_b(QKᵀ/√d_k)) V + softplus(far_raw) · Σ_l linear_attention(q, k, v, "
-    "causal=True, feature_map=φ_l), for the first n_maps of elu(x) + 1, elu(-x) + 1, tanh(x) + 1."
+    "V̂ = softplus(near_raw) · softmax(band_b(QKᵀ/√d_k)) V + softplus(far_raw) · "
+    "Σ_l LinearAttention(feature_map=φ_l)(q, k, v, causal=True), "
+    "for the first n_maps of elu(x) + 1, elu(-x) + 1, tanh(x) + 1."
 )
 
 
@@ -549,7 +550,7 @@ check_fmm_attention = Checker(
     _fmm_attention_cases,
     kind="class",
     withhold=[
-        "companion.fmmformer.fmmformer_attention",
+        "companion.fmmformer.FMMAttention.attend",
         "companion.fmmformer.far_field_attention",
         "companion.fmmformer.FMMAttention.forward",
     ],

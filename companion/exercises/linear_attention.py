@@ -61,7 +61,7 @@ def _reference_rnn(
     """The companion's recurrence from the state (s, z): its step, token after token."""
     state, ys = ref.LinearAttentionState(s, z), []
     for i in range(q.shape[-2]):
-        y, state = ref.linear_attention_step(
+        y, state = ref.linear_attention.step(
             q[..., i, :], k[..., i, :], v[..., i, :], state
         )
         ys.append(y)
@@ -122,7 +122,7 @@ def _rnn_case(
         _randn(*shape, prompt, d_k).to(dtype),
         _randn(*shape, prompt, d_v).to(dtype),
     )
-    state = ref.linear_attention_state(keys, values)
+    state = ref.linear_attention.state(keys, values)
     q = (_randn(*shape, t, d_k) + q_scale).to(dtype)
     k, v = _randn(*shape, t, d_k).to(dtype), _randn(*shape, t, d_v).to(dtype)
     return case(q, k, v, state.s, state.z, why=why)
@@ -151,8 +151,8 @@ def _rnn_cases() -> list:
 
 
 _RNN_FORMS = [
-    "companion.linear_attention.linear_attention_step",
-    "companion.linear_attention.linear_attention_state",
+    "companion.linear_attention.LinearAttention.step",
+    "companion.linear_attention.LinearAttention.state",
     *_LINEAR_FORMS,
 ]
 
@@ -320,7 +320,7 @@ check_linear_attention_rnn = Checker(
 def _reference_chunked(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int
 ) -> torch.Tensor:
-    return ref.causal_linear_attention_chunked(q, k, v, chunk_size=chunk_size)
+    return ref.LinearAttention(chunk_size=chunk_size).chunked(q, k, v)
 
 
 def _blockwise(mask_within: str, carry: bool, inclusive: bool = False):  # noqa: ANN202

@@ -103,12 +103,12 @@ def _linear_cases() -> list:
 
 
 _LINEAR_FORMS = [
-    "companion.linear_attention.linear_attention",
-    "companion.linear_attention.quadratic_linear_attention",
+    "companion.linear_attention.LinearAttention.attend",
+    "companion.linear_attention.LinearAttention.quadratic",
     "companion.linear_attention.kernel_attention",
-    "companion.linear_attention.causal_linear_attention_recurrent",
-    "companion.linear_attention.causal_linear_attention_chunked",
-    "companion.linear_attention.causal_linear_attention_cumsum",
+    "companion.linear_attention.LinearAttention.recurrent",
+    "companion.linear_attention.LinearAttention.chunked",
+    "companion.linear_attention.LinearAttention.cumsum",
 ]
 
 MEMORY_N = 2048
@@ -181,7 +181,7 @@ check_linear_attention = Checker(
 def _reference_step(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s: torch.Tensor, z: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    y, state = ref.linear_attention_step(q, k, v, ref.LinearAttentionState(s, z))
+    y, state = ref.linear_attention.step(q, k, v, ref.LinearAttentionState(s, z))
     return y, state.s, state.z
 
 
@@ -220,7 +220,7 @@ def _step_cases() -> list:
         ((2, 4), "a batch of 2 with 4 heads"),
     ):
         keys, values = _randn(*shape, 4, 3), _randn(*shape, 4, 2)
-        state = ref.linear_attention_state(keys, values)
+        state = ref.linear_attention.state(keys, values)
         q, k, v = _randn(*shape, 3), _randn(*shape, 3), _randn(*shape, 2)
         cases.append(case(q, k, v, state.s, state.z, why=why))
     zeros = case(
@@ -255,5 +255,5 @@ check_linear_attention_step = compare(
     ],
     hint="S ← S + φ(k) vᵀ (an outer product, d_k × d_v), z ← z + φ(k); y = φ(q)ᵀS / (φ(q)ᵀz + 1e-6).",
     what="(y, s, z)",
-    withhold=["companion.linear_attention.linear_attention_step", *_LINEAR_FORMS],
+    withhold=["companion.linear_attention.LinearAttention.step", *_LINEAR_FORMS],
 )

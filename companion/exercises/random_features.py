@@ -404,12 +404,12 @@ def _reference_performer(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor
 ) -> torch.Tensor:
     scale = q.shape[-1] ** -0.25
-    return la.causal_linear_attention_chunked(
+    return la.LinearAttention(
+        feature_map=lambda x: ref.positive_softmax_features(x * scale, w), chunk_size=4
+    ).chunked(
         q,
         k,
         v,
-        feature_map=lambda x: ref.positive_softmax_features(x * scale, w),
-        chunk_size=4,
     )
 
 
@@ -519,13 +519,13 @@ _performer_values = compare(
     withhold=[
         "companion.random_features.positive_softmax_features",
         "companion.random_features.PerformerFeatures",
-        "companion.linear_attention.linear_attention",
-        "companion.linear_attention.quadratic_linear_attention",
+        "companion.linear_attention.LinearAttention.attend",
+        "companion.linear_attention.LinearAttention.quadratic",
         "companion.linear_attention.kernel_attention",
-        "companion.linear_attention.linear_attention_step",
-        "companion.linear_attention.causal_linear_attention_recurrent",
-        "companion.linear_attention.causal_linear_attention_chunked",
-        "companion.linear_attention.causal_linear_attention_cumsum",
+        "companion.linear_attention.LinearAttention.step",
+        "companion.linear_attention.LinearAttention.recurrent",
+        "companion.linear_attention.LinearAttention.chunked",
+        "companion.linear_attention.LinearAttention.cumsum",
     ],
     same_dtype=True,
 )
