@@ -237,7 +237,7 @@ class BPETokenizer:
         return len(self.vocab)
 
     def encode_chunk(self, chunk: str) -> list[int]:
-        """Encode one pre-tokenised chunk: apply the merges, lowest rank (earliest learned) first."""
+        """A chunk's ids: merge the earliest-learned pair present until none is a merge."""
         ids = list(chunk.encode("utf-8"))
         while len(ids) >= 2:
             pair = min(pairwise(ids), key=lambda p: self.merges.get(p, float("inf")))

@@ -368,9 +368,9 @@ class LinearAttention:
         return (numerator / (denominator + self.eps)).flatten(-3, -2)[..., :n, :]
 
     def cumsum(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask = None) -> Tensor:
-        """All S_i = Σ_{j≤i} φ(k_j)v_jᵀ at once (..., N, r, d_v); y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps)."""
+        """y_i = φ(q_i)ᵀS_i / (φ(q_i)ᵀz_i + eps), all S_i (..., N, r, d_v) in one cumsum."""
         phi_q, phi_k, v = self._features(q, k, v, mask, causal=True)
-        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])
+        state, phi_k, v = _prefix(phi_k, v, phi_q.shape[-2])  # S_0 = 0 unless n_k > n_q
         s = (phi_k.unsqueeze(-1) * v.unsqueeze(-2)).cumsum(dim=-3)  # (..., N, r, d_v)
         s = state.s.unsqueeze(-3) + s
         z = state.z.unsqueeze(-2) + phi_k.cumsum(dim=-2)  # (..., N, r)

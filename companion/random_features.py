@@ -47,6 +47,7 @@ from .kernels import sample_frequencies as sample_frequencies
 from .kernels import sample_phases as sample_phases
 from .kernels import shift_invariant_kernel as shift_invariant_kernel
 from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
+from .masks import Mask
 from .validation import (
     check_attention_inputs,
     check_pair,
@@ -414,16 +415,16 @@ class PerformerFeatures(nn.Module):
 
 
 def performer_attention(
-    q,
-    k,
-    v,
-    features,
-    mask=None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    features: PerformerFeatures,
+    mask: Mask = None,
     *,
-    causal=False,
-    eps=DEFAULT_EPS,
-    chunk_size=DEFAULT_CHUNK_SIZE,
-):
+    causal: bool = False,
+    eps: float = DEFAULT_EPS,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Tensor:
     """Linear attention with ``features`` (a :class:`PerformerFeatures`), stabilised without seeing the future.
 
     With φ(x_j) = f_j e^{a_j} (:meth:`PerformerFeatures.scaled`), row i of linear attention is N_i / (D_i + ε),
@@ -473,7 +474,15 @@ def _ratio(
     return numerator / denominator
 
 
-def _causal_stabilised(f_q, a_q, f_k, a_k, v, eps: float, chunk_size: int) -> Tensor:
+def _causal_stabilised(
+    f_q: Tensor,
+    a_q: Tensor,
+    f_k: Tensor,
+    a_k: Tensor,
+    v: Tensor,
+    eps: float,
+    chunk_size: int,
+) -> Tensor:
     """Row i: Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} v_j / (Σ_{j≤i} (f_iᵀf_j) e^{a_j − M_i} + ε e^{−a_i − M_i})."""
     # the first n_pre keys are seen by every query
     n_q, n_pre = f_q.shape[-2], f_k.shape[-2] - f_q.shape[-2]
@@ -533,7 +542,16 @@ class PerformerAttention(nn.Module):
         """Draw new frequencies (see :meth:`PerformerFeatures.redraw`)."""
         self.features.redraw(seed)
 
-    def forward(self, q, k, v, mask=None, *, causal=False, dropout_p=0.0) -> Tensor:
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Mask = None,
+        *,
+        causal: bool = False,
+        dropout_p: float = 0.0,
+    ) -> Tensor:
         if dropout_p:
             raise ValueError(
                 f"Performer attention forms no attention weights to drop, got dropout_p={dropout_p}: "

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .validation import describe, require_int
+from .validation import describe, require_instance, require_int
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -93,9 +93,8 @@ def _split_on_punctuation(word: str) -> list[str]:
 
 
 def basic_tokenize(text: str, lower_case: bool = True) -> list[str]:
-    """BERT's BasicTokenizer: clean, space out CJK characters, lower-case, strip accents, split punctuation."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {describe(text)}")
+    """BERT's BasicTokenizer: clean, lower-case, strip accents, split punctuation."""
+    require_instance(text, str, "text")
     cleaned = []
     for ch in text:
         if ch in ("\x00", "\ufffd") or _is_control(ch):
@@ -197,8 +196,7 @@ class WordPieceTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """The WordPiece tokens of ``text``; special-token strings such as ``[MASK]`` in it are kept whole."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {describe(text)}")
+        require_instance(text, str, "text")
         tokens = []
         for part in _SPECIAL_SPLIT.split(text):
             if part in SPECIAL_TOKENS:

@@ -98,7 +98,10 @@ GIVEAWAYS = {
     "linear_attention_rnn": {"LinearAttention.recurrent"},
     # chapter 8: the companion's versions of the other forms the exercises ask for
     "linear_attention": {"LinearAttention", "LinearAttention.attend"},
-    "causal_linear_attention_chunked": {"LinearAttention.chunked"},
+    "causal_linear_attention_chunked": {
+        "LinearAttention.chunked",
+        "LinearAttention.cumsum",
+    },
     # chapter 10: the features and the module that holds them
     "causal_performer_attention": {"positive_softmax_features", "PerformerFeatures"},
 }
