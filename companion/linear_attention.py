@@ -227,6 +227,15 @@ def _check_state(state: object, phi_k: Tensor, v: Tensor) -> None:
         )
 
 
+def _no_dropout(dropout_p: float, name: str) -> None:
+    """Raise if ``dropout_p`` asks a form without attention weights (``name``) to drop some."""
+    if dropout_p:
+        raise ValueError(
+            f"{name} forms no attention weights to drop, got dropout_p={dropout_p}: "
+            "build the model with attention dropout 0"
+        )
+
+
 @dataclass(frozen=True)
 class LinearAttention:
     """Linear attention's options; ``LinearAttention(φ)(q, k, v)`` attends."""
@@ -252,11 +261,7 @@ class LinearAttention:
         dropout_p: float = 0.0,
     ) -> Tensor:
         """The attention function of :mod:`companion.attention`: :meth:`attend`, or :meth:`chunked` if causal."""
-        if dropout_p:
-            raise ValueError(
-                f"linear attention forms no attention weights to drop, got dropout_p={dropout_p}: "
-                "build the model with attention dropout 0"
-            )
+        _no_dropout(dropout_p, "linear attention")
         return self.chunked(q, k, v, mask) if causal else self.attend(q, k, v, mask)
 
     def _features(

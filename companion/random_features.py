@@ -46,7 +46,7 @@ from .kernels import orthogonal_gaussian as orthogonal_gaussian
 from .kernels import sample_frequencies as sample_frequencies
 from .kernels import sample_phases as sample_phases
 from .kernels import shift_invariant_kernel as shift_invariant_kernel
-from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask
+from .linear_attention import DEFAULT_CHUNK_SIZE, DEFAULT_EPS, _key_mask, _no_dropout
 from .masks import Mask
 from .validation import (
     check_attention_inputs,
@@ -552,11 +552,7 @@ class PerformerAttention(nn.Module):
         causal: bool = False,
         dropout_p: float = 0.0,
     ) -> Tensor:
-        if dropout_p:
-            raise ValueError(
-                f"Performer attention forms no attention weights to drop, got dropout_p={dropout_p}: "
-                "build the model with attention dropout 0"
-            )
+        _no_dropout(dropout_p, "Performer attention")
         return performer_attention(
             q, k, v, self.features, mask, causal=causal, eps=self.eps
         )
